@@ -1,0 +1,1 @@
+//! Built for wasm32 only.

@@ -1,0 +1,21 @@
+//! The production rate limiter of a framework that deploys natively or to
+//! Cloudflare Workers.
+//!
+//! Build time: [`config`] validates the application's rate-limit settings
+//! (with stable diagnostic codes) and [`plan`] turns its limits into
+//! Cloudflare bindings and Wrangler entries. Request time: [`limiter`]
+//! decides each request without doing I/O, counting in [`counter`] when the
+//! binding can't be asked; on wasm32, [`workers`] does the I/O in workerd.
+
+pub mod config;
+pub mod counter;
+pub mod limiter;
+pub mod limits;
+pub mod plan;
+#[cfg(target_arch = "wasm32")]
+pub mod workers;
+
+pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
+pub use limiter::{Limiter, Subject};
+pub use limits::Limit;
+pub use plan::BindingPlan;

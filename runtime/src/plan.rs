@@ -1,0 +1,112 @@
+//! From an application's limits to Cloudflare bindings and their Wrangler entries.
+//!
+//! A binding counts one limit over one window, so each distinct limit is a
+//! binding of its own, named for the connection and the limit and numbered
+//! from the connection's namespace in order of window and then of requests.
+
+use serde::Serialize;
+
+use crate::config::{Application, Counting};
+use crate::limits::Limit;
+
+/// One binding the Worker needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedBinding {
+    /// The name the Worker sees it under, such as `LIMITS_120_PER_60S`.
+    pub name: String,
+    pub namespace_id: u64,
+    pub limit: Limit,
+}
+
+/// The bindings of one application, in namespace order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct BindingPlan {
+    pub bindings: Vec<PlannedBinding>,
+}
+
+impl BindingPlan {
+    /// The bindings an application's store needs; empty unless the store is Cloudflare's binding.
+    pub fn for_application(app: &Application) -> BindingPlan {
+        let store = app.deployables.iter().find_map(|d| match app.counting(d) {
+            Counting::Binding { connection, namespace } => Some((connection, namespace)),
+            _ => None,
+        });
+        match store {
+            Some((connection, namespace)) => BindingPlan::new(&connection, namespace, &app.limits()),
+            None => BindingPlan::default(),
+        }
+    }
+
+    /// Plans one binding per distinct limit, numbered from `namespace`.
+    pub fn new(connection: &str, namespace: u64, limits: &[Limit]) -> BindingPlan {
+        let mut limits = limits.to_vec();
+        limits.sort();
+        limits.dedup();
+        let bindings = limits
+            .into_iter()
+            .zip(namespace..)
+            .map(|(limit, namespace_id)| PlannedBinding {
+                name: binding_name(connection, limit),
+                namespace_id,
+                limit,
+            })
+            .collect();
+        BindingPlan { bindings }
+    }
+
+    /// The binding that counts `limit`.
+    pub fn binding_for(&self, limit: Limit) -> Option<&PlannedBinding> {
+        self.bindings.iter().find(|b| b.limit == limit)
+    }
+
+    /// The `ratelimits` entries of a wrangler.jsonc, as a JSON object.
+    pub fn wrangler_jsonc(&self) -> String {
+        let file = WranglerFile { ratelimits: self.entries() };
+        // Serialising plain strings and numbers cannot fail.
+        serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
+    }
+
+    /// The `[[ratelimits]]` tables of a wrangler.toml.
+    pub fn wrangler_toml(&self) -> String {
+        let file = WranglerFile { ratelimits: self.entries() };
+        toml::to_string(&file).unwrap_or_default()
+    }
+
+    fn entries(&self) -> Vec<WranglerEntry> {
+        self.bindings
+            .iter()
+            .map(|b| WranglerEntry {
+                name: b.name.clone(),
+                namespace_id: b.namespace_id.to_string(),
+                simple: Simple { limit: b.limit.requests, period: b.limit.window_seconds },
+            })
+            .collect()
+    }
+}
+
+/// `LIMITS_120_PER_60S` for connection `limits` and 120 requests per 60 s.
+pub fn binding_name(connection: &str, limit: Limit) -> String {
+    let connection: String = connection
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .collect();
+    format!("{connection}_{}_PER_{}S", limit.requests, limit.window_seconds)
+}
+
+#[derive(Serialize)]
+struct WranglerFile {
+    ratelimits: Vec<WranglerEntry>,
+}
+
+#[derive(Serialize)]
+struct WranglerEntry {
+    name: String,
+    namespace_id: String,
+    simple: Simple,
+}
+
+#[derive(Serialize)]
+struct Simple {
+    limit: u32,
+    period: u32,
+}

@@ -1,0 +1,247 @@
+//! Every validation rule of the spec, one test each (or more).
+
+use runtime::config::{Application, Code, Counting, Location, StoreDriver};
+
+fn codes(source: &str) -> Vec<Code> {
+    match Application::from_toml(source) {
+        Ok(_) => Vec::new(),
+        Err(diagnostics) => diagnostics.codes(),
+    }
+}
+
+fn diagnostics(source: &str) -> runtime::Diagnostics {
+    Application::from_toml(source).expect_err("the description should be invalid")
+}
+
+const CLOUDFLARE: &str = r#"
+[connections.limits]
+driver = "cloudflare_rate_limits"
+namespace = 1001
+
+[connections.cache]
+driver = "redis"
+url = "redis://127.0.0.1:6379"
+"#;
+
+fn app(store: &str, deployables: &str) -> String {
+    format!("{CLOUDFLARE}\n[rate_limits]\nstore = {store}\n\n{deployables}")
+}
+
+const WORKERS_API: &str = r#"
+[[deployables]]
+name = "edge"
+target = "workers"
+serves_api = true
+"#;
+
+const NATIVE_API: &str = r#"
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+"#;
+
+#[test]
+fn the_issue_example_is_valid() {
+    let source = format!(
+        "{}\n[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = 10 }}\n",
+        app("\"limits\"", WORKERS_API)
+    );
+    let app = Application::from_toml(&source).expect("valid");
+    assert_eq!(
+        app.store.as_ref().map(|s| &s.driver),
+        Some(&StoreDriver::CloudflareRateLimits { namespace: 1001 })
+    );
+    let edge = app.deployable("edge").expect("edge");
+    assert_eq!(app.counting(edge), Counting::Binding { connection: "limits".into(), namespace: 1001 });
+}
+
+#[test]
+fn store_must_name_one_known_connection() {
+    assert_eq!(codes(&app("\"nowhere\"", WORKERS_API)), [Code::StoreInvalid]);
+    assert_eq!(codes(&app("[\"limits\", \"cache\"]", WORKERS_API)), [Code::StoreInvalid]);
+    assert_eq!(codes(&app("{ name = \"limits\" }", WORKERS_API)), [Code::StoreInvalid]);
+    assert_eq!(codes(&app("[\"limits\"]", WORKERS_API)), [Code::StoreInvalid], "even a list of one");
+}
+
+#[test]
+fn store_must_be_redis_or_cloudflare() {
+    let source = format!(
+        "[connections.db]\ndriver = \"postgres\"\n\n[rate_limits]\nstore = \"db\"\n{WORKERS_API}"
+    );
+    let d = diagnostics(&source);
+    assert_eq!(d.codes(), [Code::StoreInvalid]);
+    assert!(d.0[0].message.contains("postgres"), "{}", d.0[0].message);
+}
+
+#[test]
+fn store_invalid_points_at_the_store() {
+    let d = diagnostics(&app("\"nowhere\"", WORKERS_API));
+    let at = d.0[0].location.expect("a location");
+    assert_eq!(at, Location { line: 11, column: 9 });
+}
+
+#[test]
+fn a_workers_deployable_serving_an_api_needs_a_store() {
+    assert_eq!(codes(&format!("{CLOUDFLARE}{WORKERS_API}")), [Code::StoreRequired]);
+}
+
+#[test]
+fn a_workers_deployable_serving_no_api_needs_no_store() {
+    let source = format!(
+        "{CLOUDFLARE}\n[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n"
+    );
+    let app = Application::from_toml(&source).expect("valid");
+    assert_eq!(app.counting(&app.deployables[0]), Counting::NoApi);
+}
+
+#[test]
+fn a_native_deployable_serving_an_api_cannot_use_the_binding() {
+    let d = diagnostics(&app("\"limits\"", NATIVE_API));
+    assert_eq!(d.codes(), [Code::TargetUnsupported]);
+    assert!(d.0[0].message.contains("Redis"), "names Redis: {}", d.0[0].message);
+}
+
+#[test]
+fn a_native_deployable_serving_no_api_may_share_a_binding_store() {
+    let native_site = "[[deployables]]\nname = \"site\"\ntarget = \"native\"\nserves_api = false\n";
+    assert_eq!(codes(&app("\"limits\"", &format!("{WORKERS_API}{native_site}"))), []);
+}
+
+#[test]
+fn namespace_must_be_a_whole_number_of_at_least_one() {
+    for bad in ["0", "-3", "1.5", "\"1001\"", "true"] {
+        let source = format!(
+            "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = {bad}\n\n[rate_limits]\nstore = \"limits\"\n{WORKERS_API}"
+        );
+        assert_eq!(codes(&source), [Code::NamespaceInvalid], "namespace = {bad}");
+    }
+    let missing = format!(
+        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\n\n[rate_limits]\nstore = \"limits\"\n{WORKERS_API}"
+    );
+    assert_eq!(codes(&missing), [Code::NamespaceInvalid]);
+}
+
+#[test]
+fn a_workers_api_on_redis_is_counted_in_memory_unless_declined() {
+    let d = diagnostics(&app("\"cache\"", WORKERS_API));
+    assert_eq!(d.codes(), [Code::CountedInMemory]);
+    let message = &d.0[0].message;
+    assert!(message.contains("cloudflare_rate_limits"), "names the binding: {message}");
+    assert!(message.contains("declines"), "names the decline line: {message}");
+
+    let declined = WORKERS_API.replace(
+        "serves_api = true",
+        "serves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]",
+    );
+    let app = Application::from_toml(&app("\"cache\"", &declined)).expect("declined is valid");
+    assert_eq!(app.counting(&app.deployables[0]), Counting::InMemory);
+}
+
+#[test]
+fn a_native_deployable_on_redis_is_unaffected() {
+    assert_eq!(codes(&app("\"cache\"", NATIVE_API)), []);
+}
+
+#[test]
+fn only_judgement_calls_can_be_declined() {
+    let declined = WORKERS_API.replace(
+        "serves_api = true",
+        "serves_api = true\ndeclines = [\"rate_limits.store_required\"]",
+    );
+    assert_eq!(codes(&app("\"limits\"", &declined)), [Code::DeclineUnknown]);
+}
+
+#[test]
+fn route_windows_must_suit_the_binding() {
+    let route = |window: u32| {
+        format!("[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = {window} }}\n")
+    };
+    for ok in [10, 60] {
+        assert_eq!(codes(&app("\"limits\"", &format!("{WORKERS_API}{}", route(ok)))), []);
+    }
+    let d = diagnostics(&app("\"limits\"", &format!("{WORKERS_API}{}", route(30))));
+    assert_eq!(d.codes(), [Code::WindowUnsupported]);
+    assert!(d.0[0].message.contains("/api/search"), "names the route");
+    assert!(d.0[0].message.contains("10 or 60"), "names the windows allowed");
+    // With a Redis store any window counts.
+    let declined = WORKERS_API.replace(
+        "serves_api = true",
+        "serves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]",
+    );
+    assert_eq!(codes(&app("\"cache\"", &format!("{declined}{}", route(30)))), []);
+}
+
+#[test]
+fn route_limits_must_be_positive() {
+    let source = app(
+        "\"limits\"",
+        &format!("{WORKERS_API}[[routes]]\npath = \"/x\"\nrate_limit = {{ requests = 0, window = -1 }}\n"),
+    );
+    assert_eq!(codes(&source), [Code::LimitInvalid, Code::LimitInvalid]);
+}
+
+#[test]
+fn every_diagnostic_is_reported_at_once() {
+    let source = r#"
+[connections.limits]
+driver = "cloudflare_rate_limits"
+namespace = 0
+
+[rate_limits]
+store = ["a", "b"]
+
+[[deployables]]
+name = "edge"
+target = "workers"
+serves_api = true
+declines = ["nonsense"]
+
+[[deployables]]
+name = "edge"
+target = "native"
+serves_api = true
+"#;
+    let mut got = codes(source);
+    got.sort();
+    assert_eq!(got, [Code::StoreInvalid, Code::NamespaceInvalid, Code::DeclineUnknown, Code::DeployableDuplicate]);
+}
+
+#[test]
+fn malformed_toml_has_a_line_and_column() {
+    let d = diagnostics("[connections.limits]\ndriver = \n");
+    assert_eq!(d.codes(), [Code::InvalidToml]);
+    let at = d.0[0].location.expect("a location");
+    assert_eq!(at.line, 2);
+}
+
+#[test]
+fn unknown_fields_are_errors_with_a_place() {
+    let d = diagnostics(&format!("{CLOUDFLARE}\n[rate_limits]\nstore = \"limits\"\nstroe = 1\n"));
+    assert_eq!(d.codes(), [Code::InvalidToml]);
+    assert!(d.0[0].message.contains("stroe"), "{}", d.0[0].message);
+    assert_eq!(d.0[0].location.map(|l| l.line), Some(12));
+}
+
+#[test]
+fn codes_are_stable_strings() {
+    let all: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+    for expected in [
+        "rate_limits.store_invalid",
+        "rate_limits.store_required",
+        "deployable.target_unsupported",
+        "rate_limits.namespace_invalid",
+        "rate_limits.counted_in_memory",
+        "rate_limits.window_unsupported",
+    ] {
+        assert!(all.contains(&expected), "{expected}");
+        assert_eq!(expected.parse::<Code>().map(|c| c.as_str()), Ok(expected));
+    }
+}
+
+#[test]
+fn rendering_names_the_code_file_and_place() {
+    let d = diagnostics(&app("\"nowhere\"", WORKERS_API));
+    let text = d.render("app.toml");
+    assert!(text.starts_with("rate_limits.store_invalid: app.toml:11:9: "), "{text}");
+}
