@@ -1,1 +1,47 @@
-fn main() {}
+//! `cargo test -p harness`: every scenario in `scenarios/` as its own named
+//! trial (`FILE::NAME`), each against its own workerd. Slow scenarios are
+//! ignored unless `--include-ignored`. Runs under cargo-nextest too.
+
+use std::process::ExitCode;
+use std::sync::OnceLock;
+
+use harness::engine::Environment;
+use harness::paths::scenarios_dir;
+use harness::suite::{self, Trial};
+use libtest_mimic::{Arguments, Failed};
+
+fn main() -> ExitCode {
+    let args = Arguments::from_args();
+    let trials = match suite::discover(&scenarios_dir()) {
+        Ok(trials) => trials,
+        Err(e) => {
+            eprintln!("cannot read {}: {e}", scenarios_dir().display());
+            return ExitCode::FAILURE;
+        }
+    };
+    // Built on the first trial that runs, so `--list` stays instant.
+    static ENVIRONMENT: OnceLock<Result<Environment, String>> = OnceLock::new();
+    let tests = trials
+        .into_iter()
+        .map(|trial| {
+            let name = trial.name().to_owned();
+            let ignored = trial.ignored();
+            libtest_mimic::Trial::test(name, move || {
+                let env = ENVIRONMENT
+                    .get_or_init(|| suite::prepare_environment().map_err(|e| e.to_string()))
+                    .as_ref()
+                    .map_err(|e| Failed::from(format!("the harness could not start: {e}")))?;
+                run(&trial, env)
+            })
+            .with_ignored_flag(ignored)
+        })
+        .collect();
+    // Not `Conclusion::exit()`: it calls process::exit, and destructors
+    // (which kill the workerd processes) would never run.
+    libtest_mimic::run(&args, tests).exit_code()
+}
+
+fn run(trial: &Trial, env: &Environment) -> Result<(), Failed> {
+    let outcome = trial.run(env);
+    if outcome.passed { Ok(()) } else { Err(outcome.message.into()) }
+}

@@ -112,14 +112,16 @@ impl FallbackLog {
     /// The event's name, which operators search for.
     pub const EVENT: &'static str = "rate_limits.fallback";
 
-    /// One JSON line. It names the binding and the reason, never a key.
+    /// One JSON line, event first. It names the binding and the reason, never a key.
     pub fn to_json_line(&self) -> String {
-        serde_json::json!({
-            "event": Self::EVENT,
-            "binding": self.binding,
-            "reason": self.reason.as_str(),
-        })
-        .to_string()
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            event: &'static str,
+            binding: &'a str,
+            reason: &'static str,
+        }
+        let line = Line { event: Self::EVENT, binding: &self.binding, reason: self.reason.as_str() };
+        serde_json::to_string(&line).unwrap_or_default()
     }
 }
 

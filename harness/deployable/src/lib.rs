@@ -1,1 +1,98 @@
-//! Built for wasm32 only.
+//! The small deployable the harness runs inside workerd: limited API routes
+//! under `/api/`, and a health route, wrapping `runtime`'s [`Gate`].
+//!
+//! It reads its application description and its own name from the text
+//! bindings `APPLICATION` and `DEPLOYABLE`. A real application takes the
+//! caller from its sign-in; this test fixture reads it from the
+//! `X-Test-Caller` header, and the address from `CF-Connecting-IP` as the
+//! runtime does.
+//!
+//! Routes:
+//! - `GET /health`: 200 with `{"status":"ok","deployable","counting","health_checks","refused"}`.
+//! - `/api/...`: 200 `{"ok":true}` when within the limits, else 429 with
+//!   `Retry-After`; 404 (counted as refused) when the deployable serves no API.
+//! - anything else: 404.
+#![cfg(target_arch = "wasm32")]
+
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use js_sys::Reflect;
+use runtime::config::Counting;
+use runtime::workers::{Gate, refusal_response, subject_of};
+use wasm_bindgen::prelude::*;
+
+/// The header this fixture takes the signed-in caller's id from.
+pub const CALLER_HEADER: &str = "X-Test-Caller";
+
+thread_local! {
+    /// The isolate's gate, built on the first request and kept for the isolate's life.
+    static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
+}
+
+fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
+    if let Some(gate) = GATE.with(|g| g.borrow().clone()) {
+        return Ok(gate);
+    }
+    let text = |name: &str| -> Result<String, JsValue> {
+        Reflect::get(env, &JsValue::from_str(name))?
+            .as_string()
+            .ok_or_else(|| JsValue::from_str(&format!("the text binding {name} is missing")))
+    };
+    let gate = Gate::new(&text("APPLICATION")?, &text("DEPLOYABLE")?)
+        .map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let gate = Rc::new(gate);
+    GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
+    Ok(gate)
+}
+
+fn json_response(status: u16, body: &serde_json::Value) -> Result<web_sys::Response, JsValue> {
+    let init = web_sys::ResponseInit::new();
+    init.set_status(status);
+    let response = web_sys::Response::new_with_opt_str_and_init(Some(&body.to_string()), &init)?;
+    response.headers().set("Content-Type", "application/json")?;
+    Ok(response)
+}
+
+fn counting_name(counting: &Counting) -> &'static str {
+    match counting {
+        Counting::Binding { .. } => "binding",
+        Counting::InMemory => "in_memory",
+        Counting::NoApi => "no_api",
+    }
+}
+
+/// The Worker's fetch handler, called by the JavaScript entry module.
+#[wasm_bindgen]
+pub async fn fetch(request: web_sys::Request, env: JsValue) -> Result<web_sys::Response, JsValue> {
+    let gate = gate(&env)?;
+    let url = web_sys::Url::new(&request.url())?;
+    let path = url.pathname();
+    if path == "/health" {
+        let tally = gate.record_health_check();
+        let deployable = Reflect::get(&env, &"DEPLOYABLE".into())?.as_string();
+        return json_response(
+            200,
+            &serde_json::json!({
+                "status": "ok",
+                "deployable": deployable,
+                "counting": counting_name(&gate.counting()),
+                "health_checks": tally.health_checks,
+                "refused": tally.refused,
+            }),
+        );
+    }
+    if !path.starts_with("/api/") {
+        return json_response(404, &serde_json::json!({ "error": "not_found" }));
+    }
+    if gate.counting() == Counting::NoApi {
+        gate.record_refused();
+        return json_response(404, &serde_json::json!({ "error": "no_api" }));
+    }
+    let caller = request.headers().get(CALLER_HEADER)?;
+    let subject = subject_of(&request, caller.as_deref());
+    match gate.decide(&env, &subject, &path).await {
+        Ok(()) => json_response(200, &serde_json::json!({ "ok": true })),
+        Err(refusal) => refusal_response(&refusal),
+    }
+}

@@ -1,0 +1,66 @@
+// The Worker's entry module, generated configs load it beside the
+// wasm-bindgen glue (deployable.js) and the wasm (deployable_bg.wasm).
+//
+// Production traffic goes straight to the Rust deployable. Requests carrying
+// the harness's control header (its random token is the HARNESS_CONTROL_TOKEN
+// text binding) change the emulated bindings' behaviour or read what reached
+// them, so a scenario can change a binding mid-run without restarting workerd:
+//
+//   POST /bindings  {"NAME": behaviour, ...}  behaviour: "missing" hides the
+//                   binding from the deployable; anything else shows it and is
+//                   passed to the emulated binding's __harnessSetBehaviour.
+//   GET  /bindings  {"NAME": stats, ...} for every binding in the config.
+import wasmModule from "./deployable_bg.wasm";
+import { initSync, fetch as handle } from "./deployable.js";
+
+initSync({ module: wasmModule });
+
+const CONTROL_HEADER = "x-harness-control";
+let hidden = null;
+
+function bindingNames(env) {
+  return JSON.parse(env.HARNESS_BINDINGS);
+}
+
+function hiddenSet(env) {
+  if (hidden === null) hidden = new Set(JSON.parse(env.HARNESS_HIDDEN));
+  return hidden;
+}
+
+function visibleEnv(env) {
+  const hide = hiddenSet(env);
+  if (hide.size === 0) return env;
+  return new Proxy(env, { get: (target, key) => (hide.has(key) ? undefined : target[key]) });
+}
+
+async function control(request, env) {
+  const hide = hiddenSet(env);
+  const names = bindingNames(env);
+  if (request.method === "POST") {
+    const wanted = await request.json();
+    for (const [name, behaviour] of Object.entries(wanted)) {
+      if (!names.includes(name) || env[name] === undefined) {
+        return Response.json({ error: `binding ${name} is not in this config` }, { status: 400 });
+      }
+      if (behaviour === "missing") {
+        hide.add(name);
+      } else {
+        hide.delete(name);
+        env[name].__harnessSetBehaviour(behaviour);
+      }
+    }
+  }
+  const stats = {};
+  for (const name of names) {
+    if (env[name] !== undefined) stats[name] = { ...env[name].__harnessStats(), hidden: hide.has(name) };
+  }
+  return Response.json(stats);
+}
+
+export default {
+  async fetch(request, env) {
+    const token = request.headers.get(CONTROL_HEADER);
+    if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
+    return handle(request, visibleEnv(env));
+  },
+};

@@ -1,0 +1,459 @@
+//! Runs one scenario: starts its workerd processes, performs its steps, and
+//! records what it observed. Judging what was observed is [`crate::checks`]'s
+//! job; this module only does I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use runtime::config::{Application, Counting};
+use runtime::plan::BindingPlan;
+use tokio::sync::Semaphore;
+
+use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send};
+use crate::wasm::Deployable;
+use crate::workerd::config::{IsolateConfig, write_config};
+use crate::workerd::process::{LogLine, ProcessError, stderr_text};
+use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
+
+/// How long one request may take before it counts as lost.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Fast scenarios start with at least this long left in the current minute,
+/// so 60-second counts never straddle a window boundary.
+pub const MINUTE_ROOM: Duration = Duration::from_secs(20);
+
+/// The header the test deployable reads the signed-in caller from
+/// (`harness-deployable`'s `CALLER_HEADER`).
+pub const CALLER_HEADER: &str = "X-Test-Caller";
+
+/// The header that carries the harness's control token (see `assets/entry.js`).
+pub const CONTROL_HEADER: &str = "x-harness-control";
+
+/// What every scenario of a run shares: the workerd binary and the built deployable.
+#[derive(Debug, Clone)]
+pub struct Environment {
+    pub workerd: Workerd,
+    pub deployable: Deployable,
+}
+
+/// One request and its answer.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    /// The step's index (0-based) and the request's number in it (1-based).
+    pub step: usize,
+    pub number: usize,
+    pub isolate: usize,
+    /// The status, or why no response arrived.
+    pub outcome: Result<u16, String>,
+    /// Response headers, names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+    pub latency: Duration,
+}
+
+/// Everything one workerd process wrote, and which isolate it was.
+#[derive(Debug, Clone)]
+pub struct InstanceRecord {
+    pub isolate: usize,
+    /// 0 for the first process of an isolate, 1 after its first restart, and so on.
+    pub generation: usize,
+    pub lines: Vec<LogLine>,
+    /// Whether it served at least one request.
+    pub served: bool,
+    pub start_to_listen: Duration,
+}
+
+/// What a scenario run observed.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub requests: Vec<RequestRecord>,
+    pub instances: Vec<InstanceRecord>,
+    /// Distinct keys that reached each emulated binding, over every process.
+    pub binding_keys: BTreeMap<String, BTreeSet<String>>,
+    /// Every caller id and address the scenario sent: none may appear in a log.
+    pub sent_subjects: BTreeSet<String>,
+    /// The diagnostics validation reported, for an invalid application.
+    pub diagnostics: Option<Vec<String>>,
+    pub duration: Duration,
+}
+
+/// Why a scenario could not be run to the end.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("could not write the workerd config: {0}")]
+    Config(std::io::Error),
+    #[error("isolate {isolate}: {source}")]
+    Start { isolate: usize, source: ProcessError },
+    #[error("isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}")]
+    Crashed { isolate: usize, step: usize, status: String, stderr: String },
+    #[error("the application description is invalid:\n{0}")]
+    InvalidApplication(String),
+    #[error("the application has no deployable `{0}`")]
+    UnknownDeployable(String),
+    #[error("{0}")]
+    Control(String),
+    #[error("could not build an HTTP client or runtime: {0}")]
+    Setup(String),
+}
+
+/// A failed run, with what was observed up to the failure (for the log tail).
+#[derive(Debug)]
+pub struct Aborted {
+    pub error: EngineError,
+    pub observation: Observation,
+}
+
+/// Runs one scenario on its own single-threaded runtime (so each workerd's
+/// parent-death signal is tied to this thread, which lives for the run).
+pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Aborted>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+        Box::new(Aborted { error: EngineError::Setup(e.to_string()), observation: Observation::default() })
+    })?;
+    runtime.block_on(Run::new(env, prepared).execute())
+}
+
+/// The bindings a scenario's deployable needs, with their starting behaviour.
+pub fn emulated_bindings(app: &Application, deployable: &str, prepared: &Prepared) -> Result<Vec<EmulatedBinding>, EngineError> {
+    let d = app.deployable(deployable).ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
+    let plan = match app.counting(d) {
+        Counting::Binding { connection, namespace } => BindingPlan::new(&connection, namespace, &app.limits()),
+        Counting::InMemory | Counting::NoApi => BindingPlan::default(),
+    };
+    let scenario = prepared.scenario.scenario.get_ref();
+    let initial = scenario.bindings.as_ref().map(|b| b.get_ref().clone()).unwrap_or_default();
+    let changes: Vec<BTreeMap<String, Behaviour>> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| s.get_ref().set_bindings.as_ref().map(|b| b.get_ref().clone()))
+        .collect();
+    let known: BTreeSet<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
+    for name in initial.keys().chain(changes.iter().flat_map(|c| c.keys())) {
+        if name != ALL_BINDINGS && !known.contains(name.as_str()) {
+            let listed: Vec<&str> = known.iter().copied().collect();
+            return Err(EngineError::Control(format!(
+                "the scenario names binding `{name}`, which the plan does not have; it has: [{}]",
+                listed.join(", ")
+            )));
+        }
+    }
+    let behaviour_in = |map: &BTreeMap<String, Behaviour>, name: &str| {
+        map.get(name).or_else(|| map.get(ALL_BINDINGS)).cloned()
+    };
+    Ok(plan
+        .bindings
+        .iter()
+        .map(|b| {
+            let start = behaviour_in(&initial, &b.name).unwrap_or(Behaviour::Healthy);
+            let changed_later = changes.iter().any(|c| behaviour_in(c, &b.name).is_some_and(|x| x != Behaviour::Missing));
+            EmulatedBinding {
+                name: b.name.clone(),
+                namespace_id: b.namespace_id,
+                limit: b.limit.requests,
+                period: b.limit.window_seconds,
+                in_config: start != Behaviour::Missing || changed_later,
+                initial: start,
+            }
+        })
+        .collect())
+}
+
+struct Isolate {
+    process: WorkerdProcess,
+    generation: usize,
+    served: bool,
+    config: std::path::PathBuf,
+}
+
+struct Run<'a> {
+    env: &'a Environment,
+    prepared: &'a Prepared,
+    epoch: Instant,
+    token: String,
+    observation: Observation,
+    isolates: Vec<Isolate>,
+    _dir: Option<tempfile::TempDir>,
+    next_address: u32,
+}
+
+impl<'a> Run<'a> {
+    fn new(env: &'a Environment, prepared: &'a Prepared) -> Run<'a> {
+        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        Run {
+            env,
+            prepared,
+            epoch: Instant::now(),
+            token: format!("{:x}{:x}", nanos, std::process::id()),
+            observation: Observation::default(),
+            isolates: Vec::new(),
+            _dir: None,
+            next_address: 1,
+        }
+    }
+
+    async fn execute(mut self) -> Result<Observation, Box<Aborted>> {
+        let result = self.steps().await;
+        // Keep what every process wrote, even when the run failed.
+        let live: Vec<Isolate> = std::mem::take(&mut self.isolates);
+        for (index, isolate) in live.into_iter().enumerate() {
+            self.retire(index, isolate).await;
+        }
+        self.observation.instances.sort_by_key(|i| (i.isolate, i.generation));
+        self.observation.duration = self.epoch.elapsed();
+        match result {
+            Ok(()) => Ok(self.observation),
+            Err(error) => Err(Box::new(Aborted { error, observation: self.observation })),
+        }
+    }
+
+    async fn steps(&mut self) -> Result<(), EngineError> {
+        let scenario = self.prepared.scenario.scenario.get_ref();
+        let app = match Application::from_toml(&self.prepared.application_toml) {
+            Ok(app) => app,
+            Err(diagnostics) if scenario.expect_diagnostics.is_some() => {
+                self.observation.diagnostics = Some(diagnostics.codes().iter().map(|c| c.to_string()).collect());
+                return Ok(());
+            }
+            Err(diagnostics) => return Err(EngineError::InvalidApplication(diagnostics.render("application"))),
+        };
+        if scenario.expect_diagnostics.is_some() {
+            self.observation.diagnostics = Some(Vec::new());
+            return Ok(());
+        }
+        let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
+        self.start_isolates(&bindings, scenario.isolates).await?;
+        wait_for_minute_room().await;
+
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .pool_max_idle_per_host(64)
+            .build()
+            .map_err(|e| EngineError::Setup(e.to_string()))?;
+        for (index, step) in scenario.steps.iter().enumerate() {
+            let step = step.get_ref();
+            if let Some(send) = &step.send {
+                self.send(&client, index, send).await;
+                self.check_alive(index)?;
+            } else if let Some(changes) = &step.set_bindings {
+                self.set_bindings(&client, changes.get_ref()).await?;
+            } else if let Some(window) = step.wait_for_window {
+                wait_for_window(Duration::from_secs(u64::from(window))).await;
+            } else if let Some(isolate) = step.restart_isolate {
+                self.restart(isolate).await?;
+            } else if let Some(ms) = step.sleep_ms {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+        }
+        Ok(())
+    }
+
+    async fn start_isolates(&mut self, bindings: &[EmulatedBinding], count: usize) -> Result<(), EngineError> {
+        let dir = tempfile::Builder::new().prefix("harness-").tempdir().map_err(EngineError::Config)?;
+        let date = self.env.workerd.version.clone();
+        let config = IsolateConfig {
+            application_toml: &self.prepared.application_toml,
+            deployable: &self.prepared.deployable,
+            bindings,
+            compatibility_date: &date,
+            control_token: &self.token,
+        };
+        let path = write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;
+        let starts = (0..count).map(|_| WorkerdProcess::start(&self.env.workerd.path, &path, self.epoch));
+        let started = futures::future::join_all(starts).await;
+        for (isolate, process) in started.into_iter().enumerate() {
+            let process = process.map_err(|source| EngineError::Start { isolate, source })?;
+            self.isolates.push(Isolate { process, generation: 0, served: false, config: path.clone() });
+        }
+        self._dir = Some(dir);
+        Ok(())
+    }
+
+    async fn send(&mut self, client: &reqwest::Client, step: usize, send: &Send) {
+        let semaphore = Arc::new(Semaphore::new(send.concurrency));
+        let mut tasks = Vec::with_capacity(send.requests);
+        for number in 1..=send.requests {
+            let isolate = send.isolate.unwrap_or((number - 1) % self.isolates.len());
+            let Some(target) = self.isolates.get_mut(isolate) else { continue };
+            target.served = true;
+            let mut request = client.get(format!("{}{}", target.process.url(), send.path));
+            if let Some(caller) = &send.caller {
+                request = request.header(CALLER_HEADER, caller);
+                self.observation.sent_subjects.insert(caller.clone());
+            }
+            let address = match (&send.address, send.distinct_addresses) {
+                (Some(address), _) => Some(address.clone()),
+                (None, true) => Some(self.fresh_address()),
+                (None, false) => None,
+            };
+            if let Some(address) = address {
+                request = request.header(runtime::limiter::ADDRESS_HEADER, &address);
+                self.observation.sent_subjects.insert(address);
+            }
+            for (name, value) in &send.headers {
+                request = request.header(name, value);
+            }
+            let Ok(permit) = semaphore.clone().acquire_owned().await else { break };
+            tasks.push(tokio::spawn(async move {
+                let started = Instant::now();
+                let result = request.send().await;
+                let record = match result {
+                    Ok(response) => {
+                        let status = response.status().as_u16();
+                        let headers = response
+                            .headers()
+                            .iter()
+                            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                            .collect();
+                        let body = response.text().await.unwrap_or_default();
+                        (Ok(status), headers, body, started.elapsed())
+                    }
+                    Err(e) => (Err(error_chain(&e)), BTreeMap::new(), String::new(), started.elapsed()),
+                };
+                drop(permit);
+                (number, isolate, record)
+            }));
+            if send.spacing_ms > 0 && number < send.requests {
+                tokio::time::sleep(Duration::from_millis(send.spacing_ms)).await;
+            }
+        }
+        for task in tasks {
+            if let Ok((number, isolate, (outcome, headers, body, latency))) = task.await {
+                self.observation.requests.push(RequestRecord { step, number, isolate, outcome, headers, body, latency });
+            }
+        }
+    }
+
+    fn fresh_address(&mut self) -> String {
+        let n = self.next_address;
+        self.next_address += 1;
+        format!("10.{}.{}.{}", (n >> 16) & 255, (n >> 8) & 255, n & 255)
+    }
+
+    fn check_alive(&mut self, step: usize) -> Result<(), EngineError> {
+        for (isolate, i) in self.isolates.iter_mut().enumerate() {
+            if let Some(status) = i.process.exited() {
+                return Err(EngineError::Crashed {
+                    isolate,
+                    step,
+                    status: status.to_string(),
+                    stderr: stderr_text(&i.process.log),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    async fn set_bindings(&mut self, client: &reqwest::Client, changes: &BTreeMap<String, Behaviour>) -> Result<(), EngineError> {
+        let names: Vec<String> = self.binding_names().await?;
+        let mut body = serde_json::Map::new();
+        for name in &names {
+            if let Some(b) = changes.get(name).or_else(|| changes.get(ALL_BINDINGS)) {
+                let value: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap_or_default();
+                body.insert(name.clone(), value);
+            }
+        }
+        for isolate in &self.isolates {
+            let response = client
+                .post(format!("{}/bindings", isolate.process.url()))
+                .header(CONTROL_HEADER, &self.token)
+                .json(&body)
+                .send()
+                .await
+                .map_err(|e| EngineError::Control(format!("changing bindings: {}", error_chain(&e))))?;
+            if !response.status().is_success() {
+                let text = response.text().await.unwrap_or_default();
+                return Err(EngineError::Control(format!("changing bindings: {text}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bindings in the config (those that can change behaviour).
+    async fn binding_names(&self) -> Result<Vec<String>, EngineError> {
+        let Some(isolate) = self.isolates.first() else { return Ok(Vec::new()) };
+        let stats = binding_stats(&isolate.process.url(), &self.token).await?;
+        Ok(stats.keys().cloned().collect())
+    }
+
+    async fn restart(&mut self, index: usize) -> Result<(), EngineError> {
+        let old = self.isolates.remove(index);
+        let config = old.config.clone();
+        let generation = old.generation + 1;
+        self.retire(index, old).await;
+        let process = WorkerdProcess::start(&self.env.workerd.path, &config, self.epoch)
+            .await
+            .map_err(|source| EngineError::Start { isolate: index, source })?;
+        self.isolates.insert(index, Isolate { process, generation, served: false, config });
+        Ok(())
+    }
+
+    /// Reads what reached its bindings and what it wrote, then stops it.
+    async fn retire(&mut self, index: usize, mut isolate: Isolate) {
+        if isolate.process.exited().is_none()
+            && let Ok(stats) = binding_stats(&isolate.process.url(), &self.token).await
+        {
+            for (binding, stat) in stats {
+                let keys = stat["keys"].as_object().map(|k| k.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+                self.observation.binding_keys.entry(binding).or_default().extend(keys);
+            }
+        }
+        let start_to_listen = isolate.process.start_to_listen;
+        // Give the output readers a moment to take the last lines.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let lines = isolate.process.lines();
+        isolate.process.stop().await;
+        self.observation.instances.push(InstanceRecord {
+            isolate: index,
+            generation: isolate.generation,
+            lines,
+            served: isolate.served,
+            start_to_listen,
+        });
+    }
+}
+
+
+async fn binding_stats(base: &str, token: &str) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
+    let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build().map_err(|e| EngineError::Setup(e.to_string()))?;
+    let response = client
+        .get(format!("{base}/bindings"))
+        .header(CONTROL_HEADER, token)
+        .send()
+        .await
+        .map_err(|e| EngineError::Control(format!("reading bindings: {}", error_chain(&e))))?;
+    let value: serde_json::Value =
+        response.json().await.map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
+    Ok(value.as_object().cloned().unwrap_or_default())
+}
+
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn now_since_epoch() -> Duration {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+}
+
+/// Waits until the next boundary of a clock-aligned window, plus a small margin.
+async fn wait_for_window(window: Duration) {
+    let now = now_since_epoch().as_millis() as u64;
+    let window_ms = window.as_millis().max(1) as u64;
+    let wait = window_ms - now % window_ms + 50;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+}
+
+/// Waits for the next minute when less than [`MINUTE_ROOM`] is left in this one.
+async fn wait_for_minute_room() {
+    let now = now_since_epoch().as_millis() as u64;
+    let left = 60_000 - now % 60_000;
+    if left < MINUTE_ROOM.as_millis() as u64 {
+        tokio::time::sleep(Duration::from_millis(left + 50)).await;
+    }
+}

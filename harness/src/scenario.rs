@@ -1,0 +1,618 @@
+//! Scenario files: what QA write. A file holds shared defaults and a list of
+//! `[[scenario]]`s; each names an application, the emulated bindings'
+//! behaviour, how many isolates, a sequence of steps and what to expect.
+//!
+//! Parsing keeps spans, so every error (and every failed expectation) points
+//! at `file:line:col`. The JSON Schema of this format is generated from these
+//! types (see `scenarios/scenario.schema.json`).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use runtime::config::Location;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::Deserialize;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use toml::Spanned;
+
+/// The tag that marks a scenario as slow: skipped unless `--include-ignored`.
+pub const SLOW_TAG: &str = "slow";
+
+/// The key in `bindings` that stands for every planned binding.
+pub const ALL_BINDINGS: &str = "*";
+
+/// A scenario file as written.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "Rate-limit conformance scenarios", description = "Scenarios the conformance harness runs against a real workerd. See scenarios/README.md.")]
+pub struct ScenarioFile {
+    /// Default application description for every scenario here: a TOML file, relative to this file.
+    #[serde(default)]
+    pub application: Option<String>,
+    /// Default deployable (by name) the scenarios run.
+    #[serde(default)]
+    pub deployable: Option<String>,
+    /// The scenarios.
+    #[serde(default)]
+    #[schemars(with = "Vec<Scenario>")]
+    pub scenario: Vec<Spanned<Scenario>>,
+}
+
+/// One scenario: a named trial.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Its name; the trial is `FILE::NAME`.
+    pub name: String,
+    /// Tags; `slow` marks scenarios that wait for a window, skipped by default.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// The application description, a TOML file relative to this file (overrides the file's default).
+    #[serde(default)]
+    pub application: Option<String>,
+    /// The application description written inline (instead of `application`).
+    #[serde(default)]
+    pub application_inline: Option<String>,
+    /// The deployable to run (overrides the file's default).
+    #[serde(default)]
+    pub deployable: Option<String>,
+    /// How many isolates (separate workerd processes) run the deployable. Traffic goes round-robin unless a step names one.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1, max = 16))]
+    pub isolates: usize,
+    /// Each binding's behaviour at the start, by binding name or `*` for all; the rest are healthy.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
+    pub bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
+    /// For an invalid application: the diagnostic codes `check` must report (and no steps).
+    #[serde(default)]
+    #[schemars(with = "Option<Vec<String>>")]
+    pub expect_diagnostics: Option<Spanned<Vec<String>>>,
+    /// The steps, in order.
+    #[serde(default)]
+    #[schemars(with = "Vec<Step>")]
+    pub steps: Vec<Spanned<Step>>,
+    /// What must hold once the steps are done.
+    #[serde(default)]
+    #[schemars(with = "Option<FinalExpectations>")]
+    pub expect: Option<Spanned<FinalExpectations>>,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// How an emulated binding behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Counts like Cloudflare's simulator.
+    Healthy,
+    /// Not in the Worker's env.
+    Missing,
+    /// `limit()` throws synchronously.
+    Throwing,
+    /// `limit()` returns a rejected promise.
+    Rejecting,
+    /// `limit()` resolves to something that is not `{ success: boolean }`.
+    Malformed,
+    /// The healthy answer after this many ms.
+    SlowMs(u64),
+    /// `limit()` never settles.
+    Hanging,
+}
+
+impl Behaviour {
+    const NAMES: [&'static str; 6] = ["healthy", "missing", "throwing", "rejecting", "malformed", "hanging"];
+
+    /// The JSON the emulated binding takes.
+    pub fn to_json(&self) -> String {
+        match self {
+            Behaviour::SlowMs(ms) => format!("{{\"slow_ms\":{ms}}}"),
+            named => format!("\"{named}\""),
+        }
+    }
+}
+
+impl fmt::Display for Behaviour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Behaviour::Healthy => f.write_str("healthy"),
+            Behaviour::Missing => f.write_str("missing"),
+            Behaviour::Throwing => f.write_str("throwing"),
+            Behaviour::Rejecting => f.write_str("rejecting"),
+            Behaviour::Malformed => f.write_str("malformed"),
+            Behaviour::Hanging => f.write_str("hanging"),
+            Behaviour::SlowMs(ms) => write!(f, "slow by {ms} ms"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Behaviour {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct BehaviourVisitor;
+        impl<'de> Visitor<'de> for BehaviourVisitor {
+            type Value = Behaviour;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("one of \"healthy\", \"missing\", \"throwing\", \"rejecting\", \"malformed\", \"hanging\", or { slow_ms = N }")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Behaviour, E> {
+                Ok(match v {
+                    "healthy" => Behaviour::Healthy,
+                    "missing" => Behaviour::Missing,
+                    "throwing" => Behaviour::Throwing,
+                    "rejecting" => Behaviour::Rejecting,
+                    "malformed" => Behaviour::Malformed,
+                    "hanging" => Behaviour::Hanging,
+                    _ => return Err(E::unknown_variant(v, &Behaviour::NAMES)),
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Behaviour, A::Error> {
+                let mut slow = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key != "slow_ms" {
+                        return Err(de::Error::unknown_field(&key, &["slow_ms"]));
+                    }
+                    slow = Some(map.next_value::<u64>()?);
+                }
+                slow.map(Behaviour::SlowMs).ok_or_else(|| de::Error::missing_field("slow_ms"))
+            }
+        }
+        deserializer.deserialize_any(BehaviourVisitor)
+    }
+}
+
+impl JsonSchema for Behaviour {
+    fn schema_name() -> Cow<'static, str> {
+        "Behaviour".into()
+    }
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "How an emulated binding behaves: healthy, missing (not in env), throwing (synchronously), rejecting, malformed (no boolean success), hanging (never settles), or { slow_ms = N }.",
+            "oneOf": [
+                { "type": "string", "enum": Behaviour::NAMES },
+                {
+                    "type": "object",
+                    "properties": { "slow_ms": { "type": "integer", "minimum": 0 } },
+                    "required": ["slow_ms"],
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
+/// One step. Exactly one action: `send`, `set_bindings`, `wait_for_window`,
+/// `restart_isolate` or `sleep_ms`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    /// Fire requests.
+    #[serde(default)]
+    pub send: Option<Send>,
+    /// Change bindings' behaviour (by name, or `*`) in every isolate, without restarting workerd.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
+    pub set_bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
+    /// Wait for the next boundary of a window this many seconds long (10 or 60).
+    #[serde(default)]
+    pub wait_for_window: Option<u32>,
+    /// Restart this isolate (0-based): a new workerd process, with empty memory.
+    #[serde(default)]
+    pub restart_isolate: Option<usize>,
+    /// Pause.
+    #[serde(default)]
+    pub sleep_ms: Option<u64>,
+    /// What the responses of a `send` must show.
+    #[serde(default)]
+    #[schemars(with = "Option<SendExpectations>")]
+    pub expect: Option<Spanned<SendExpectations>>,
+}
+
+/// Requests to fire.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Send {
+    /// How many requests.
+    #[schemars(range(min = 1))]
+    pub requests: usize,
+    /// The path, `/api/items` by default.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// As this signed-in caller (sent in `X-Test-Caller`).
+    #[serde(default)]
+    pub caller: Option<String>,
+    /// From this address (sent in `CF-Connecting-IP`).
+    #[serde(default)]
+    pub address: Option<String>,
+    /// From a new address for every request.
+    #[serde(default)]
+    pub distinct_addresses: bool,
+    /// Extra request headers.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// How many requests in flight at once; 1 (sequential) by default.
+    #[serde(default = "one")]
+    #[schemars(range(min = 1))]
+    pub concurrency: usize,
+    /// Pause between the starts of consecutive requests.
+    #[serde(default)]
+    pub spacing_ms: u64,
+    /// Send only to this isolate (0-based); by default round-robin over all.
+    #[serde(default)]
+    pub isolate: Option<usize>,
+}
+
+fn default_path() -> String {
+    "/api/items".to_owned()
+}
+
+/// What the responses of one `send` must show. Every field is optional.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendExpectations {
+    /// The statuses in request order, such as `"120 x 200 then 429"` or
+    /// `"200 then * x 429"` (`*` is the rest).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub statuses: Option<Spanned<String>>,
+    /// How many responses had each status, such as `{ 200 = 120, 429 = 1 }`.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, usize>>")]
+    pub counts: Option<Spanned<BTreeMap<String, usize>>>,
+    /// No response may be a 5xx (or fail to arrive). True unless set to false.
+    #[serde(default = "yes")]
+    pub no_5xx: bool,
+    /// `Retry-After` of every 429, in seconds.
+    #[serde(default)]
+    #[schemars(with = "Option<u32>")]
+    pub retry_after: Option<Spanned<u32>>,
+    /// Headers every response must have, with these values (names are case-insensitive).
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, String>>")]
+    pub headers: Option<Spanned<BTreeMap<String, String>>>,
+    /// JSON fields every response body must have, with these values.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, serde_json::Value>>")]
+    pub body: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    /// Latency bounds over this step's requests.
+    #[serde(default)]
+    #[schemars(with = "Option<Latency>")]
+    pub latency: Option<Spanned<Latency>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// Latency bounds in ms. Set them with room for a loaded 2-core machine.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    /// No request faster than this.
+    #[serde(default)]
+    pub min_ms: Option<u64>,
+    /// No request slower than this.
+    #[serde(default)]
+    pub max_ms: Option<u64>,
+    /// The median at most this.
+    #[serde(default)]
+    pub p50_ms: Option<u64>,
+    /// The 99th percentile at most this.
+    #[serde(default)]
+    pub p99_ms: Option<u64>,
+}
+
+/// What must hold once the steps are done.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FinalExpectations {
+    /// The `rate_limits.fallback` lines each isolate must have logged. Any
+    /// fallback line not listed here is a failure; with no list, none may appear.
+    #[serde(default)]
+    pub fallback: Vec<FallbackExpectation>,
+    /// The keys that reached each binding, by binding name (exactly these, in any order).
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, Vec<String>>>")]
+    pub binding_keys: Option<Spanned<BTreeMap<String, Vec<String>>>>,
+}
+
+/// One kind of fallback line, and how often each isolate logs it.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FallbackExpectation {
+    /// The binding named in the line.
+    pub binding: String,
+    /// `missing`, `failed` or `timed_out`.
+    pub reason: FallbackReasonName,
+    /// Lines per isolate (per workerd process, so a restarted isolate counts anew). 1 by default.
+    #[serde(default = "one")]
+    pub per_isolate: usize,
+}
+
+/// The reasons a fallback line gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum FallbackReasonName {
+    Missing,
+    Failed,
+    TimedOut,
+}
+
+impl FallbackReasonName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FallbackReasonName::Missing => "missing",
+            FallbackReasonName::Failed => "failed",
+            FallbackReasonName::TimedOut => "timed_out",
+        }
+    }
+}
+
+/// A place in a scenario file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Place {
+    pub file: PathBuf,
+    pub location: Location,
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file.display(), self.location)
+    }
+}
+
+/// A scenario file that could not be read or does not make sense, pointing at where.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{place}: {message}")]
+pub struct ScenarioError {
+    pub place: Place,
+    pub message: String,
+}
+
+/// A status sequence item: `count x status`, where `None` is "the rest".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Run {
+    pub count: Option<usize>,
+    pub status: u16,
+}
+
+/// Parses `"120 x 200 then 429"` into runs.
+pub fn parse_statuses(text: &str) -> Result<Vec<Run>, String> {
+    let mut runs = Vec::new();
+    let parts: Vec<&str> = text.split("then").map(str::trim).collect();
+    for (i, part) in parts.iter().enumerate() {
+        let (count, status) = match part.split_once('x') {
+            Some((count, status)) => {
+                let count = count.trim();
+                let count = if count == "*" {
+                    if i + 1 != parts.len() {
+                        return Err(format!("`* x` (the rest) may only end the sequence, not `{part}`"));
+                    }
+                    None
+                } else {
+                    Some(count.parse::<usize>().map_err(|_| format!("`{count}` is not a count in `{part}`"))?)
+                };
+                (count, status.trim())
+            }
+            None => (Some(1), *part),
+        };
+        let status = status
+            .parse::<u16>()
+            .ok()
+            .filter(|s| (100..=599).contains(s))
+            .ok_or_else(|| format!("`{status}` is not an HTTP status in `{part}`; write e.g. `120 x 200 then 429`"))?;
+        runs.push(Run { count, status });
+    }
+    Ok(runs)
+}
+
+/// Expands runs to one status per request, checking they add up to `requests`.
+pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String> {
+    let fixed: usize = runs.iter().filter_map(|r| r.count).sum();
+    let rest = runs.iter().any(|r| r.count.is_none());
+    if fixed > requests || (!rest && fixed != requests) {
+        return Err(format!("the sequence counts {fixed} responses but the step sends {requests} requests"));
+    }
+    Ok(runs.iter().flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(requests - fixed))).collect())
+}
+
+/// A scenario ready to run: defaults applied, references resolved, checked for sense.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    /// `FILE::NAME`, the trial's name.
+    pub trial_name: String,
+    pub file: PathBuf,
+    pub ignored: bool,
+    pub application_toml: String,
+    pub deployable: String,
+    pub scenario: std::sync::Arc<ScenarioSource>,
+}
+
+/// The parsed scenario with its file's text, for pointing at places later.
+#[derive(Debug)]
+pub struct ScenarioSource {
+    pub file: PathBuf,
+    pub text: String,
+    pub scenario: Spanned<Scenario>,
+}
+
+impl ScenarioSource {
+    /// The place of a span in this scenario's file.
+    pub fn place(&self, span: Range<usize>) -> Place {
+        Place { file: self.file.clone(), location: Location::of_offset(&self.text, span.start) }
+    }
+
+    pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
+        ScenarioError { place: self.place(span), message: message.into() }
+    }
+}
+
+/// Reads every scenario of one file. `display_path` is how the file is named
+/// in trial names and errors (relative to the scenarios directory's parent).
+pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, ScenarioError> {
+    let at_start = |message: String| ScenarioError {
+        place: Place { file: display_path.to_owned(), location: Location { line: 1, column: 1 } },
+        message,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| at_start(format!("cannot read: {e}")))?;
+    let file: ScenarioFile = toml::from_str(&text).map_err(|e| ScenarioError {
+        place: Place {
+            file: display_path.to_owned(),
+            location: e.span().map_or(Location { line: 1, column: 1 }, |s| Location::of_offset(&text, s.start)),
+        },
+        message: e.message().trim().to_owned(),
+    })?;
+    if file.scenario.is_empty() {
+        return Err(at_start("the file has no [[scenario]]".to_owned()));
+    }
+    let base = path.parent().unwrap_or(Path::new("."));
+    let mut names = std::collections::BTreeSet::new();
+    let mut prepared = Vec::new();
+    let (default_app, default_deployable) = (file.application.clone(), file.deployable.clone());
+    for scenario in file.scenario {
+        let source = std::sync::Arc::new(ScenarioSource {
+            file: display_path.to_owned(),
+            text: text.clone(),
+            scenario,
+        });
+        let span = source.scenario.span();
+        let s = source.scenario.get_ref();
+        if !names.insert(s.name.clone()) {
+            return Err(source.error(span, format!("two scenarios are named `{}`", s.name)));
+        }
+        let application_toml = match (&s.application_inline, s.application.as_ref().or(default_app.as_ref())) {
+            (Some(inline), _) => inline.clone(),
+            (None, Some(app_path)) => std::fs::read_to_string(base.join(app_path))
+                .map_err(|e| source.error(span.clone(), format!("cannot read application `{app_path}`: {e}")))?,
+            (None, None) => {
+                return Err(source.error(span, "no application: set `application` (a file) or `application_inline`"));
+            }
+        };
+        let deployable = s
+            .deployable
+            .clone()
+            .or_else(|| default_deployable.clone())
+            .unwrap_or_else(|| "edge".to_owned());
+        check_sense(&source)?;
+        prepared.push(Prepared {
+            trial_name: format!("{}::{}", display_path.display(), s.name),
+            file: display_path.to_owned(),
+            ignored: s.tags.iter().any(|t| t == SLOW_TAG),
+            application_toml,
+            deployable,
+            scenario: source.clone(),
+        });
+    }
+    Ok(prepared)
+}
+
+/// The checks that need no application: each step does one thing, sequences parse and add up.
+fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    if s.isolates == 0 {
+        return Err(source.error(source.scenario.span(), "`isolates` must be at least 1"));
+    }
+    if let Some(codes) = &s.expect_diagnostics {
+        if !s.steps.is_empty() {
+            return Err(source.error(codes.span(), "a scenario that expects diagnostics has no steps"));
+        }
+        for code in codes.get_ref() {
+            code.parse::<runtime::Code>().map_err(|e| source.error(codes.span(), e.to_string()))?;
+        }
+    }
+    for step in &s.steps {
+        let st = step.get_ref();
+        let actions = [
+            st.send.is_some(),
+            st.set_bindings.is_some(),
+            st.wait_for_window.is_some(),
+            st.restart_isolate.is_some(),
+            st.sleep_ms.is_some(),
+        ];
+        if actions.iter().filter(|a| **a).count() != 1 {
+            return Err(source.error(
+                step.span(),
+                "a step does exactly one of: send, set_bindings, wait_for_window, restart_isolate, sleep_ms",
+            ));
+        }
+        if st.expect.is_some() && st.send.is_none() {
+            return Err(source.error(step.span(), "`expect` belongs to a `send` step"));
+        }
+        if let Some(window) = st.wait_for_window
+            && window == 0
+        {
+            return Err(source.error(step.span(), "`wait_for_window` is a window length in seconds, at least 1"));
+        }
+        for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)].into_iter().flatten() {
+            if isolate >= s.isolates {
+                return Err(source.error(
+                    step.span(),
+                    format!("isolate {isolate} does not exist: the scenario has {} (numbered from 0)", s.isolates),
+                ));
+            }
+        }
+        if let Some(send) = &st.send {
+            let subjects = [send.caller.is_some(), send.address.is_some(), send.distinct_addresses];
+            if subjects.iter().filter(|s| **s).count() > 1 {
+                return Err(source.error(step.span(), "send as at most one of: caller, address, distinct_addresses"));
+            }
+            if send.requests == 0 || send.concurrency == 0 {
+                return Err(source.error(step.span(), "`requests` and `concurrency` must be at least 1"));
+            }
+            if let Some(statuses) = st.expect.as_ref().and_then(|e| e.get_ref().statuses.as_ref()) {
+                parse_statuses(statuses.get_ref())
+                    .and_then(|runs| expand_statuses(&runs, send.requests))
+                    .map_err(|m| source.error(statuses.span(), m))?;
+            }
+            if let Some(counts) = st.expect.as_ref().and_then(|e| e.get_ref().counts.as_ref()) {
+                for status in counts.get_ref().keys() {
+                    if status.parse::<u16>().is_err() {
+                        return Err(source.error(counts.span(), format!("`{status}` is not an HTTP status")));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every scenario file under `dir` (sorted), as `(path, display path)`.
+pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
+    let mut files = Vec::new();
+    let display_base = dir.parent().unwrap_or(Path::new(""));
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let display = path.strip_prefix(display_base).unwrap_or(&path).to_owned();
+            files.push((path, display));
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// The JSON Schema (draft-07) of scenario files, as checked in.
+pub fn json_schema() -> String {
+    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let schema = generator.into_root_schema_for::<ScenarioFile>();
+    serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_parse_and_expand() {
+        let runs = parse_statuses("120 x 200 then 429").expect("parses");
+        assert_eq!(expand_statuses(&runs, 121).expect("adds up").len(), 121);
+        assert!(expand_statuses(&runs, 122).is_err());
+        let rest = parse_statuses("2 x 200 then * x 429").expect("parses");
+        assert_eq!(expand_statuses(&rest, 5).expect("adds up"), [200, 200, 429, 429, 429]);
+        assert!(parse_statuses("* x 200 then 429").is_err());
+        assert!(parse_statuses("120 x ok").is_err());
+    }
+}

@@ -1,0 +1,142 @@
+//! Finding the workerd binary and its version.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use crate::paths::pinned_workerd_dir;
+
+/// The npm package that ships workerd for this platform.
+pub const PLATFORM_PACKAGE: &str = "@cloudflare/workerd-linux-64";
+
+/// Why no usable workerd was found.
+#[derive(Debug, thiserror::Error)]
+pub enum FindError {
+    #[error("WORKERD={0} is not an executable file")]
+    EnvNotExecutable(PathBuf),
+    #[error("`npm ci` in {dir} failed ({status}); install Node.js and npm, or set WORKERD:\n{stderr}")]
+    NpmFailed { dir: PathBuf, status: String, stderr: String },
+    #[error("could not run npm in {dir}: {source}; install Node.js and npm, or set WORKERD")]
+    NpmMissing { dir: PathBuf, source: std::io::Error },
+    #[error("`{path} --version` failed: {detail}")]
+    Version { path: PathBuf, detail: String },
+    #[error("could not read {path}: {detail}")]
+    Pin { path: PathBuf, detail: String },
+}
+
+/// A workerd binary and the version it reports.
+#[derive(Debug, Clone)]
+pub struct Workerd {
+    pub path: PathBuf,
+    /// What `workerd --version` prints after `workerd `, such as `2026-11-17`.
+    pub version: String,
+    /// How it was found, for the first line the harness prints.
+    pub source: &'static str,
+}
+
+/// Finds workerd: `WORKERD`, then the pinned npm folder, then `PATH`; when
+/// none has it, installs the pinned folder with `npm ci`, saying so on stderr.
+pub fn find_workerd() -> Result<Workerd, FindError> {
+    let (path, source) = locate()?;
+    let version = version_of(&path)?;
+    Ok(Workerd { path, version, source })
+}
+
+fn locate() -> Result<(PathBuf, &'static str), FindError> {
+    if let Some(path) = std::env::var_os("WORKERD") {
+        let path = PathBuf::from(path);
+        return if path.is_file() {
+            Ok((path, "WORKERD"))
+        } else {
+            Err(FindError::EnvNotExecutable(path))
+        };
+    }
+    let pinned = pinned_binary(&pinned_workerd_dir());
+    if pinned.is_file() {
+        return Ok((pinned, "tools/fixtures/workers"));
+    }
+    if let Ok(path) = which::which("workerd") {
+        return Ok((path, "PATH"));
+    }
+    install_pinned(&pinned_workerd_dir())?;
+    Ok((pinned, "tools/fixtures/workers (installed now)"))
+}
+
+/// Where npm puts the binary inside an npm folder.
+pub fn pinned_binary(npm_dir: &Path) -> PathBuf {
+    npm_dir.join("node_modules").join(PLATFORM_PACKAGE).join("bin/workerd")
+}
+
+/// Runs `npm ci` in the pinned folder, saying so.
+pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
+    eprintln!("harness: workerd is not installed; running `npm ci` in {}", dir.display());
+    let output = Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .output()
+        .map_err(|source| FindError::NpmMissing { dir: dir.to_owned(), source })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(FindError::NpmFailed {
+            dir: dir.to_owned(),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
+}
+
+/// The version a workerd binary reports.
+pub fn version_of(path: &Path) -> Result<String, FindError> {
+    let output = Command::new(path)
+        .arg("--version")
+        .output()
+        .map_err(|e| FindError::Version { path: path.to_owned(), detail: e.to_string() })?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    text.trim()
+        .strip_prefix("workerd ")
+        .map(str::to_owned)
+        .filter(|_| output.status.success())
+        .ok_or_else(|| FindError::Version {
+            path: path.to_owned(),
+            detail: format!("unexpected output {:?}", text.trim()),
+        })
+}
+
+/// The workerd version the npm folder pins, as workerd prints it: npm's
+/// `1.20261117.1` is workerd's `2026-11-17`.
+pub fn pinned_version(npm_dir: &Path) -> Result<String, FindError> {
+    let manifest = npm_dir.join("package.json");
+    let pin_error = |detail: String| FindError::Pin { path: manifest.clone(), detail };
+    let text = std::fs::read_to_string(&manifest).map_err(|e| pin_error(e.to_string()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| pin_error(e.to_string()))?;
+    let npm_version = json["dependencies"][PLATFORM_PACKAGE]
+        .as_str()
+        .ok_or_else(|| pin_error(format!("no dependency on {PLATFORM_PACKAGE}")))?;
+    npm_version_to_date(npm_version)
+        .ok_or_else(|| pin_error(format!("`{npm_version}` is not a workerd release version")))
+}
+
+/// `1.20261117.1` -> `2026-11-17`.
+pub fn npm_version_to_date(npm_version: &str) -> Option<String> {
+    let date = npm_version.split('.').nth(1)?;
+    if date.len() != 8 || !date.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(format!("{}-{}-{}", &date[..4], &date[4..6], &date[6..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn npm_versions_map_to_workerd_dates() {
+        assert_eq!(npm_version_to_date("1.20261117.1").as_deref(), Some("2026-11-17"));
+        assert_eq!(npm_version_to_date("latest"), None);
+    }
+
+    #[test]
+    fn the_pin_is_readable() {
+        assert_eq!(pinned_version(&pinned_workerd_dir()).expect("pin"), "2026-11-17");
+    }
+}

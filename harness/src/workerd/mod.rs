@@ -1,0 +1,9 @@
+//! Everything about workerd itself: finding it, writing its config, running it.
+
+pub mod config;
+pub mod find;
+pub mod process;
+
+pub use config::{EmulatedBinding, IsolateConfig};
+pub use find::{Workerd, find_workerd};
+pub use process::{LogLine, Stream, WorkerdProcess};

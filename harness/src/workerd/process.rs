@@ -1,0 +1,174 @@
+//! One workerd process: started on a generated config, listening on a port it
+//! reports on `--control-fd`, its output kept with timestamps, and killed when
+//! dropped. `PR_SET_PDEATHSIG` kills it too if the harness dies some other
+//! way (a signal, an abort): no workerd outlives the harness.
+
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+/// How long workerd may take to listen before it counts as failed to start.
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Which of workerd's streams a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stream {
+    Stdout,
+    Stderr,
+}
+
+/// One line workerd wrote, with when (since the scenario started).
+#[derive(Debug, Clone)]
+pub struct LogLine {
+    pub at: Duration,
+    pub stream: Stream,
+    pub text: String,
+}
+
+/// The lines a process has written so far, shared with the tasks reading them.
+pub type Log = Arc<Mutex<Vec<LogLine>>>;
+
+/// Why workerd could not be started or stopped working.
+#[derive(Debug, thiserror::Error)]
+pub enum ProcessError {
+    #[error("could not start {path}: {source}")]
+    Spawn { path: PathBuf, source: std::io::Error },
+    #[error("could not make the control pipe: {0}")]
+    Pipe(std::io::Error),
+    #[error("workerd exited before listening ({status}); its stderr:\n{stderr}")]
+    ExitedBeforeListening { status: String, stderr: String },
+    #[error("workerd did not listen within {timeout:?}; its stderr:\n{stderr}")]
+    ListenTimeout { timeout: Duration, stderr: String },
+}
+
+/// A running workerd.
+pub struct WorkerdProcess {
+    child: Child,
+    /// The port of its `http` socket.
+    pub port: u16,
+    pub log: Log,
+    /// How long it took from spawn to the listen event.
+    pub start_to_listen: Duration,
+}
+
+impl WorkerdProcess {
+    /// Starts `workerd serve CONFIG --control-fd=3` and waits for it to listen.
+    /// `epoch` is the scenario's start, for log timestamps.
+    pub async fn start(workerd: &Path, config: &Path, epoch: Instant) -> Result<WorkerdProcess, ProcessError> {
+        // Close-on-exec, so workerds started by other threads never inherit it.
+        let (control_read, control_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| ProcessError::Pipe(e.into()))?;
+        let control_fd = control_write.as_raw_fd();
+        let mut command = Command::new(workerd);
+        command
+            .arg("serve")
+            .arg(config)
+            .arg("--control-fd=3")
+            .current_dir(config.parent().unwrap_or(Path::new(".")))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // The harness may already be gone: then die now, not later.
+                if libc::getppid() == 1 {
+                    return Err(std::io::Error::other("the harness exited"));
+                }
+                // fd 3 without close-on-exec: dup2 clears it, unless it is fd 3 already.
+                let ok = if control_fd == 3 {
+                    libc::fcntl(3, libc::F_SETFD, 0) >= 0
+                } else {
+                    libc::dup2(control_fd, 3) >= 0
+                };
+                if !ok {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let spawned_at = Instant::now();
+        let mut child = command
+            .spawn()
+            .map_err(|source| ProcessError::Spawn { path: workerd.to_owned(), source })?;
+        drop(control_write);
+
+        let log: Log = Arc::new(Mutex::new(Vec::new()));
+        if let Some(out) = child.stdout.take() {
+            tokio::spawn(keep_lines(out, Stream::Stdout, log.clone(), epoch));
+        }
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(keep_lines(err, Stream::Stderr, log.clone(), epoch));
+        }
+
+        let listened = tokio::time::timeout(LISTEN_TIMEOUT, wait_for_listen(control_read)).await;
+        match listened {
+            Ok(Some(port)) => Ok(WorkerdProcess { child, port, log, start_to_listen: spawned_at.elapsed() }),
+            Ok(None) => {
+                let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                // Let the reader tasks drain what workerd wrote before it exited.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(ProcessError::ExitedBeforeListening { status, stderr: stderr_text(&log) })
+            }
+            Err(_) => Err(ProcessError::ListenTimeout { timeout: LISTEN_TIMEOUT, stderr: stderr_text(&log) }),
+        }
+    }
+
+    /// The base URL of its `http` socket.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its exit status, if it has exited (crashed, or refused its config).
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The lines written so far.
+    pub fn lines(&self) -> Vec<LogLine> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Kills it and waits for it to go.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+/// Everything on stderr so far, as one text.
+pub fn stderr_text(log: &Log) -> String {
+    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
+    lines.iter().filter(|l| l.stream == Stream::Stderr).map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+}
+
+async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log, epoch: Instant) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(text)) = lines.next_line().await {
+        if let Ok(mut log) = log.lock() {
+            log.push(LogLine { at: epoch.elapsed(), stream: which, text });
+        }
+    }
+}
+
+/// Reads the control fd until the `http` socket's listen event; `None` if
+/// workerd closed it first (it exited).
+async fn wait_for_listen(control: OwnedFd) -> Option<u16> {
+    let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(control).ok()?;
+    let mut lines = BufReader::new(receiver).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        if event["event"] == "listen" && event["socket"] == "http" {
+            return event["port"].as_u64().and_then(|p| u16::try_from(p).ok());
+        }
+    }
+    None
+}
