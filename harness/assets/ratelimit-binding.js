@@ -14,6 +14,7 @@
 //         ( name = "limit",     json = "3" ),           # requests allowed per window
 //         ( name = "period",    json = "60" ),          # window length in seconds (10 or 60)
 //         ( name = "behaviour", json = "\"healthy\"" ), # optional, initial behaviour
+//         ( name = "store",     service = "binding-store" ), # optional, shared count
 //       ] ) ) ]
 //
 // Every inner binding except `name` is optional: namespace defaults to the
@@ -29,6 +30,10 @@
 //   "hanging"       limit() returns a promise that never settles
 // A "missing" binding is modelled by leaving the binding out of the config;
 // this module plays no part in it.
+//
+// With a `store` service binding, the count is kept there (binding-store.js),
+// shared by every isolate that binds the same store, as the real binding's
+// count is shared by a location's instances; without one, in this module.
 //
 // Counting follows miniflare: fixed windows aligned to the wall clock, window
 // index = floor(Date.now() / 1000 / period); counters are per (namespace,
@@ -97,8 +102,10 @@ class Ratelimit {
   #limit;
   #period;
   #state;
+  #store;
 
   constructor(env) {
+    this.#store = env.store ?? null;
     this.#name = String(env.name ?? "RATE_LIMITER");
     this.#namespace = String(env.namespace ?? this.#name);
     this.#limit = env.limit ?? 10;
@@ -157,6 +164,12 @@ class Ratelimit {
     check(typeof period === "number", `period must be a number: ${period}`);
     check(PERIODS.includes(period), `unsupported period: ${period}`);
 
+    if (this.#store !== null) {
+      const body = JSON.stringify({ namespace: this.#namespace, period, limit, key });
+      return this.#store
+        .fetch("http://binding-store/limit", { method: "POST", body })
+        .then((response) => response.json());
+    }
     const window = Math.floor(Date.now() / 1000 / period);
     const map = counters(this.#namespace);
     const id = `${period}:${key}`;

@@ -12,7 +12,7 @@ use tokio::sync::Semaphore;
 
 use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send};
 use crate::wasm::Deployable;
-use crate::workerd::config::{IsolateConfig, write_config};
+use crate::workerd::config::{IsolateConfig, write_config, write_store_config};
 use crate::workerd::process::{LogLine, ProcessError, stderr_text};
 use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
 
@@ -83,6 +83,8 @@ pub struct Observation {
 pub enum EngineError {
     #[error("could not write the workerd config: {0}")]
     Config(std::io::Error),
+    #[error("the binding store: {0}")]
+    StoreStart(ProcessError),
     #[error("isolate {isolate}: {source}")]
     Start { isolate: usize, source: ProcessError },
     #[error("isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}")]
@@ -172,6 +174,8 @@ struct Run<'a> {
     token: String,
     observation: Observation,
     isolates: Vec<Isolate>,
+    /// The process keeping the emulated bindings' shared count.
+    store: Option<WorkerdProcess>,
     _dir: Option<tempfile::TempDir>,
     next_address: u32,
 }
@@ -186,6 +190,7 @@ impl<'a> Run<'a> {
             token: format!("{:x}{:x}", nanos, std::process::id()),
             observation: Observation::default(),
             isolates: Vec::new(),
+            store: None,
             _dir: None,
             next_address: 1,
         }
@@ -197,6 +202,9 @@ impl<'a> Run<'a> {
         let live: Vec<Isolate> = std::mem::take(&mut self.isolates);
         for (index, isolate) in live.into_iter().enumerate() {
             self.retire(index, isolate).await;
+        }
+        if let Some(store) = self.store.take() {
+            store.stop().await;
         }
         self.observation.instances.sort_by_key(|i| (i.isolate, i.generation));
         self.observation.duration = self.epoch.elapsed();
@@ -222,7 +230,7 @@ impl<'a> Run<'a> {
         }
         let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
         self.start_isolates(&bindings, scenario.isolates).await?;
-        wait_for_minute_room().await;
+        wait_for_room(60_000, MINUTE_ROOM.as_millis() as u64).await;
 
         let client = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
@@ -238,6 +246,8 @@ impl<'a> Run<'a> {
                 self.set_bindings(&client, changes.get_ref()).await?;
             } else if let Some(window) = step.wait_for_window {
                 wait_for_window(Duration::from_secs(u64::from(window))).await;
+            } else if let Some(room) = step.wait_for_room {
+                wait_for_room(u64::from(room.window) * 1000, u64::from(room.seconds) * 1000).await;
             } else if let Some(isolate) = step.restart_isolate {
                 self.restart(isolate).await?;
             } else if let Some(ms) = step.sleep_ms {
@@ -250,12 +260,20 @@ impl<'a> Run<'a> {
     async fn start_isolates(&mut self, bindings: &[EmulatedBinding], count: usize) -> Result<(), EngineError> {
         let dir = tempfile::Builder::new().prefix("harness-").tempdir().map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
+        if !bindings.is_empty() {
+            let store_config = write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
+            let store = WorkerdProcess::start(&self.env.workerd.path, &store_config, self.epoch)
+                .await
+                .map_err(|source| EngineError::StoreStart(source))?;
+            self.store = Some(store);
+        }
         let config = IsolateConfig {
             application_toml: &self.prepared.application_toml,
             deployable: &self.prepared.deployable,
             bindings,
             compatibility_date: &date,
             control_token: &self.token,
+            store_port: self.store.as_ref().map(|s| s.port),
         };
         let path = write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;
         let starts = (0..count).map(|_| WorkerdProcess::start(&self.env.workerd.path, &path, self.epoch));
@@ -449,11 +467,11 @@ async fn wait_for_window(window: Duration) {
     tokio::time::sleep(Duration::from_millis(wait)).await;
 }
 
-/// Waits for the next minute when less than [`MINUTE_ROOM`] is left in this one.
-async fn wait_for_minute_room() {
+/// Waits for the next boundary of a `window_ms` window when less than `room_ms` is left in it.
+async fn wait_for_room(window_ms: u64, room_ms: u64) {
     let now = now_since_epoch().as_millis() as u64;
-    let left = 60_000 - now % 60_000;
-    if left < MINUTE_ROOM.as_millis() as u64 {
+    let left = window_ms - now % window_ms;
+    if left < room_ms {
         tokio::time::sleep(Duration::from_millis(left + 50)).await;
     }
 }

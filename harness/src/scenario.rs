@@ -185,7 +185,7 @@ impl JsonSchema for Behaviour {
 }
 
 /// One step. Exactly one action: `send`, `set_bindings`, `wait_for_window`,
-/// `restart_isolate` or `sleep_ms`.
+/// `wait_for_room`, `restart_isolate` or `sleep_ms`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -199,6 +199,10 @@ pub struct Step {
     /// Wait for the next boundary of a window this many seconds long (10 or 60).
     #[serde(default)]
     pub wait_for_window: Option<u32>,
+    /// Wait for the next window boundary only if less than `seconds` are left
+    /// in the current window: the next sends then fit in one window.
+    #[serde(default)]
+    pub wait_for_room: Option<WaitForRoom>,
     /// Restart this isolate (0-based): a new workerd process, with empty memory.
     #[serde(default)]
     pub restart_isolate: Option<usize>,
@@ -209,6 +213,17 @@ pub struct Step {
     #[serde(default)]
     #[schemars(with = "Option<SendExpectations>")]
     pub expect: Option<Spanned<SendExpectations>>,
+}
+
+/// Room needed in a clock-aligned window.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitForRoom {
+    /// The window's length in seconds (10 or 60).
+    #[schemars(range(min = 1))]
+    pub window: u32,
+    /// The seconds that must be left in it.
+    pub seconds: u32,
 }
 
 /// Requests to fire.
@@ -529,22 +544,27 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             st.send.is_some(),
             st.set_bindings.is_some(),
             st.wait_for_window.is_some(),
+            st.wait_for_room.is_some(),
             st.restart_isolate.is_some(),
             st.sleep_ms.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(source.error(
                 step.span(),
-                "a step does exactly one of: send, set_bindings, wait_for_window, restart_isolate, sleep_ms",
+                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, restart_isolate, sleep_ms",
             ));
         }
         if st.expect.is_some() && st.send.is_none() {
             return Err(source.error(step.span(), "`expect` belongs to a `send` step"));
         }
-        if let Some(window) = st.wait_for_window
-            && window == 0
+        let windows = [st.wait_for_window, st.wait_for_room.map(|r| r.window)];
+        if windows.into_iter().flatten().any(|w| w == 0) {
+            return Err(source.error(step.span(), "a window is a length in seconds, at least 1"));
+        }
+        if let Some(room) = st.wait_for_room
+            && room.seconds > room.window
         {
-            return Err(source.error(step.span(), "`wait_for_window` is a window length in seconds, at least 1"));
+            return Err(source.error(step.span(), "`wait_for_room` cannot need more seconds than the window has"));
         }
         for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)].into_iter().flatten() {
             if isolate >= s.isolates {

@@ -5,9 +5,10 @@
 //! A request goes through two steps:
 //! 1. [`Limiter::checks`] says which limits count it, under which key, and
 //!    which binding (if any) to ask for each.
-//! 2. For each check in order, the I/O layer asks the binding and hands the
-//!    answer to [`Limiter::settle`], which falls back to the isolate's memory
-//!    when the binding can't be asked. The first refusal ends the request.
+//! 2. The I/O layer asks the bindings (all at once, so one deadline bounds
+//!    the request) and hands each answer, in order, to [`Limiter::settle`],
+//!    which falls back to the isolate's memory when the binding can't be
+//!    asked. The first refusal ends the request.
 
 use std::collections::BTreeSet;
 use std::fmt;

@@ -64,13 +64,18 @@ impl Gate {
     /// Never fails for the binding's sake: every binding problem falls back to memory.
     pub async fn decide(&self, env: &JsValue, subject: &Subject, path: &str) -> Result<(), Refusal> {
         let checks = self.limiter.borrow().checks(subject, path);
-        for check in checks {
-            let answer = match &check.binding {
+        // Every binding is asked at once, so the 500 ms deadline bounds the
+        // whole request however many limits count it.
+        let answers = futures::future::join_all(checks.iter().map(|check| async move {
+            match &check.binding {
                 Some(name) => Some(ask_binding(env, name, &check.key).await),
                 None => None,
-            };
+            }
+        }))
+        .await;
+        for (check, answer) in checks.iter().zip(answers) {
             // The borrow is never held across an await: requests interleave in an isolate.
-            let settled = self.limiter.borrow_mut().settle(&check, answer, now_ms());
+            let settled = self.limiter.borrow_mut().settle(check, answer, now_ms());
             if let Some(log) = settled.log {
                 console_warn(&log.to_json_line());
             }

@@ -1,0 +1,157 @@
+//! No workerd outlives the harness: after a failing run, a panic while
+//! workerd runs, SIGINT in the middle of a run, and SIGKILL of the harness.
+//!
+//! Each test marks the processes it starts with an environment variable of
+//! its own and looks for workerd processes carrying it in /proc.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use harness::workerd::config::{IsolateConfig, write_config};
+use harness::workerd::WorkerdProcess;
+
+const MARKER: &str = "HARNESS_LIFETIME_MARK";
+
+/// The pids of running workerd processes whose environment holds `MARKER=mark`.
+fn marked_workerds(mark: &str) -> Vec<u32> {
+    let needle = format!("{MARKER}={mark}");
+    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            comm.trim() == "workerd"
+                && !zombie
+                && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+        })
+        .collect()
+}
+
+fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if done() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    done()
+}
+
+const APP: &str = r#"
+[connections.limits]
+driver = "cloudflare_rate_limits"
+namespace = 1001
+[rate_limits]
+store = "limits"
+[[deployables]]
+name = "edge"
+target = "workers"
+serves_api = true
+"#;
+
+fn scenario_dir(steps: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = format!(
+        "[[scenario]]\nname = \"lifetime\"\nisolates = 2\napplication_inline = '''{APP}'''\n{steps}"
+    );
+    std::fs::write(dir.path().join("lifetime.toml"), file).expect("write scenario");
+    dir
+}
+
+fn harness_run(dir: &Path, mark: &str) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["run", "--scenarios"])
+        .arg(dir)
+        .env(MARKER, mark)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("harness starts")
+}
+
+#[test]
+fn a_failing_run_leaves_no_workerd() {
+    let mark = "failing-run";
+    let dir = scenario_dir(
+        "[[scenario.steps]]\nsend = { requests = 3, address = \"192.0.2.1\" }\nexpect = { statuses = \"3 x 429\" }\n",
+    );
+    let output = harness_run(dir.path(), mark).wait_with_output().expect("harness ends");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(1), "the scenario fails:\n{stdout}");
+    assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
+    assert_eq!(marked_workerds(mark), Vec::<u32>::new());
+}
+
+#[test]
+fn sigint_in_the_middle_leaves_no_workerd() {
+    let mark = "sigint";
+    let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
+    let mut child = harness_run(dir.path(), mark);
+    assert!(wait_until(Duration::from_secs(120), || marked_workerds(mark).len() == 2), "two workerds started");
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT)
+        .expect("SIGINT sent");
+    let status = child.wait().expect("harness ends");
+    assert!(!status.success());
+    assert!(wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()), "{:?}", marked_workerds(mark));
+}
+
+#[test]
+fn sigkill_of_the_harness_leaves_no_workerd() {
+    let mark = "sigkill";
+    let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
+    let mut child = harness_run(dir.path(), mark);
+    assert!(wait_until(Duration::from_secs(120), || marked_workerds(mark).len() == 2), "two workerds started");
+    child.kill().expect("SIGKILL sent");
+    child.wait().expect("harness ends");
+    assert!(wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()), "{:?}", marked_workerds(mark));
+}
+
+#[test]
+fn a_panic_while_workerd_runs_leaves_no_workerd() {
+    let env = harness::suite::prepare_environment().expect("environment");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = IsolateConfig {
+        application_toml: APP,
+        deployable: "edge",
+        bindings: &[],
+        compatibility_date: &env.workerd.version,
+        control_token: "t",
+        store_port: None,
+    };
+    let path = write_config(dir.path(), &config, &env.deployable).expect("config");
+    let (pid_tx, pid_rx) = std::sync::mpsc::channel();
+    let workerd = env.workerd.path.clone();
+    let joined = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        runtime.block_on(async {
+            let process = WorkerdProcess::start(&workerd, &path, Instant::now()).await.expect("workerd starts");
+            let pid = std::fs::read_dir("/proc")
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+                .find(|pid| {
+                    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
+                        .is_ok_and(|c| c.contains(&path.display().to_string()))
+                })
+                .expect("the workerd is running");
+            pid_tx.send(pid).expect("send pid");
+            let _keep = process;
+            panic!("a check panicked while workerd was running");
+        })
+    })
+    .join();
+    assert!(joined.is_err(), "the thread panicked");
+    let pid = pid_rx.recv().expect("pid");
+    let gone = || {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+    };
+    assert!(wait_until(Duration::from_secs(5), gone), "workerd {pid} outlived the panic");
+}
