@@ -86,9 +86,19 @@ pub enum EngineError {
     #[error("the binding store: {0}")]
     StoreStart(ProcessError),
     #[error("isolate {isolate}: {source}")]
-    Start { isolate: usize, source: ProcessError },
-    #[error("isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}")]
-    Crashed { isolate: usize, step: usize, status: String, stderr: String },
+    Start {
+        isolate: usize,
+        source: ProcessError,
+    },
+    #[error(
+        "isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}"
+    )]
+    Crashed {
+        isolate: usize,
+        step: usize,
+        status: String,
+        stderr: String,
+    },
     #[error("the application description is invalid:\n{0}")]
     InvalidApplication(String),
     #[error("the application has no deployable `{0}`")]
@@ -109,25 +119,49 @@ pub struct Aborted {
 /// Runs one scenario on its own single-threaded runtime (so each workerd's
 /// parent-death signal is tied to this thread, which lives for the run).
 pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Aborted>> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
-        Box::new(Aborted { error: EngineError::Setup(e.to_string()), observation: Observation::default() })
-    })?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            Box::new(Aborted {
+                error: EngineError::Setup(e.to_string()),
+                observation: Observation::default(),
+            })
+        })?;
     runtime.block_on(Run::new(env, prepared).execute())
 }
 
 /// The bindings a scenario's deployable needs, with their starting behaviour.
-pub fn emulated_bindings(app: &Application, deployable: &str, prepared: &Prepared) -> Result<Vec<EmulatedBinding>, EngineError> {
-    let d = app.deployable(deployable).ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
+pub fn emulated_bindings(
+    app: &Application,
+    deployable: &str,
+    prepared: &Prepared,
+) -> Result<Vec<EmulatedBinding>, EngineError> {
+    let d = app
+        .deployable(deployable)
+        .ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
     let plan = match app.counting(d) {
-        Counting::Binding { connection, namespace } => BindingPlan::new(&connection, namespace, &app.limits()),
+        Counting::Binding {
+            connection,
+            namespace,
+        } => BindingPlan::new(&connection, namespace, &app.limits()),
         Counting::InMemory | Counting::NoApi => BindingPlan::default(),
     };
     let scenario = prepared.scenario.scenario.get_ref();
-    let initial = scenario.bindings.as_ref().map(|b| b.get_ref().clone()).unwrap_or_default();
+    let initial = scenario
+        .bindings
+        .as_ref()
+        .map(|b| b.get_ref().clone())
+        .unwrap_or_default();
     let changes: Vec<BTreeMap<String, Behaviour>> = scenario
         .steps
         .iter()
-        .filter_map(|s| s.get_ref().set_bindings.as_ref().map(|b| b.get_ref().clone()))
+        .filter_map(|s| {
+            s.get_ref()
+                .set_bindings
+                .as_ref()
+                .map(|b| b.get_ref().clone())
+        })
         .collect();
     let known: BTreeSet<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
     for name in initial.keys().chain(changes.iter().flat_map(|c| c.keys())) {
@@ -147,7 +181,9 @@ pub fn emulated_bindings(app: &Application, deployable: &str, prepared: &Prepare
         .iter()
         .map(|b| {
             let start = behaviour_in(&initial, &b.name).unwrap_or(Behaviour::Healthy);
-            let changed_later = changes.iter().any(|c| behaviour_in(c, &b.name).is_some_and(|x| x != Behaviour::Missing));
+            let changed_later = changes
+                .iter()
+                .any(|c| behaviour_in(c, &b.name).is_some_and(|x| x != Behaviour::Missing));
             EmulatedBinding {
                 name: b.name.clone(),
                 namespace_id: b.namespace_id,
@@ -182,7 +218,10 @@ struct Run<'a> {
 
 impl<'a> Run<'a> {
     fn new(env: &'a Environment, prepared: &'a Prepared) -> Run<'a> {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         Run {
             env,
             prepared,
@@ -206,11 +245,16 @@ impl<'a> Run<'a> {
         if let Some(store) = self.store.take() {
             store.stop().await;
         }
-        self.observation.instances.sort_by_key(|i| (i.isolate, i.generation));
+        self.observation
+            .instances
+            .sort_by_key(|i| (i.isolate, i.generation));
         self.observation.duration = self.epoch.elapsed();
         match result {
             Ok(()) => Ok(self.observation),
-            Err(error) => Err(Box::new(Aborted { error, observation: self.observation })),
+            Err(error) => Err(Box::new(Aborted {
+                error,
+                observation: self.observation,
+            })),
         }
     }
 
@@ -219,10 +263,15 @@ impl<'a> Run<'a> {
         let app = match Application::from_toml(&self.prepared.application_toml) {
             Ok(app) => app,
             Err(diagnostics) if scenario.expect_diagnostics.is_some() => {
-                self.observation.diagnostics = Some(diagnostics.codes().iter().map(|c| c.to_string()).collect());
+                self.observation.diagnostics =
+                    Some(diagnostics.codes().iter().map(|c| c.to_string()).collect());
                 return Ok(());
             }
-            Err(diagnostics) => return Err(EngineError::InvalidApplication(diagnostics.render("application"))),
+            Err(diagnostics) => {
+                return Err(EngineError::InvalidApplication(
+                    diagnostics.render("application"),
+                ));
+            }
         };
         if scenario.expect_diagnostics.is_some() {
             self.observation.diagnostics = Some(Vec::new());
@@ -247,7 +296,11 @@ impl<'a> Run<'a> {
             } else if let Some(window) = step.wait_for_window {
                 wait_for_window(Duration::from_secs(u64::from(window))).await;
             } else if let Some(room) = step.wait_for_room {
-                wait_for_room(u64::from(room.window) * 1000, u64::from(room.seconds) * 1000).await;
+                wait_for_room(
+                    u64::from(room.window) * 1000,
+                    u64::from(room.seconds) * 1000,
+                )
+                .await;
             } else if let Some(isolate) = step.restart_isolate {
                 self.restart(isolate).await?;
             } else if let Some(ms) = step.sleep_ms {
@@ -257,11 +310,19 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    async fn start_isolates(&mut self, bindings: &[EmulatedBinding], count: usize) -> Result<(), EngineError> {
-        let dir = tempfile::Builder::new().prefix("harness-").tempdir().map_err(EngineError::Config)?;
+    async fn start_isolates(
+        &mut self,
+        bindings: &[EmulatedBinding],
+        count: usize,
+    ) -> Result<(), EngineError> {
+        let dir = tempfile::Builder::new()
+            .prefix("harness-")
+            .tempdir()
+            .map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
         if !bindings.is_empty() {
-            let store_config = write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
+            let store_config =
+                write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
             let store = WorkerdProcess::start(&self.env.workerd.path, &store_config, self.epoch)
                 .await
                 .map_err(|source| EngineError::StoreStart(source))?;
@@ -275,12 +336,19 @@ impl<'a> Run<'a> {
             control_token: &self.token,
             store_port: self.store.as_ref().map(|s| s.port),
         };
-        let path = write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;
-        let starts = (0..count).map(|_| WorkerdProcess::start(&self.env.workerd.path, &path, self.epoch));
+        let path =
+            write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;
+        let starts =
+            (0..count).map(|_| WorkerdProcess::start(&self.env.workerd.path, &path, self.epoch));
         let started = futures::future::join_all(starts).await;
         for (isolate, process) in started.into_iter().enumerate() {
             let process = process.map_err(|source| EngineError::Start { isolate, source })?;
-            self.isolates.push(Isolate { process, generation: 0, served: false, config: path.clone() });
+            self.isolates.push(Isolate {
+                process,
+                generation: 0,
+                served: false,
+                config: path.clone(),
+            });
         }
         self._dir = Some(dir);
         Ok(())
@@ -291,7 +359,9 @@ impl<'a> Run<'a> {
         let mut tasks = Vec::with_capacity(send.requests);
         for number in 1..=send.requests {
             let isolate = send.isolate.unwrap_or((number - 1) % self.isolates.len());
-            let Some(target) = self.isolates.get_mut(isolate) else { continue };
+            let Some(target) = self.isolates.get_mut(isolate) else {
+                continue;
+            };
             target.served = true;
             let mut request = client.get(format!("{}{}", target.process.url(), send.path));
             if let Some(caller) = &send.caller {
@@ -310,7 +380,9 @@ impl<'a> Run<'a> {
             for (name, value) in &send.headers {
                 request = request.header(name, value);
             }
-            let Ok(permit) = semaphore.clone().acquire_owned().await else { break };
+            let Ok(permit) = semaphore.clone().acquire_owned().await else {
+                break;
+            };
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
                 let result = request.send().await;
@@ -320,12 +392,19 @@ impl<'a> Run<'a> {
                         let headers = response
                             .headers()
                             .iter()
-                            .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                            .map(|(k, v)| {
+                                (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned())
+                            })
                             .collect();
                         let body = response.text().await.unwrap_or_default();
                         (Ok(status), headers, body, started.elapsed())
                     }
-                    Err(e) => (Err(error_chain(&e)), BTreeMap::new(), String::new(), started.elapsed()),
+                    Err(e) => (
+                        Err(error_chain(&e)),
+                        BTreeMap::new(),
+                        String::new(),
+                        started.elapsed(),
+                    ),
                 };
                 drop(permit);
                 (number, isolate, record)
@@ -336,7 +415,15 @@ impl<'a> Run<'a> {
         }
         for task in tasks {
             if let Ok((number, isolate, (outcome, headers, body, latency))) = task.await {
-                self.observation.requests.push(RequestRecord { step, number, isolate, outcome, headers, body, latency });
+                self.observation.requests.push(RequestRecord {
+                    step,
+                    number,
+                    isolate,
+                    outcome,
+                    headers,
+                    body,
+                    latency,
+                });
             }
         }
     }
@@ -361,12 +448,17 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    async fn set_bindings(&mut self, client: &reqwest::Client, changes: &BTreeMap<String, Behaviour>) -> Result<(), EngineError> {
+    async fn set_bindings(
+        &mut self,
+        client: &reqwest::Client,
+        changes: &BTreeMap<String, Behaviour>,
+    ) -> Result<(), EngineError> {
         let names: Vec<String> = self.binding_names().await?;
         let mut body = serde_json::Map::new();
         for name in &names {
             if let Some(b) = changes.get(name).or_else(|| changes.get(ALL_BINDINGS)) {
-                let value: serde_json::Value = serde_json::from_str(&b.to_json()).unwrap_or_default();
+                let value: serde_json::Value =
+                    serde_json::from_str(&b.to_json()).unwrap_or_default();
                 body.insert(name.clone(), value);
             }
         }
@@ -377,7 +469,9 @@ impl<'a> Run<'a> {
                 .json(&body)
                 .send()
                 .await
-                .map_err(|e| EngineError::Control(format!("changing bindings: {}", error_chain(&e))))?;
+                .map_err(|e| {
+                    EngineError::Control(format!("changing bindings: {}", error_chain(&e)))
+                })?;
             if !response.status().is_success() {
                 let text = response.text().await.unwrap_or_default();
                 return Err(EngineError::Control(format!("changing bindings: {text}")));
@@ -388,7 +482,9 @@ impl<'a> Run<'a> {
 
     /// The bindings in the config (those that can change behaviour).
     async fn binding_names(&self) -> Result<Vec<String>, EngineError> {
-        let Some(isolate) = self.isolates.first() else { return Ok(Vec::new()) };
+        let Some(isolate) = self.isolates.first() else {
+            return Ok(Vec::new());
+        };
         let stats = binding_stats(&isolate.process.url(), &self.token).await?;
         Ok(stats.keys().cloned().collect())
     }
@@ -400,8 +496,19 @@ impl<'a> Run<'a> {
         self.retire(index, old).await;
         let process = WorkerdProcess::start(&self.env.workerd.path, &config, self.epoch)
             .await
-            .map_err(|source| EngineError::Start { isolate: index, source })?;
-        self.isolates.insert(index, Isolate { process, generation, served: false, config });
+            .map_err(|source| EngineError::Start {
+                isolate: index,
+                source,
+            })?;
+        self.isolates.insert(
+            index,
+            Isolate {
+                process,
+                generation,
+                served: false,
+                config,
+            },
+        );
         Ok(())
     }
 
@@ -411,8 +518,15 @@ impl<'a> Run<'a> {
             && let Ok(stats) = binding_stats(&isolate.process.url(), &self.token).await
         {
             for (binding, stat) in stats {
-                let keys = stat["keys"].as_object().map(|k| k.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
-                self.observation.binding_keys.entry(binding).or_default().extend(keys);
+                let keys = stat["keys"]
+                    .as_object()
+                    .map(|k| k.keys().cloned().collect::<Vec<_>>())
+                    .unwrap_or_default();
+                self.observation
+                    .binding_keys
+                    .entry(binding)
+                    .or_default()
+                    .extend(keys);
             }
         }
         let start_to_listen = isolate.process.start_to_listen;
@@ -430,17 +544,24 @@ impl<'a> Run<'a> {
     }
 }
 
-
-async fn binding_stats(base: &str, token: &str) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
-    let client = reqwest::Client::builder().timeout(REQUEST_TIMEOUT).build().map_err(|e| EngineError::Setup(e.to_string()))?;
+async fn binding_stats(
+    base: &str,
+    token: &str,
+) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
+    let client = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .build()
+        .map_err(|e| EngineError::Setup(e.to_string()))?;
     let response = client
         .get(format!("{base}/bindings"))
         .header(CONTROL_HEADER, token)
         .send()
         .await
         .map_err(|e| EngineError::Control(format!("reading bindings: {}", error_chain(&e))))?;
-    let value: serde_json::Value =
-        response.json().await.map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
+    let value: serde_json::Value = response
+        .json()
+        .await
+        .map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
     Ok(value.as_object().cloned().unwrap_or_default())
 }
 
@@ -456,7 +577,9 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 fn now_since_epoch() -> Duration {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default()
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
 }
 
 /// Waits until the next boundary of a clock-aligned window, plus a small margin.

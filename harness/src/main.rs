@@ -12,7 +12,10 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 
 #[derive(Parser)]
-#[command(name = "harness", about = "Rate limiting on Cloudflare Workers, proved against a real workerd.")]
+#[command(
+    name = "harness",
+    about = "Rate limiting on Cloudflare Workers, proved against a real workerd."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -56,10 +59,17 @@ enum Format {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Check { application } => check(&application),
-        Command::Wrangler { application, format } => wrangler(&application, format),
-        Command::Run { filter, scenarios, include_slow, junit, jobs } => {
-            run(filter.as_deref(), scenarios, include_slow, junit, jobs)
-        }
+        Command::Wrangler {
+            application,
+            format,
+        } => wrangler(&application, format),
+        Command::Run {
+            filter,
+            scenarios,
+            include_slow,
+            junit,
+            jobs,
+        } => run(filter.as_deref(), scenarios, include_slow, junit, jobs),
     }
 }
 
@@ -99,7 +109,13 @@ fn wrangler(path: &PathBuf, format: Format) -> ExitCode {
     }
 }
 
-fn run(filter: Option<&str>, scenarios: Option<PathBuf>, include_slow: bool, junit: Option<PathBuf>, jobs: usize) -> ExitCode {
+fn run(
+    filter: Option<&str>,
+    scenarios: Option<PathBuf>,
+    include_slow: bool,
+    junit: Option<PathBuf>,
+    jobs: usize,
+) -> ExitCode {
     let dir = scenarios.unwrap_or_else(harness::paths::scenarios_dir);
     let trials = match suite::discover(&dir) {
         Ok(trials) => trials,
@@ -127,7 +143,11 @@ fn run(filter: Option<&str>, scenarios: Option<PathBuf>, include_slow: bool, jun
             scope.spawn(|| {
                 while let Some(trial) = queue.lock().ok().and_then(|mut q| q.next()) {
                     let outcome = trial.run(&env);
-                    eprintln!("{} {}", if outcome.passed { "pass" } else { "FAIL" }, outcome.name);
+                    eprintln!(
+                        "{} {}",
+                        if outcome.passed { "pass" } else { "FAIL" },
+                        outcome.name
+                    );
                     if let Ok(mut all) = outcomes.lock() {
                         all.push(outcome);
                     }
@@ -144,7 +164,10 @@ fn run(filter: Option<&str>, scenarios: Option<PathBuf>, include_slow: bool, jun
     println!("{}", report::summary_table(&outcomes));
     let passed = outcomes.iter().filter(|o| o.passed).count();
     let failed = outcomes.len() - passed;
-    println!("{passed} passed, {failed} failed, {} skipped", skipped.len());
+    println!(
+        "{passed} passed, {failed} failed, {} skipped",
+        skipped.len()
+    );
     if !skipped.is_empty() {
         println!("(skipped: the slow scenarios; run them with --include-slow)");
     }
@@ -155,5 +178,9 @@ fn run(filter: Option<&str>, scenarios: Option<PathBuf>, include_slow: bool, jun
         }
         println!("JUnit XML: {}", path.display());
     }
-    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }

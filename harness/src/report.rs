@@ -39,9 +39,15 @@ pub fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
     let mut failures: Vec<String> = Vec::new();
     if let Some(error) = &aborted {
         let place = prepared.scenario.place(prepared.scenario.scenario.span());
-        failures.push(format!("error: the scenario could not run to the end\n  --> {place}\n   | {error}"));
+        failures.push(format!(
+            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
+        ));
     } else {
-        failures.extend(checks::check(prepared, &observation).iter().map(Failure::to_string));
+        failures.extend(
+            checks::check(prepared, &observation)
+                .iter()
+                .map(Failure::to_string),
+        );
     }
     outcome(&prepared.trial_name, &observation, failures)
 }
@@ -51,7 +57,10 @@ pub fn malformed(name: &str, error: &ScenarioError) -> TrialOutcome {
     TrialOutcome {
         name: name.to_owned(),
         passed: false,
-        message: format!("error: malformed scenario file\n  --> {}\n   | {}", error.place, error.message),
+        message: format!(
+            "error: malformed scenario file\n  --> {}\n   | {}",
+            error.place, error.message
+        ),
         requests: 0,
         p50_ms: None,
         p99_ms: None,
@@ -95,7 +104,12 @@ pub fn log_tails(instances: &[InstanceRecord]) -> String {
                 Stream::Stdout => "out",
                 Stream::Stderr => "err",
             };
-            let _ = writeln!(out, "  +{:>8.3}s {stream} {}", line.at.as_secs_f64(), line.text);
+            let _ = writeln!(
+                out,
+                "  +{:>8.3}s {stream} {}",
+                line.at.as_secs_f64(),
+                line.text
+            );
         }
     }
     out
@@ -105,12 +119,23 @@ pub fn log_tails(instances: &[InstanceRecord]) -> String {
 pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
     let mut table = comfy_table::Table::new();
     table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    table.set_header(["scenario", "result", "requests", "p50 ms", "p99 ms", "duration s"]);
+    table.set_header([
+        "scenario",
+        "result",
+        "requests",
+        "p50 ms",
+        "p99 ms",
+        "duration s",
+    ]);
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     for o in outcomes {
         table.add_row([
             o.name.clone(),
-            if o.passed { "pass".into() } else { "FAIL".into() },
+            if o.passed {
+                "pass".into()
+            } else {
+                "FAIL".into()
+            },
             o.requests.to_string(),
             ms(o.p50_ms),
             ms(o.p99_ms),
@@ -121,7 +146,11 @@ pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
 }
 
 /// Writes the outcomes as JUnit XML for CI.
-pub fn write_junit(path: &Path, suite_name: &str, outcomes: &[TrialOutcome]) -> std::io::Result<()> {
+pub fn write_junit(
+    path: &Path,
+    suite_name: &str,
+    outcomes: &[TrialOutcome],
+) -> std::io::Result<()> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut suite = TestSuite::new(suite_name);
     for o in outcomes {

@@ -27,7 +27,10 @@ pub const ALL_BINDINGS: &str = "*";
 /// A scenario file as written.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-#[schemars(title = "Rate-limit conformance scenarios", description = "Scenarios the conformance harness runs against a real workerd. See scenarios/README.md.")]
+#[schemars(
+    title = "Rate-limit conformance scenarios",
+    description = "Scenarios the conformance harness runs against a real workerd. See scenarios/README.md."
+)]
 pub struct ScenarioFile {
     /// Default application description for every scenario here: a TOML file, relative to this file.
     #[serde(default)]
@@ -105,7 +108,14 @@ pub enum Behaviour {
 }
 
 impl Behaviour {
-    const NAMES: [&'static str; 6] = ["healthy", "missing", "throwing", "rejecting", "malformed", "hanging"];
+    const NAMES: [&'static str; 6] = [
+        "healthy",
+        "missing",
+        "throwing",
+        "rejecting",
+        "malformed",
+        "hanging",
+    ];
 
     /// The JSON the emulated binding takes.
     pub fn to_json(&self) -> String {
@@ -157,7 +167,8 @@ impl<'de> Deserialize<'de> for Behaviour {
                     }
                     slow = Some(map.next_value::<u64>()?);
                 }
-                slow.map(Behaviour::SlowMs).ok_or_else(|| de::Error::missing_field("slow_ms"))
+                slow.map(Behaviour::SlowMs)
+                    .ok_or_else(|| de::Error::missing_field("slow_ms"))
             }
         }
         deserializer.deserialize_any(BehaviourVisitor)
@@ -404,11 +415,17 @@ pub fn parse_statuses(text: &str) -> Result<Vec<Run>, String> {
                 let count = count.trim();
                 let count = if count == "*" {
                     if i + 1 != parts.len() {
-                        return Err(format!("`* x` (the rest) may only end the sequence, not `{part}`"));
+                        return Err(format!(
+                            "`* x` (the rest) may only end the sequence, not `{part}`"
+                        ));
                     }
                     None
                 } else {
-                    Some(count.parse::<usize>().map_err(|_| format!("`{count}` is not a count in `{part}`"))?)
+                    Some(
+                        count
+                            .parse::<usize>()
+                            .map_err(|_| format!("`{count}` is not a count in `{part}`"))?,
+                    )
                 };
                 (count, status.trim())
             }
@@ -418,7 +435,11 @@ pub fn parse_statuses(text: &str) -> Result<Vec<Run>, String> {
             .parse::<u16>()
             .ok()
             .filter(|s| (100..=599).contains(s))
-            .ok_or_else(|| format!("`{status}` is not an HTTP status in `{part}`; write e.g. `120 x 200 then 429`"))?;
+            .ok_or_else(|| {
+                format!(
+                    "`{status}` is not an HTTP status in `{part}`; write e.g. `120 x 200 then 429`"
+                )
+            })?;
         runs.push(Run { count, status });
     }
     Ok(runs)
@@ -429,9 +450,14 @@ pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String
     let fixed: usize = runs.iter().filter_map(|r| r.count).sum();
     let rest = runs.iter().any(|r| r.count.is_none());
     if fixed > requests || (!rest && fixed != requests) {
-        return Err(format!("the sequence counts {fixed} responses but the step sends {requests} requests"));
+        return Err(format!(
+            "the sequence counts {fixed} responses but the step sends {requests} requests"
+        ));
     }
-    Ok(runs.iter().flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(requests - fixed))).collect())
+    Ok(runs
+        .iter()
+        .flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(requests - fixed)))
+        .collect())
 }
 
 /// A scenario ready to run: defaults applied, references resolved, checked for sense.
@@ -457,11 +483,17 @@ pub struct ScenarioSource {
 impl ScenarioSource {
     /// The place of a span in this scenario's file.
     pub fn place(&self, span: Range<usize>) -> Place {
-        Place { file: self.file.clone(), location: Location::of_offset(&self.text, span.start) }
+        Place {
+            file: self.file.clone(),
+            location: Location::of_offset(&self.text, span.start),
+        }
     }
 
     pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
-        ScenarioError { place: self.place(span), message: message.into() }
+        ScenarioError {
+            place: self.place(span),
+            message: message.into(),
+        }
     }
 }
 
@@ -469,14 +501,19 @@ impl ScenarioSource {
 /// in trial names and errors (relative to the scenarios directory's parent).
 pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, ScenarioError> {
     let at_start = |message: String| ScenarioError {
-        place: Place { file: display_path.to_owned(), location: Location { line: 1, column: 1 } },
+        place: Place {
+            file: display_path.to_owned(),
+            location: Location { line: 1, column: 1 },
+        },
         message,
     };
     let text = std::fs::read_to_string(path).map_err(|e| at_start(format!("cannot read: {e}")))?;
     let file: ScenarioFile = toml::from_str(&text).map_err(|e| ScenarioError {
         place: Place {
             file: display_path.to_owned(),
-            location: e.span().map_or(Location { line: 1, column: 1 }, |s| Location::of_offset(&text, s.start)),
+            location: e.span().map_or(Location { line: 1, column: 1 }, |s| {
+                Location::of_offset(&text, s.start)
+            }),
         },
         message: e.message().trim().to_owned(),
     })?;
@@ -498,12 +535,24 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
         if !names.insert(s.name.clone()) {
             return Err(source.error(span, format!("two scenarios are named `{}`", s.name)));
         }
-        let application_toml = match (&s.application_inline, s.application.as_ref().or(default_app.as_ref())) {
+        let application_toml = match (
+            &s.application_inline,
+            s.application.as_ref().or(default_app.as_ref()),
+        ) {
             (Some(inline), _) => inline.clone(),
-            (None, Some(app_path)) => std::fs::read_to_string(base.join(app_path))
-                .map_err(|e| source.error(span.clone(), format!("cannot read application `{app_path}`: {e}")))?,
+            (None, Some(app_path)) => {
+                std::fs::read_to_string(base.join(app_path)).map_err(|e| {
+                    source.error(
+                        span.clone(),
+                        format!("cannot read application `{app_path}`: {e}"),
+                    )
+                })?
+            }
             (None, None) => {
-                return Err(source.error(span, "no application: set `application` (a file) or `application_inline`"));
+                return Err(source.error(
+                    span,
+                    "no application: set `application` (a file) or `application_inline`",
+                ));
             }
         };
         let deployable = s
@@ -532,10 +581,14 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
     }
     if let Some(codes) = &s.expect_diagnostics {
         if !s.steps.is_empty() {
-            return Err(source.error(codes.span(), "a scenario that expects diagnostics has no steps"));
+            return Err(source.error(
+                codes.span(),
+                "a scenario that expects diagnostics has no steps",
+            ));
         }
         for code in codes.get_ref() {
-            code.parse::<runtime::Code>().map_err(|e| source.error(codes.span(), e.to_string()))?;
+            code.parse::<runtime::Code>()
+                .map_err(|e| source.error(codes.span(), e.to_string()))?;
         }
     }
     for step in &s.steps {
@@ -564,25 +617,48 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
         if let Some(room) = st.wait_for_room
             && room.seconds > room.window
         {
-            return Err(source.error(step.span(), "`wait_for_room` cannot need more seconds than the window has"));
+            return Err(source.error(
+                step.span(),
+                "`wait_for_room` cannot need more seconds than the window has",
+            ));
         }
-        for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)].into_iter().flatten() {
+        for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)]
+            .into_iter()
+            .flatten()
+        {
             if isolate >= s.isolates {
                 return Err(source.error(
                     step.span(),
-                    format!("isolate {isolate} does not exist: the scenario has {} (numbered from 0)", s.isolates),
+                    format!(
+                        "isolate {isolate} does not exist: the scenario has {} (numbered from 0)",
+                        s.isolates
+                    ),
                 ));
             }
         }
         if let Some(send) = &st.send {
-            let subjects = [send.caller.is_some(), send.address.is_some(), send.distinct_addresses];
+            let subjects = [
+                send.caller.is_some(),
+                send.address.is_some(),
+                send.distinct_addresses,
+            ];
             if subjects.iter().filter(|s| **s).count() > 1 {
-                return Err(source.error(step.span(), "send as at most one of: caller, address, distinct_addresses"));
+                return Err(source.error(
+                    step.span(),
+                    "send as at most one of: caller, address, distinct_addresses",
+                ));
             }
             if send.requests == 0 || send.concurrency == 0 {
-                return Err(source.error(step.span(), "`requests` and `concurrency` must be at least 1"));
+                return Err(source.error(
+                    step.span(),
+                    "`requests` and `concurrency` must be at least 1",
+                ));
             }
-            if let Some(statuses) = st.expect.as_ref().and_then(|e| e.get_ref().statuses.as_ref()) {
+            if let Some(statuses) = st
+                .expect
+                .as_ref()
+                .and_then(|e| e.get_ref().statuses.as_ref())
+            {
                 parse_statuses(statuses.get_ref())
                     .and_then(|runs| expand_statuses(&runs, send.requests))
                     .map_err(|m| source.error(statuses.span(), m))?;
@@ -590,7 +666,8 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             if let Some(counts) = st.expect.as_ref().and_then(|e| e.get_ref().counts.as_ref()) {
                 for status in counts.get_ref().keys() {
                     if status.parse::<u16>().is_err() {
-                        return Err(source.error(counts.span(), format!("`{status}` is not an HTTP status")));
+                        return Err(source
+                            .error(counts.span(), format!("`{status}` is not an HTTP status")));
                     }
                 }
             }
@@ -631,7 +708,10 @@ mod tests {
         assert_eq!(expand_statuses(&runs, 121).expect("adds up").len(), 121);
         assert!(expand_statuses(&runs, 122).is_err());
         let rest = parse_statuses("2 x 200 then * x 429").expect("parses");
-        assert_eq!(expand_statuses(&rest, 5).expect("adds up"), [200, 200, 429, 429, 429]);
+        assert_eq!(
+            expand_statuses(&rest, 5).expect("adds up"),
+            [200, 200, 429, 429, 429]
+        );
         assert!(parse_statuses("* x 200 then 429").is_err());
         assert!(parse_statuses("120 x ok").is_err());
     }

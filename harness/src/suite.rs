@@ -43,7 +43,10 @@ pub fn discover(dir: &Path) -> Result<Vec<Trial>, std::io::Error> {
     for (path, display) in scenario::scenario_files(dir)? {
         match scenario::load_file(&path, &display) {
             Ok(prepared) => trials.extend(prepared.into_iter().map(Trial::Scenario)),
-            Err(error) => trials.push(Trial::Malformed { name: format!("{}::(file)", display.display()), error }),
+            Err(error) => trials.push(Trial::Malformed {
+                name: format!("{}::(file)", display.display()),
+                error,
+            }),
         }
     }
     Ok(trials)
@@ -61,7 +64,15 @@ pub enum EnvironmentError {
 /// Finds workerd and builds the deployable, saying which workerd on stderr.
 pub fn prepare_environment() -> Result<Environment, EnvironmentError> {
     let workerd = find_workerd()?;
-    eprintln!("harness: workerd {} ({}, from {})", workerd.version, workerd.path.display(), workerd.source);
+    eprintln!(
+        "harness: workerd {} ({}, from {})",
+        workerd.version,
+        workerd.path.display(),
+        workerd.source
+    );
     let deployable = wasm::build_deployable()?;
-    Ok(Environment { workerd, deployable })
+    Ok(Environment {
+        workerd,
+        deployable,
+    })
 }

@@ -16,13 +16,23 @@ pub const STEM: &str = "deployable";
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     #[error("could not run {what}: {source}")]
-    Spawn { what: String, source: std::io::Error },
+    Spawn {
+        what: String,
+        source: std::io::Error,
+    },
     #[error("{what} failed ({status}):\n{stderr}")]
-    Failed { what: String, status: String, stderr: String },
+    Failed {
+        what: String,
+        status: String,
+        stderr: String,
+    },
     #[error("wasm-bindgen failed: {0}")]
     Bindgen(String),
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// The glued deployable: the JS module and the wasm module beside it.
@@ -37,15 +47,33 @@ pub struct Deployable {
 /// processes may call this at once: a file lock serialises them.
 pub fn build_deployable() -> Result<Deployable, BuildError> {
     let target_dir = wasm_target_dir();
-    std::fs::create_dir_all(&target_dir).map_err(|source| BuildError::Io { path: target_dir.clone(), source })?;
+    std::fs::create_dir_all(&target_dir).map_err(|source| BuildError::Io {
+        path: target_dir.clone(),
+        source,
+    })?;
     let lock_path = target_dir.join("harness-build.lock");
-    let lock = File::create(&lock_path).map_err(|source| BuildError::Io { path: lock_path.clone(), source })?;
-    lock.lock().map_err(|source| BuildError::Io { path: lock_path, source })?;
+    let lock = File::create(&lock_path).map_err(|source| BuildError::Io {
+        path: lock_path.clone(),
+        source,
+    })?;
+    lock.lock().map_err(|source| BuildError::Io {
+        path: lock_path,
+        source,
+    })?;
 
     ensure_target()?;
     run(
         Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args(["build", "--quiet", "--release", "-p", CRATE, "--target", TARGET, "--target-dir"])
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "-p",
+                CRATE,
+                "--target",
+                TARGET,
+                "--target-dir",
+            ])
             .arg(&target_dir)
             .current_dir(repo_root())
             // The outer cargo's flags are for the host, not for wasm32.
@@ -55,7 +83,10 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
         "cargo build of the deployable for wasm32",
     )?;
 
-    let raw = target_dir.join(TARGET).join("release").join(format!("{}.wasm", CRATE.replace('-', "_")));
+    let raw = target_dir
+        .join(TARGET)
+        .join("release")
+        .join(format!("{}.wasm", CRATE.replace('-', "_")));
     let out_dir = target_dir.join("bindgen");
     let glued = Deployable {
         glue_js: out_dir.join(format!("{STEM}.js")),
@@ -76,20 +107,34 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
 
 /// Adds the wasm32 target with rustup when it is missing, saying so.
 fn ensure_target() -> Result<(), BuildError> {
-    let installed = Command::new("rustup").args(["target", "list", "--installed"]).output();
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
     match installed {
-        Ok(out) if String::from_utf8_lossy(&out.stdout).lines().any(|l| l.trim() == TARGET) => Ok(()),
+        Ok(out)
+            if String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.trim() == TARGET) =>
+        {
+            Ok(())
+        }
         // Without rustup, let cargo say whether the target is there.
         Err(_) => Ok(()),
         Ok(_) => {
             eprintln!("harness: adding the {TARGET} target with rustup");
-            run(Command::new("rustup").args(["target", "add", TARGET]), "rustup target add")
+            run(
+                Command::new("rustup").args(["target", "add", TARGET]),
+                "rustup target add",
+            )
         }
     }
 }
 
 fn run(command: &mut Command, what: &str) -> Result<(), BuildError> {
-    let output = command.output().map_err(|source| BuildError::Spawn { what: what.to_owned(), source })?;
+    let output = command.output().map_err(|source| BuildError::Spawn {
+        what: what.to_owned(),
+        source,
+    })?;
     if output.status.success() {
         Ok(())
     } else {

@@ -8,22 +8,27 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::workerd::config::{IsolateConfig, write_config};
 use harness::workerd::WorkerdProcess;
+use harness::workerd::config::{IsolateConfig, write_config};
 
 const MARKER: &str = "HARNESS_LIFETIME_MARK";
 
 /// The pids of running workerd processes whose environment holds `MARKER=mark`.
 fn marked_workerds(mark: &str) -> Vec<u32> {
     let needle = format!("{MARKER}={mark}");
-    let Ok(entries) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
             let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
             let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z'));
+            let zombie = state
+                .rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
             comm.trim() == "workerd"
                 && !zombie
@@ -64,6 +69,19 @@ fn scenario_dir(steps: &str) -> tempfile::TempDir {
     dir
 }
 
+/// The harness under test; killed if the test fails before it ends.
+struct Harness(Child);
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Two isolates and the binding store.
+const PROCESSES: usize = 3;
+
 fn harness_run(dir: &Path, mark: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_harness"))
         .args(["run", "--scenarios"])
@@ -81,9 +99,16 @@ fn a_failing_run_leaves_no_workerd() {
     let dir = scenario_dir(
         "[[scenario.steps]]\nsend = { requests = 3, address = \"192.0.2.1\" }\nexpect = { statuses = \"3 x 429\" }\n",
     );
-    let output = harness_run(dir.path(), mark).wait_with_output().expect("harness ends");
+    let output = harness_run(dir.path(), mark)
+        .wait_with_output()
+        .expect("harness ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
     let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(1), "the scenario fails:\n{stdout}");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "the scenario fails:\n{stdout}\n{stderr}"
+    );
     assert!(stdout.contains("0 passed, 1 failed"), "{stdout}");
     assert_eq!(marked_workerds(mark), Vec::<u32>::new());
 }
@@ -92,24 +117,43 @@ fn a_failing_run_leaves_no_workerd() {
 fn sigint_in_the_middle_leaves_no_workerd() {
     let mark = "sigint";
     let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
-    let mut child = harness_run(dir.path(), mark);
-    assert!(wait_until(Duration::from_secs(120), || marked_workerds(mark).len() == 2), "two workerds started");
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGINT)
-        .expect("SIGINT sent");
-    let status = child.wait().expect("harness ends");
+    let mut harness = Harness(harness_run(dir.path(), mark));
+    assert!(
+        wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
+            == PROCESSES),
+        "workerds started"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(harness.0.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT sent");
+    let status = harness.0.wait().expect("harness ends");
     assert!(!status.success());
-    assert!(wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()), "{:?}", marked_workerds(mark));
+    assert!(
+        wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()),
+        "{:?}",
+        marked_workerds(mark)
+    );
 }
 
 #[test]
 fn sigkill_of_the_harness_leaves_no_workerd() {
     let mark = "sigkill";
     let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
-    let mut child = harness_run(dir.path(), mark);
-    assert!(wait_until(Duration::from_secs(120), || marked_workerds(mark).len() == 2), "two workerds started");
-    child.kill().expect("SIGKILL sent");
-    child.wait().expect("harness ends");
-    assert!(wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()), "{:?}", marked_workerds(mark));
+    let mut harness = Harness(harness_run(dir.path(), mark));
+    assert!(
+        wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
+            == PROCESSES),
+        "workerds started"
+    );
+    harness.0.kill().expect("SIGKILL sent");
+    harness.0.wait().expect("harness ends");
+    assert!(
+        wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()),
+        "{:?}",
+        marked_workerds(mark)
+    );
 }
 
 #[test]
@@ -128,9 +172,14 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
     let (pid_tx, pid_rx) = std::sync::mpsc::channel();
     let workerd = env.workerd.path.clone();
     let joined = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
         runtime.block_on(async {
-            let process = WorkerdProcess::start(&workerd, &path, Instant::now()).await.expect("workerd starts");
+            let process = WorkerdProcess::start(&workerd, &path, Instant::now())
+                .await
+                .expect("workerd starts");
             let pid = std::fs::read_dir("/proc")
                 .into_iter()
                 .flatten()
@@ -150,8 +199,14 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
     assert!(joined.is_err(), "the thread panicked");
     let pid = pid_rx.recv().expect("pid");
     let gone = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map_or(true, |s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+        })
     };
-    assert!(wait_until(Duration::from_secs(5), gone), "workerd {pid} outlived the panic");
+    assert!(
+        wait_until(Duration::from_secs(5), gone),
+        "workerd {pid} outlived the panic"
+    );
 }

@@ -32,10 +32,17 @@ fn every_scenario_file_references_the_schema_and_validates_against_it() {
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     for (path, display) in scenario::scenario_files(&scenarios_dir()).expect("scenarios") {
         let text = std::fs::read_to_string(&path).expect("read");
-        assert!(text.starts_with("#:schema ./scenario.schema.json\n"), "{} lacks the #:schema line", display.display());
+        assert!(
+            text.starts_with("#:schema ./scenario.schema.json\n"),
+            "{} lacks the #:schema line",
+            display.display()
+        );
         let value: toml::Value = toml::from_str(&text).expect("toml");
         let json = serde_json::to_value(value).expect("as json");
-        let errors: Vec<String> = validator.iter_errors(&json).map(|e| format!("{e} at {}", e.instance_path())).collect();
+        let errors: Vec<String> = validator
+            .iter_errors(&json)
+            .map(|e| format!("{e} at {}", e.instance_path()))
+            .collect();
         assert!(errors.is_empty(), "{}: {errors:#?}", display.display());
         load_file(&path, &display).unwrap_or_else(|e| panic!("{e}"));
     }
@@ -47,7 +54,8 @@ fn the_schema_refuses_what_the_parser_refuses() {
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
     let bad = serde_json::json!({ "scenario": [{ "name": "x", "stpes": [] }] });
     assert!(!validator.is_valid(&bad), "unknown fields are errors");
-    let bad_behaviour = serde_json::json!({ "scenario": [{ "name": "x", "bindings": { "A": "flaky" } }] });
+    let bad_behaviour =
+        serde_json::json!({ "scenario": [{ "name": "x", "bindings": { "A": "flaky" } }] });
     assert!(!validator.is_valid(&bad_behaviour));
 }
 
@@ -57,7 +65,11 @@ fn malformed(text: &str) -> String {
     std::fs::create_dir(&scenarios).expect("dir");
     std::fs::write(scenarios.join("bad.toml"), text).expect("write");
     let trials = suite::discover(&scenarios).expect("discover");
-    assert_eq!(trials.len(), 1, "a malformed file is one failed trial, not a silent skip");
+    assert_eq!(
+        trials.len(),
+        1,
+        "a malformed file is one failed trial, not a silent skip"
+    );
     match &trials[0] {
         Trial::Malformed { error, .. } => error.to_string(),
         Trial::Scenario(p) => panic!("{} parsed", p.trial_name),
@@ -73,13 +85,16 @@ fn an_unknown_field_names_file_line_and_column() {
 
 #[test]
 fn a_wrong_type_names_file_line_and_column() {
-    let error = malformed("[[scenario]]\nname = \"a\"\napplication_inline = ''\nisolates = \"two\"\n");
+    let error =
+        malformed("[[scenario]]\nname = \"a\"\napplication_inline = ''\nisolates = \"two\"\n");
     assert!(error.starts_with("scenarios/bad.toml:4:12: "), "{error}");
 }
 
 #[test]
 fn an_unknown_behaviour_is_named() {
-    let error = malformed("[[scenario]]\nname = \"a\"\napplication_inline = ''\nbindings = { A = \"flaky\" }\n");
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\nbindings = { A = \"flaky\" }\n",
+    );
     assert!(error.starts_with("scenarios/bad.toml:4:"), "{error}");
     assert!(error.contains("flaky"), "{error}");
 }
@@ -90,7 +105,10 @@ fn a_sequence_that_does_not_add_up_points_at_it() {
         "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 3 }\nexpect = { statuses = \"2 x 200\" }\n",
     );
     assert!(error.starts_with("scenarios/bad.toml:6:23: "), "{error}");
-    assert!(error.contains("counts 2 responses but the step sends 3"), "{error}");
+    assert!(
+        error.contains("counts 2 responses but the step sends 3"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -43,5 +43,9 @@ fn main() -> ExitCode {
 
 fn run(trial: &Trial, env: &Environment) -> Result<(), Failed> {
     let outcome = trial.run(env);
-    if outcome.passed { Ok(()) } else { Err(outcome.message.into()) }
+    if outcome.passed {
+        Ok(())
+    } else {
+        Err(outcome.message.into())
+    }
 }

@@ -16,13 +16,20 @@ fn wrangler_dir() -> PathBuf {
 fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
     if !path.is_file() {
-        eprintln!("wrangler is not installed; running `npm ci --ignore-scripts` in {}", wrangler_dir().display());
+        eprintln!(
+            "wrangler is not installed; running `npm ci --ignore-scripts` in {}",
+            wrangler_dir().display()
+        );
         let status = Command::new("npm")
             .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
             .current_dir(wrangler_dir())
             .status()
             .expect("npm runs");
-        assert!(status.success(), "npm ci failed in {}", wrangler_dir().display());
+        assert!(
+            status.success(),
+            "npm ci failed in {}",
+            wrangler_dir().display()
+        );
     }
     let text = std::fs::read_to_string(&path).expect("config-schema.json");
     serde_json::from_str(&text).expect("the schema is JSON")
@@ -33,7 +40,10 @@ fn validator() -> jsonschema::Validator {
 }
 
 fn errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Vec<String> {
-    validator.iter_errors(instance).map(|e| format!("{} at {}", e, e.instance_path())).collect()
+    validator
+        .iter_errors(instance)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect()
 }
 
 fn plan(routes: &str) -> BindingPlan {
@@ -55,9 +65,17 @@ fn wrangler_file(entries_json: serde_json::Value) -> serde_json::Value {
 #[test]
 fn jsonc_entries_pass_wranglers_schema() {
     let validator = validator();
-    for routes in ["", "[[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n"] {
-        let entries: serde_json::Value = serde_json::from_str(&plan(routes).wrangler_jsonc()).expect("json");
-        assert!(entries["ratelimits"].as_array().is_some_and(|a| !a.is_empty()));
+    for routes in [
+        "",
+        "[[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n",
+    ] {
+        let entries: serde_json::Value =
+            serde_json::from_str(&plan(routes).wrangler_jsonc()).expect("json");
+        assert!(
+            entries["ratelimits"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        );
         let file = wrangler_file(entries);
         assert_eq!(errors(&validator, &file), Vec::<String>::new(), "{file}");
     }
@@ -66,7 +84,8 @@ fn jsonc_entries_pass_wranglers_schema() {
 #[test]
 fn toml_entries_pass_wranglers_schema() {
     let validator = validator();
-    let text = plan("[[routes]]\npath = \"/x\"\nrate_limit = { requests = 5, window = 60 }\n").wrangler_toml();
+    let text = plan("[[routes]]\npath = \"/x\"\nrate_limit = { requests = 5, window = 60 }\n")
+        .wrangler_toml();
     let value: toml::Value = toml::from_str(&text).expect("toml");
     let entries = serde_json::to_value(value).expect("as json");
     let file = wrangler_file(entries);
@@ -84,6 +103,9 @@ fn the_schema_really_checks_ratelimits() {
     ];
     for entry in bad {
         let file = wrangler_file(serde_json::json!({ "ratelimits": [entry] }));
-        assert!(!errors(&validator, &file).is_empty(), "wrangler's schema should refuse {file}");
+        assert!(
+            !errors(&validator, &file).is_empty(),
+            "wrangler's schema should refuse {file}"
+        );
     }
 }

@@ -228,7 +228,9 @@ impl Application {
     /// Parses and validates a description, returning every diagnostic if it is invalid.
     pub fn from_toml(source: &str) -> Result<Application, Diagnostics> {
         let raw: RawApplication = toml::from_str(source).map_err(|error| {
-            let location = error.span().map(|span| Location::of_offset(source, span.start));
+            let location = error
+                .span()
+                .map(|span| Location::of_offset(source, span.start));
             Diagnostics(vec![Diagnostic {
                 code: Code::InvalidToml,
                 message: error.message().trim().to_owned(),
@@ -258,12 +260,20 @@ impl Application {
             return Counting::NoApi;
         }
         match &self.store {
-            Some(Store { connection, driver: StoreDriver::CloudflareRateLimits { namespace } }) => {
-                Counting::Binding { connection: connection.clone(), namespace: *namespace }
-            }
+            Some(Store {
+                connection,
+                driver: StoreDriver::CloudflareRateLimits { namespace },
+            }) => Counting::Binding {
+                connection: connection.clone(),
+                namespace: *namespace,
+            },
             // A valid application has a store for every deployable serving an API on
             // Workers; a native one without a store counts in its own memory too.
-            Some(Store { driver: StoreDriver::Redis, .. }) | None => Counting::InMemory,
+            Some(Store {
+                driver: StoreDriver::Redis,
+                ..
+            })
+            | None => Counting::InMemory,
         }
     }
 }
@@ -336,12 +346,19 @@ struct Report<'a> {
 impl Report<'_> {
     fn add(&mut self, code: Code, span: Option<Range<usize>>, message: String) {
         let location = span.map(|s| Location::of_offset(self.source, s.start));
-        self.diagnostics.push(Diagnostic { code, message, location });
+        self.diagnostics.push(Diagnostic {
+            code,
+            message,
+            location,
+        });
     }
 }
 
 fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostics> {
-    let mut report = Report { source, diagnostics: Vec::new() };
+    let mut report = Report {
+        source,
+        diagnostics: Vec::new(),
+    };
 
     let namespaces = validate_namespaces(&mut report, &raw.connections);
     let store = validate_store(&mut report, &raw, &namespaces);
@@ -354,7 +371,11 @@ fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostic
             StoreCheck::Valid(store) => Some(store),
             StoreCheck::Absent | StoreCheck::Invalid => None,
         };
-        Ok(Application { store, deployables, routes })
+        Ok(Application {
+            store,
+            deployables,
+            routes,
+        })
     } else {
         Err(Diagnostics(report.diagnostics))
     }
@@ -449,7 +470,10 @@ fn validate_store(
     };
     let driver = connection.get_ref().driver.get_ref();
     match driver.as_str() {
-        REDIS_DRIVER => StoreCheck::Valid(Store { connection: name.clone(), driver: StoreDriver::Redis }),
+        REDIS_DRIVER => StoreCheck::Valid(Store {
+            connection: name.clone(),
+            driver: StoreDriver::Redis,
+        }),
         CLOUDFLARE_DRIVER => match namespaces.get(name) {
             Some(&namespace) => StoreCheck::Valid(Store {
                 connection: name.clone(),
@@ -558,10 +582,17 @@ fn validate_deployables(
     deployables
 }
 
-fn validate_routes(report: &mut Report<'_>, raw: &[Spanned<RawRoute>], store: &StoreCheck) -> Vec<Route> {
+fn validate_routes(
+    report: &mut Report<'_>,
+    raw: &[Spanned<RawRoute>],
+    store: &StoreCheck,
+) -> Vec<Route> {
     let binding_store = matches!(
         store,
-        StoreCheck::Valid(Store { driver: StoreDriver::CloudflareRateLimits { .. }, .. })
+        StoreCheck::Valid(Store {
+            driver: StoreDriver::CloudflareRateLimits { .. },
+            ..
+        })
     );
     let mut routes = Vec::new();
     for spanned in raw {
@@ -582,9 +613,15 @@ fn validate_routes(report: &mut Report<'_>, raw: &[Spanned<RawRoute>], store: &S
                 );
                 return None;
             }
-            Some(Limit { requests, window_seconds: window })
+            Some(Limit {
+                requests,
+                window_seconds: window,
+            })
         });
-        routes.push(Route { path: path.clone(), rate_limit });
+        routes.push(Route {
+            path: path.clone(),
+            rate_limit,
+        });
     }
     routes
 }

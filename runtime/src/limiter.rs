@@ -121,7 +121,11 @@ impl FallbackLog {
             binding: &'a str,
             reason: &'static str,
         }
-        let line = Line { event: Self::EVENT, binding: &self.binding, reason: self.reason.as_str() };
+        let line = Line {
+            event: Self::EVENT,
+            binding: &self.binding,
+            reason: self.reason.as_str(),
+        };
         serde_json::to_string(&line).unwrap_or_default()
     }
 }
@@ -147,7 +151,9 @@ impl Refusal {
 
     /// The refusal for a request over `limit`.
     pub fn for_limit(limit: Limit) -> Refusal {
-        Refusal { retry_after_seconds: limit.window_seconds }
+        Refusal {
+            retry_after_seconds: limit.window_seconds,
+        }
     }
 
     /// The short JSON body sent with the 429.
@@ -185,17 +191,27 @@ pub struct UnknownDeployable(pub String);
 impl Limiter {
     /// The limiter for `deployable` of `app`. `seed` keys the in-memory
     /// counter's digest and should be random per isolate.
-    pub fn new(app: &Application, deployable: &str, seed: u128) -> Result<Limiter, UnknownDeployable> {
-        let deployable: &Deployable =
-            app.deployable(deployable).ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
+    pub fn new(
+        app: &Application,
+        deployable: &str,
+        seed: u128,
+    ) -> Result<Limiter, UnknownDeployable> {
+        let deployable: &Deployable = app
+            .deployable(deployable)
+            .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
         let counting = app.counting(deployable);
         let plan = match &counting {
-            Counting::Binding { connection, namespace } => {
-                BindingPlan::new(connection, *namespace, &app.limits())
-            }
+            Counting::Binding {
+                connection,
+                namespace,
+            } => BindingPlan::new(connection, *namespace, &app.limits()),
             Counting::InMemory | Counting::NoApi => BindingPlan::default(),
         };
-        let routes = app.routes.iter().filter_map(|r| Some((r.path.clone(), r.rate_limit?))).collect();
+        let routes = app
+            .routes
+            .iter()
+            .filter_map(|r| Some((r.path.clone(), r.rate_limit?)))
+            .collect();
         Ok(Limiter {
             counting,
             plan,
@@ -244,7 +260,11 @@ impl Limiter {
     pub fn settle(&mut self, check: &Check, answer: Option<BindingAnswer>, now_ms: u64) -> Settled {
         match answer {
             Some(BindingAnswer::Answered { success }) => Settled {
-                verdict: if success { Verdict::Within } else { Verdict::Exceeded },
+                verdict: if success {
+                    Verdict::Within
+                } else {
+                    Verdict::Exceeded
+                },
                 log: None,
             },
             Some(BindingAnswer::Unavailable(reason)) => {
@@ -253,9 +273,15 @@ impl Limiter {
                     .logged
                     .insert(binding.clone())
                     .then_some(FallbackLog { binding, reason });
-                Settled { verdict: self.memory.hit(check.limit, &check.key, now_ms), log }
+                Settled {
+                    verdict: self.memory.hit(check.limit, &check.key, now_ms),
+                    log,
+                }
             }
-            None => Settled { verdict: self.memory.hit(check.limit, &check.key, now_ms), log: None },
+            None => Settled {
+                verdict: self.memory.hit(check.limit, &check.key, now_ms),
+                log: None,
+            },
         }
     }
 

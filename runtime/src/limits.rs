@@ -12,7 +12,10 @@ pub struct Limit {
 
 impl Limit {
     pub const fn new(requests: u32, window_seconds: u32) -> Limit {
-        Limit { window_seconds, requests }
+        Limit {
+            window_seconds,
+            requests,
+        }
     }
 }
 

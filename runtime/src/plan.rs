@@ -28,11 +28,16 @@ impl BindingPlan {
     /// The bindings an application's store needs; empty unless the store is Cloudflare's binding.
     pub fn for_application(app: &Application) -> BindingPlan {
         let store = app.deployables.iter().find_map(|d| match app.counting(d) {
-            Counting::Binding { connection, namespace } => Some((connection, namespace)),
+            Counting::Binding {
+                connection,
+                namespace,
+            } => Some((connection, namespace)),
             _ => None,
         });
         match store {
-            Some((connection, namespace)) => BindingPlan::new(&connection, namespace, &app.limits()),
+            Some((connection, namespace)) => {
+                BindingPlan::new(&connection, namespace, &app.limits())
+            }
             None => BindingPlan::default(),
         }
     }
@@ -61,14 +66,18 @@ impl BindingPlan {
 
     /// The `ratelimits` entries of a wrangler.jsonc, as a JSON object.
     pub fn wrangler_jsonc(&self) -> String {
-        let file = WranglerFile { ratelimits: self.entries() };
+        let file = WranglerFile {
+            ratelimits: self.entries(),
+        };
         // Serialising plain strings and numbers cannot fail.
         serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
     }
 
     /// The `[[ratelimits]]` tables of a wrangler.toml.
     pub fn wrangler_toml(&self) -> String {
-        let file = WranglerFile { ratelimits: self.entries() };
+        let file = WranglerFile {
+            ratelimits: self.entries(),
+        };
         toml::to_string(&file).unwrap_or_default()
     }
 
@@ -78,7 +87,10 @@ impl BindingPlan {
             .map(|b| WranglerEntry {
                 name: b.name.clone(),
                 namespace_id: b.namespace_id.to_string(),
-                simple: Simple { limit: b.limit.requests, period: b.limit.window_seconds },
+                simple: Simple {
+                    limit: b.limit.requests,
+                    period: b.limit.window_seconds,
+                },
             })
             .collect()
     }
@@ -88,9 +100,18 @@ impl BindingPlan {
 pub fn binding_name(connection: &str, limit: Limit) -> String {
     let connection: String = connection
         .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' })
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
         .collect();
-    format!("{connection}_{}_PER_{}S", limit.requests, limit.window_seconds)
+    format!(
+        "{connection}_{}_PER_{}S",
+        limit.requests, limit.window_seconds
+    )
 }
 
 #[derive(Serialize)]

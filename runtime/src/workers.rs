@@ -57,12 +57,19 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
-        Ok(Gate { limiter: RefCell::new(limiter) })
+        Ok(Gate {
+            limiter: RefCell::new(limiter),
+        })
     }
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to send.
     /// Never fails for the binding's sake: every binding problem falls back to memory.
-    pub async fn decide(&self, env: &JsValue, subject: &Subject, path: &str) -> Result<(), Refusal> {
+    pub async fn decide(
+        &self,
+        env: &JsValue,
+        subject: &Subject,
+        path: &str,
+    ) -> Result<(), Refusal> {
         let checks = self.limiter.borrow().checks(subject, path);
         // Every binding is asked at once, so the 500 ms deadline bounds the
         // whole request however many limits count it.
@@ -115,7 +122,9 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
     let init = web_sys::ResponseInit::new();
     init.set_status(Refusal::STATUS);
     let response = web_sys::Response::new_with_opt_str_and_init(Some(&refusal.body()), &init)?;
-    response.headers().set("Retry-After", &refusal.retry_after_seconds.to_string())?;
+    response
+        .headers()
+        .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
 }
@@ -158,7 +167,10 @@ async fn ask_binding(env: &JsValue, name: &str, key: &str) -> BindingAnswer {
         Ok(value) if value == JsValue::from(deadline) => {
             BindingAnswer::Unavailable(FallbackReason::TimedOut)
         }
-        Ok(value) => match Reflect::get(&value, &"success".into()).ok().and_then(|s| s.as_bool()) {
+        Ok(value) => match Reflect::get(&value, &"success".into())
+            .ok()
+            .and_then(|s| s.as_bool())
+        {
             Some(success) if value.is_object() => BindingAnswer::Answered { success },
             _ => BindingAnswer::Unavailable(FallbackReason::Failed),
         },

@@ -53,15 +53,34 @@ fn the_issue_example_is_valid() {
         Some(&StoreDriver::CloudflareRateLimits { namespace: 1001 })
     );
     let edge = app.deployable("edge").expect("edge");
-    assert_eq!(app.counting(edge), Counting::Binding { connection: "limits".into(), namespace: 1001 });
+    assert_eq!(
+        app.counting(edge),
+        Counting::Binding {
+            connection: "limits".into(),
+            namespace: 1001
+        }
+    );
 }
 
 #[test]
 fn store_must_name_one_known_connection() {
-    assert_eq!(codes(&app("\"nowhere\"", WORKERS_API)), [Code::StoreInvalid]);
-    assert_eq!(codes(&app("[\"limits\", \"cache\"]", WORKERS_API)), [Code::StoreInvalid]);
-    assert_eq!(codes(&app("{ name = \"limits\" }", WORKERS_API)), [Code::StoreInvalid]);
-    assert_eq!(codes(&app("[\"limits\"]", WORKERS_API)), [Code::StoreInvalid], "even a list of one");
+    assert_eq!(
+        codes(&app("\"nowhere\"", WORKERS_API)),
+        [Code::StoreInvalid]
+    );
+    assert_eq!(
+        codes(&app("[\"limits\", \"cache\"]", WORKERS_API)),
+        [Code::StoreInvalid]
+    );
+    assert_eq!(
+        codes(&app("{ name = \"limits\" }", WORKERS_API)),
+        [Code::StoreInvalid]
+    );
+    assert_eq!(
+        codes(&app("[\"limits\"]", WORKERS_API)),
+        [Code::StoreInvalid],
+        "even a list of one"
+    );
 }
 
 #[test]
@@ -78,12 +97,21 @@ fn store_must_be_redis_or_cloudflare() {
 fn store_invalid_points_at_the_store() {
     let d = diagnostics(&app("\"nowhere\"", WORKERS_API));
     let at = d.0[0].location.expect("a location");
-    assert_eq!(at, Location { line: 11, column: 9 });
+    assert_eq!(
+        at,
+        Location {
+            line: 11,
+            column: 9
+        }
+    );
 }
 
 #[test]
 fn a_workers_deployable_serving_an_api_needs_a_store() {
-    assert_eq!(codes(&format!("{CLOUDFLARE}{WORKERS_API}")), [Code::StoreRequired]);
+    assert_eq!(
+        codes(&format!("{CLOUDFLARE}{WORKERS_API}")),
+        [Code::StoreRequired]
+    );
 }
 
 #[test]
@@ -99,13 +127,20 @@ fn a_workers_deployable_serving_no_api_needs_no_store() {
 fn a_native_deployable_serving_an_api_cannot_use_the_binding() {
     let d = diagnostics(&app("\"limits\"", NATIVE_API));
     assert_eq!(d.codes(), [Code::TargetUnsupported]);
-    assert!(d.0[0].message.contains("Redis"), "names Redis: {}", d.0[0].message);
+    assert!(
+        d.0[0].message.contains("Redis"),
+        "names Redis: {}",
+        d.0[0].message
+    );
 }
 
 #[test]
 fn a_native_deployable_serving_no_api_may_share_a_binding_store() {
     let native_site = "[[deployables]]\nname = \"site\"\ntarget = \"native\"\nserves_api = false\n";
-    assert_eq!(codes(&app("\"limits\"", &format!("{WORKERS_API}{native_site}"))), []);
+    assert_eq!(
+        codes(&app("\"limits\"", &format!("{WORKERS_API}{native_site}"))),
+        []
+    );
 }
 
 #[test]
@@ -114,7 +149,11 @@ fn namespace_must_be_a_whole_number_of_at_least_one() {
         let source = format!(
             "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = {bad}\n\n[rate_limits]\nstore = \"limits\"\n{WORKERS_API}"
         );
-        assert_eq!(codes(&source), [Code::NamespaceInvalid], "namespace = {bad}");
+        assert_eq!(
+            codes(&source),
+            [Code::NamespaceInvalid],
+            "namespace = {bad}"
+        );
     }
     let missing = format!(
         "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\n\n[rate_limits]\nstore = \"limits\"\n{WORKERS_API}"
@@ -127,8 +166,14 @@ fn a_workers_api_on_redis_is_counted_in_memory_unless_declined() {
     let d = diagnostics(&app("\"cache\"", WORKERS_API));
     assert_eq!(d.codes(), [Code::CountedInMemory]);
     let message = &d.0[0].message;
-    assert!(message.contains("cloudflare_rate_limits"), "names the binding: {message}");
-    assert!(message.contains("declines"), "names the decline line: {message}");
+    assert!(
+        message.contains("cloudflare_rate_limits"),
+        "names the binding: {message}"
+    );
+    assert!(
+        message.contains("declines"),
+        "names the decline line: {message}"
+    );
 
     let declined = WORKERS_API.replace(
         "serves_api = true",
@@ -155,28 +200,41 @@ fn only_judgement_calls_can_be_declined() {
 #[test]
 fn route_windows_must_suit_the_binding() {
     let route = |window: u32| {
-        format!("[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = {window} }}\n")
+        format!(
+            "[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = {window} }}\n"
+        )
     };
     for ok in [10, 60] {
-        assert_eq!(codes(&app("\"limits\"", &format!("{WORKERS_API}{}", route(ok)))), []);
+        assert_eq!(
+            codes(&app("\"limits\"", &format!("{WORKERS_API}{}", route(ok)))),
+            []
+        );
     }
     let d = diagnostics(&app("\"limits\"", &format!("{WORKERS_API}{}", route(30))));
     assert_eq!(d.codes(), [Code::WindowUnsupported]);
     assert!(d.0[0].message.contains("/api/search"), "names the route");
-    assert!(d.0[0].message.contains("10 or 60"), "names the windows allowed");
+    assert!(
+        d.0[0].message.contains("10 or 60"),
+        "names the windows allowed"
+    );
     // With a Redis store any window counts.
     let declined = WORKERS_API.replace(
         "serves_api = true",
         "serves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]",
     );
-    assert_eq!(codes(&app("\"cache\"", &format!("{declined}{}", route(30)))), []);
+    assert_eq!(
+        codes(&app("\"cache\"", &format!("{declined}{}", route(30)))),
+        []
+    );
 }
 
 #[test]
 fn route_limits_must_be_positive() {
     let source = app(
         "\"limits\"",
-        &format!("{WORKERS_API}[[routes]]\npath = \"/x\"\nrate_limit = {{ requests = 0, window = -1 }}\n"),
+        &format!(
+            "{WORKERS_API}[[routes]]\npath = \"/x\"\nrate_limit = {{ requests = 0, window = -1 }}\n"
+        ),
     );
     assert_eq!(codes(&source), [Code::LimitInvalid, Code::LimitInvalid]);
 }
@@ -204,7 +262,15 @@ serves_api = true
 "#;
     let mut got = codes(source);
     got.sort();
-    assert_eq!(got, [Code::StoreInvalid, Code::NamespaceInvalid, Code::DeclineUnknown, Code::DeployableDuplicate]);
+    assert_eq!(
+        got,
+        [
+            Code::StoreInvalid,
+            Code::NamespaceInvalid,
+            Code::DeclineUnknown,
+            Code::DeployableDuplicate
+        ]
+    );
 }
 
 #[test]
@@ -217,7 +283,9 @@ fn malformed_toml_has_a_line_and_column() {
 
 #[test]
 fn unknown_fields_are_errors_with_a_place() {
-    let d = diagnostics(&format!("{CLOUDFLARE}\n[rate_limits]\nstore = \"limits\"\nstroe = 1\n"));
+    let d = diagnostics(&format!(
+        "{CLOUDFLARE}\n[rate_limits]\nstore = \"limits\"\nstroe = 1\n"
+    ));
     assert_eq!(d.codes(), [Code::InvalidToml]);
     assert!(d.0[0].message.contains("stroe"), "{}", d.0[0].message);
     assert_eq!(d.0[0].location.map(|l| l.line), Some(12));
@@ -243,5 +311,8 @@ fn codes_are_stable_strings() {
 fn rendering_names_the_code_file_and_place() {
     let d = diagnostics(&app("\"nowhere\"", WORKERS_API));
     let text = d.render("app.toml");
-    assert!(text.starts_with("rate_limits.store_invalid: app.toml:11:9: "), "{text}");
+    assert!(
+        text.starts_with("rate_limits.store_invalid: app.toml:11:9: "),
+        "{text}"
+    );
 }

@@ -19,7 +19,12 @@ fn app(store: &str, extra: &str) -> Application {
 }
 
 /// Runs `n` requests with the same binding answer and returns the verdicts and log lines.
-fn run(limiter: &mut Limiter, subject: &Subject, n: usize, answer: Option<BindingAnswer>) -> (usize, Vec<String>) {
+fn run(
+    limiter: &mut Limiter,
+    subject: &Subject,
+    n: usize,
+    answer: Option<BindingAnswer>,
+) -> (usize, Vec<String>) {
     let mut within = 0;
     let mut logs = Vec::new();
     for _ in 0..n {
@@ -39,9 +44,18 @@ fn run(limiter: &mut Limiter, subject: &Subject, n: usize, answer: Option<Bindin
 
 #[test]
 fn callers_by_id_and_others_by_address() {
-    assert_eq!(Subject::of_request(Some("u1"), Some("1.2.3.4")), Subject::Caller("u1".into()));
-    assert_eq!(Subject::of_request(None, Some("1.2.3.4")), Subject::Address("1.2.3.4".into()));
-    assert_eq!(Subject::of_request(Some(""), None), Subject::Address(String::new()));
+    assert_eq!(
+        Subject::of_request(Some("u1"), Some("1.2.3.4")),
+        Subject::Caller("u1".into())
+    );
+    assert_eq!(
+        Subject::of_request(None, Some("1.2.3.4")),
+        Subject::Address("1.2.3.4".into())
+    );
+    assert_eq!(
+        Subject::of_request(Some(""), None),
+        Subject::Address(String::new())
+    );
     let limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let caller = limiter.checks(&Subject::Caller("u1".into()), "/api/items");
     assert_eq!(caller.len(), 1);
@@ -57,16 +71,43 @@ fn callers_by_id_and_others_by_address() {
 fn the_binding_decides_when_it_answers() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let subject = Subject::Address("1.2.3.4".into());
-    assert_eq!(run(&mut limiter, &subject, 500, Some(BindingAnswer::Answered { success: true })).0, 500);
-    assert_eq!(run(&mut limiter, &subject, 3, Some(BindingAnswer::Answered { success: false })).0, 0);
+    assert_eq!(
+        run(
+            &mut limiter,
+            &subject,
+            500,
+            Some(BindingAnswer::Answered { success: true })
+        )
+        .0,
+        500
+    );
+    assert_eq!(
+        run(
+            &mut limiter,
+            &subject,
+            3,
+            Some(BindingAnswer::Answered { success: false })
+        )
+        .0,
+        0
+    );
 }
 
 #[test]
 fn each_fallback_counts_in_memory_and_logs_once_without_a_key() {
-    for reason in [FallbackReason::Missing, FallbackReason::Failed, FallbackReason::TimedOut] {
+    for reason in [
+        FallbackReason::Missing,
+        FallbackReason::Failed,
+        FallbackReason::TimedOut,
+    ] {
         let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
         let subject = Subject::Address("198.51.100.9".into());
-        let (within, logs) = run(&mut limiter, &subject, 121, Some(BindingAnswer::Unavailable(reason)));
+        let (within, logs) = run(
+            &mut limiter,
+            &subject,
+            121,
+            Some(BindingAnswer::Unavailable(reason)),
+        );
         assert_eq!(within, 120, "{reason:?}: counted in memory up to the limit");
         assert_eq!(logs.len(), 1, "{reason:?}: logged once");
         let line: serde_json::Value = serde_json::from_str(&logs[0]).expect("one JSON line");
@@ -89,7 +130,11 @@ fn a_redis_store_counts_in_memory_without_logging() {
 #[test]
 fn a_deployable_serving_no_api_limits_nothing_and_tallies_refusals() {
     let mut limiter = Limiter::new(&app("limits", ""), "site", 1).expect("site");
-    assert!(limiter.checks(&Subject::Address("a".into()), "/api/items").is_empty());
+    assert!(
+        limiter
+            .checks(&Subject::Address("a".into()), "/api/items")
+            .is_empty()
+    );
     limiter.record_refused();
     let tally = limiter.record_health_check();
     assert_eq!((tally.refused, tally.health_checks), (1, 1));

@@ -20,7 +20,10 @@ fn app_with_routes(routes: &[(u32, u32)]) -> Application {
 }
 
 fn names_and_ids(plan: &BindingPlan) -> Vec<(String, u64)> {
-    plan.bindings.iter().map(|b| (b.name.clone(), b.namespace_id)).collect()
+    plan.bindings
+        .iter()
+        .map(|b| (b.name.clone(), b.namespace_id))
+        .collect()
 }
 
 #[test]
@@ -28,7 +31,10 @@ fn todays_limits_are_two_bindings() {
     let plan = BindingPlan::for_application(&app_with_routes(&[]));
     assert_eq!(
         names_and_ids(&plan),
-        [("LIMITS_120_PER_60S".to_owned(), 1001), ("LIMITS_600_PER_60S".to_owned(), 1002)]
+        [
+            ("LIMITS_120_PER_60S".to_owned(), 1001),
+            ("LIMITS_600_PER_60S".to_owned(), 1002)
+        ]
     );
 }
 
@@ -64,7 +70,10 @@ fn no_bindings_without_the_cloudflare_store() {
 
 #[test]
 fn names_are_upper_case_and_safe() {
-    assert_eq!(binding_name("rate-limits.eu", Limit::new(120, 60)), "RATE_LIMITS_EU_120_PER_60S");
+    assert_eq!(
+        binding_name("rate-limits.eu", Limit::new(120, 60)),
+        "RATE_LIMITS_EU_120_PER_60S"
+    );
 }
 
 #[test]
@@ -87,8 +96,14 @@ fn wrangler_toml_has_the_documented_shape() {
     assert!(text.contains("[[ratelimits]]"), "{text}");
     assert!(text.contains("[ratelimits.simple]"), "{text}");
     let value: toml::Value = toml::from_str(&text).expect("toml");
-    assert_eq!(value["ratelimits"][1]["namespace_id"].as_str(), Some("1002"));
-    assert_eq!(value["ratelimits"][1]["simple"]["limit"].as_integer(), Some(600));
+    assert_eq!(
+        value["ratelimits"][1]["namespace_id"].as_str(),
+        Some("1002")
+    );
+    assert_eq!(
+        value["ratelimits"][1]["simple"]["limit"].as_integer(),
+        Some(600)
+    );
 }
 
 proptest! {

@@ -39,7 +39,10 @@ const RATELIMIT_JS: &str = include_str!("../../assets/ratelimit-binding.js");
 const STORE_JS: &str = include_str!("../../assets/binding-store.js");
 
 /// Writes the binding store's config (one worker that keeps the shared counts) into `dir`.
-pub fn write_store_config(dir: &Path, compatibility_date: &str) -> std::io::Result<std::path::PathBuf> {
+pub fn write_store_config(
+    dir: &Path,
+    compatibility_date: &str,
+) -> std::io::Result<std::path::PathBuf> {
     std::fs::write(dir.join("binding-store.js"), STORE_JS)?;
     let path = dir.join("binding-store.capnp");
     let text = format!(
@@ -62,7 +65,11 @@ const config :Workerd.Config = (
 }
 
 /// Writes the config and every file it embeds into `dir`; returns the config's path.
-pub fn write_config(dir: &Path, config: &IsolateConfig<'_>, deployable: &Deployable) -> std::io::Result<std::path::PathBuf> {
+pub fn write_config(
+    dir: &Path,
+    config: &IsolateConfig<'_>,
+    deployable: &Deployable,
+) -> std::io::Result<std::path::PathBuf> {
     std::fs::write(dir.join("entry.js"), ENTRY_JS)?;
     std::fs::write(dir.join("ratelimit-binding.js"), RATELIMIT_JS)?;
     std::fs::write(dir.join("application.toml"), config.application_toml)?;
@@ -77,16 +84,27 @@ pub fn write_config(dir: &Path, config: &IsolateConfig<'_>, deployable: &Deploya
 pub fn render(config: &IsolateConfig<'_>) -> String {
     let in_config: Vec<&EmulatedBinding> = config.bindings.iter().filter(|b| b.in_config).collect();
     let names: Vec<&str> = in_config.iter().map(|b| b.name.as_str()).collect();
-    let hidden: Vec<&str> =
-        in_config.iter().filter(|b| b.initial == Behaviour::Missing).map(|b| b.name.as_str()).collect();
+    let hidden: Vec<&str> = in_config
+        .iter()
+        .filter(|b| b.initial == Behaviour::Missing)
+        .map(|b| b.name.as_str())
+        .collect();
 
     let mut bindings = String::new();
-    let text = |name: &str, value: &str| format!("    (name = {}, text = {}),\n", quote(name), quote(value));
+    let text = |name: &str, value: &str| {
+        format!("    (name = {}, text = {}),\n", quote(name), quote(value))
+    };
     bindings.push_str("    (name = \"APPLICATION\", text = embed \"application.toml\"),\n");
     bindings.push_str(&text("DEPLOYABLE", config.deployable));
     bindings.push_str(&text("HARNESS_CONTROL_TOKEN", config.control_token));
-    bindings.push_str(&text("HARNESS_BINDINGS", &serde_json::to_string(&names).unwrap_or_default()));
-    bindings.push_str(&text("HARNESS_HIDDEN", &serde_json::to_string(&hidden).unwrap_or_default()));
+    bindings.push_str(&text(
+        "HARNESS_BINDINGS",
+        &serde_json::to_string(&names).unwrap_or_default(),
+    ));
+    bindings.push_str(&text(
+        "HARNESS_HIDDEN",
+        &serde_json::to_string(&hidden).unwrap_or_default(),
+    ));
     for b in in_config {
         let initial = match &b.initial {
             Behaviour::Missing => Behaviour::Healthy.to_json(),
@@ -208,11 +226,29 @@ mod tests {
             control_token: "t",
             store_port: Some(4242),
         });
-        assert!(text.contains(r#"external = (address = "127.0.0.1:4242""#), "{text}");
-        assert!(text.contains(r#"(name = "store", service = "binding-store")"#), "{text}");
-        assert!(!text.contains("(name = \"LIMITS_120_PER_60S\", wrapped"), "{text}");
-        assert!(text.contains("(name = \"LIMITS_600_PER_60S\", wrapped"), "{text}");
-        assert!(text.contains(r#"(name = "namespace", text = "1002")"#), "{text}");
-        assert!(text.contains(r#"(name = "behaviour", json = "\"hanging\"")"#), "{text}");
+        assert!(
+            text.contains(r#"external = (address = "127.0.0.1:4242""#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"(name = "store", service = "binding-store")"#),
+            "{text}"
+        );
+        assert!(
+            !text.contains("(name = \"LIMITS_120_PER_60S\", wrapped"),
+            "{text}"
+        );
+        assert!(
+            text.contains("(name = \"LIMITS_600_PER_60S\", wrapped"),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"(name = "namespace", text = "1002")"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"(name = "behaviour", json = "\"hanging\"")"#),
+            "{text}"
+        );
     }
 }

@@ -13,10 +13,19 @@ pub const PLATFORM_PACKAGE: &str = "@cloudflare/workerd-linux-64";
 pub enum FindError {
     #[error("WORKERD={0} is not an executable file")]
     EnvNotExecutable(PathBuf),
-    #[error("`npm ci` in {dir} failed ({status}); install Node.js and npm, or set WORKERD:\n{stderr}")]
-    NpmFailed { dir: PathBuf, status: String, stderr: String },
+    #[error(
+        "`npm ci` in {dir} failed ({status}); install Node.js and npm, or set WORKERD:\n{stderr}"
+    )]
+    NpmFailed {
+        dir: PathBuf,
+        status: String,
+        stderr: String,
+    },
     #[error("could not run npm in {dir}: {source}; install Node.js and npm, or set WORKERD")]
-    NpmMissing { dir: PathBuf, source: std::io::Error },
+    NpmMissing {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{path} --version` failed: {detail}")]
     Version { path: PathBuf, detail: String },
     #[error("could not read {path}: {detail}")]
@@ -38,7 +47,11 @@ pub struct Workerd {
 pub fn find_workerd() -> Result<Workerd, FindError> {
     let (path, source) = locate()?;
     let version = version_of(&path)?;
-    Ok(Workerd { path, version, source })
+    Ok(Workerd {
+        path,
+        version,
+        source,
+    })
 }
 
 fn locate() -> Result<(PathBuf, &'static str), FindError> {
@@ -63,17 +76,26 @@ fn locate() -> Result<(PathBuf, &'static str), FindError> {
 
 /// Where npm puts the binary inside an npm folder.
 pub fn pinned_binary(npm_dir: &Path) -> PathBuf {
-    npm_dir.join("node_modules").join(PLATFORM_PACKAGE).join("bin/workerd")
+    npm_dir
+        .join("node_modules")
+        .join(PLATFORM_PACKAGE)
+        .join("bin/workerd")
 }
 
 /// Runs `npm ci` in the pinned folder, saying so.
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
-    eprintln!("harness: workerd is not installed; running `npm ci` in {}", dir.display());
+    eprintln!(
+        "harness: workerd is not installed; running `npm ci` in {}",
+        dir.display()
+    );
     let output = Command::new("npm")
         .args(["ci", "--no-audit", "--no-fund"])
         .current_dir(dir)
         .output()
-        .map_err(|source| FindError::NpmMissing { dir: dir.to_owned(), source })?;
+        .map_err(|source| FindError::NpmMissing {
+            dir: dir.to_owned(),
+            source,
+        })?;
     if output.status.success() {
         Ok(())
     } else {
@@ -90,7 +112,10 @@ pub fn version_of(path: &Path) -> Result<String, FindError> {
     let output = Command::new(path)
         .arg("--version")
         .output()
-        .map_err(|e| FindError::Version { path: path.to_owned(), detail: e.to_string() })?;
+        .map_err(|e| FindError::Version {
+            path: path.to_owned(),
+            detail: e.to_string(),
+        })?;
     let text = String::from_utf8_lossy(&output.stdout);
     text.trim()
         .strip_prefix("workerd ")
@@ -106,9 +131,13 @@ pub fn version_of(path: &Path) -> Result<String, FindError> {
 /// `1.20261117.1` is workerd's `2026-11-17`.
 pub fn pinned_version(npm_dir: &Path) -> Result<String, FindError> {
     let manifest = npm_dir.join("package.json");
-    let pin_error = |detail: String| FindError::Pin { path: manifest.clone(), detail };
+    let pin_error = |detail: String| FindError::Pin {
+        path: manifest.clone(),
+        detail,
+    };
     let text = std::fs::read_to_string(&manifest).map_err(|e| pin_error(e.to_string()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| pin_error(e.to_string()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| pin_error(e.to_string()))?;
     let npm_version = json["dependencies"][PLATFORM_PACKAGE]
         .as_str()
         .ok_or_else(|| pin_error(format!("no dependency on {PLATFORM_PACKAGE}")))?;
@@ -131,12 +160,18 @@ mod tests {
 
     #[test]
     fn npm_versions_map_to_workerd_dates() {
-        assert_eq!(npm_version_to_date("1.20261117.1").as_deref(), Some("2026-11-17"));
+        assert_eq!(
+            npm_version_to_date("1.20261117.1").as_deref(),
+            Some("2026-11-17")
+        );
         assert_eq!(npm_version_to_date("latest"), None);
     }
 
     #[test]
     fn the_pin_is_readable() {
-        assert_eq!(pinned_version(&pinned_workerd_dir()).expect("pin"), "2026-11-17");
+        assert_eq!(
+            pinned_version(&pinned_workerd_dir()).expect("pin"),
+            "2026-11-17"
+        );
     }
 }

@@ -37,7 +37,10 @@ pub type Log = Arc<Mutex<Vec<LogLine>>>;
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
     #[error("could not start {path}: {source}")]
-    Spawn { path: PathBuf, source: std::io::Error },
+    Spawn {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("could not make the control pipe: {0}")]
     Pipe(std::io::Error),
     #[error("workerd exited before listening ({status}); its stderr:\n{stderr}")]
@@ -59,7 +62,11 @@ pub struct WorkerdProcess {
 impl WorkerdProcess {
     /// Starts `workerd serve CONFIG --control-fd=3` and waits for it to listen.
     /// `epoch` is the scenario's start, for log timestamps.
-    pub async fn start(workerd: &Path, config: &Path, epoch: Instant) -> Result<WorkerdProcess, ProcessError> {
+    pub async fn start(
+        workerd: &Path,
+        config: &Path,
+        epoch: Instant,
+    ) -> Result<WorkerdProcess, ProcessError> {
         // Close-on-exec, so workerds started by other threads never inherit it.
         let (control_read, control_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| ProcessError::Pipe(e.into()))?;
@@ -97,9 +104,10 @@ impl WorkerdProcess {
             });
         }
         let spawned_at = Instant::now();
-        let mut child = command
-            .spawn()
-            .map_err(|source| ProcessError::Spawn { path: workerd.to_owned(), source })?;
+        let mut child = command.spawn().map_err(|source| ProcessError::Spawn {
+            path: workerd.to_owned(),
+            source,
+        })?;
         drop(control_write);
 
         let log: Log = Arc::new(Mutex::new(Vec::new()));
@@ -112,14 +120,29 @@ impl WorkerdProcess {
 
         let listened = tokio::time::timeout(LISTEN_TIMEOUT, wait_for_listen(control_read)).await;
         match listened {
-            Ok(Some(port)) => Ok(WorkerdProcess { child, port, log, start_to_listen: spawned_at.elapsed() }),
+            Ok(Some(port)) => Ok(WorkerdProcess {
+                child,
+                port,
+                log,
+                start_to_listen: spawned_at.elapsed(),
+            }),
             Ok(None) => {
-                let status = child.wait().await.map(|s| s.to_string()).unwrap_or_else(|e| e.to_string());
+                let status = child
+                    .wait()
+                    .await
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|e| e.to_string());
                 // Let the reader tasks drain what workerd wrote before it exited.
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                Err(ProcessError::ExitedBeforeListening { status, stderr: stderr_text(&log) })
+                Err(ProcessError::ExitedBeforeListening {
+                    status,
+                    stderr: stderr_text(&log),
+                })
             }
-            Err(_) => Err(ProcessError::ListenTimeout { timeout: LISTEN_TIMEOUT, stderr: stderr_text(&log) }),
+            Err(_) => Err(ProcessError::ListenTimeout {
+                timeout: LISTEN_TIMEOUT,
+                stderr: stderr_text(&log),
+            }),
         }
     }
 
@@ -147,14 +170,23 @@ impl WorkerdProcess {
 /// Everything on stderr so far, as one text.
 pub fn stderr_text(log: &Log) -> String {
     let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
-    lines.iter().filter(|l| l.stream == Stream::Stderr).map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+    lines
+        .iter()
+        .filter(|l| l.stream == Stream::Stderr)
+        .map(|l| l.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log, epoch: Instant) {
     let mut lines = BufReader::new(stream).lines();
     while let Ok(Some(text)) = lines.next_line().await {
         if let Ok(mut log) = log.lock() {
-            log.push(LogLine { at: epoch.elapsed(), stream: which, text });
+            log.push(LogLine {
+                at: epoch.elapsed(),
+                stream: which,
+                text,
+            });
         }
     }
 }
@@ -165,7 +197,9 @@ async fn wait_for_listen(control: OwnedFd) -> Option<u16> {
     let receiver = tokio::net::unix::pipe::Receiver::from_owned_fd(control).ok()?;
     let mut lines = BufReader::new(receiver).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
         if event["event"] == "listen" && event["socket"] == "http" {
             return event["port"].as_u64().and_then(|p| u16::try_from(p).ok());
         }
