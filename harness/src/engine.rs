@@ -335,6 +335,7 @@ impl<'a> Run<'a> {
             compatibility_date: &date,
             control_token: &self.token,
             store_port: self.store.as_ref().map(|s| s.port),
+            limiting_off: false,
         };
         let path =
             write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;

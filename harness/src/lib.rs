@@ -8,7 +8,9 @@
 //! [`report`] prints it for people and for CI.
 
 pub mod checks;
+pub mod edge;
 pub mod engine;
+pub mod expectations;
 pub mod paths;
 pub mod report;
 pub mod scenario;

@@ -1,13 +1,19 @@
 //! The harness's command line: `check` and `wrangler` for an application
 //! description, `run` for the conformance run with its report.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Mutex;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use harness::report::{self, TrialOutcome};
-use harness::suite::{self, Trial};
+use harness::edge::{self, Side, TimingThreshold};
+use harness::engine::Environment;
+use harness::expectations::Verdict;
+use harness::report::{self, Counts};
+use harness::suite::{self, Suite};
+use harness::workerd::WorkerdChoice;
+use harness::workerd::find::{
+    PLATFORM_PACKAGE, install_version, newest_npm_version, pinned_binary,
+};
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 
@@ -47,7 +53,56 @@ enum Command {
         /// How many scenarios run at once.
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        #[command(flatten)]
+        workerd: WorkerdArgs,
     },
+    /// Run every scenario on the pinned workerd and on another release (the
+    /// newest by default), and write the drift report and JUnit XML.
+    EdgeCompat {
+        /// The npm release of @cloudflare/workerd-linux-64 to compare with the pin, or `latest`.
+        #[arg(long, default_value = "latest")]
+        version: String,
+        /// The scenarios directory.
+        #[arg(long)]
+        scenarios: Option<PathBuf>,
+        /// Where drift.md and junit.xml go.
+        #[arg(long, default_value = "reports/edge-compat")]
+        out: PathBuf,
+        /// How many scenarios run at once.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+        /// Report a p99 change when it is at least this many percent...
+        #[arg(long, default_value_t = 50)]
+        p99_percent: u64,
+        /// ...and at least this many ms.
+        #[arg(long, default_value_t = 25)]
+        p99_ms: u64,
+    },
+}
+
+/// Which workerd a run uses (the pinned one by default).
+#[derive(clap::Args)]
+struct WorkerdArgs {
+    /// Use this workerd binary (also: WORKERD).
+    #[arg(long)]
+    workerd: Option<PathBuf>,
+    /// Install and use this npm release of @cloudflare/workerd-linux-64, or `latest` (also: WORKERD_VERSION).
+    #[arg(long)]
+    workerd_version: Option<String>,
+    /// An edge run: allow a workerd whose version differs from the pin (also: HARNESS_EDGE=1).
+    #[arg(long)]
+    edge: bool,
+}
+
+impl WorkerdArgs {
+    fn choice(self) -> WorkerdChoice {
+        let env = WorkerdChoice::from_env();
+        WorkerdChoice {
+            path: self.workerd.or(env.path),
+            npm_version: self.workerd_version.or(env.npm_version),
+            edge: self.edge || env.edge,
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -69,7 +124,32 @@ fn main() -> ExitCode {
             include_slow,
             junit,
             jobs,
-        } => run(filter.as_deref(), scenarios, include_slow, junit, jobs),
+            workerd,
+        } => run(
+            filter.as_deref(),
+            scenarios,
+            include_slow,
+            junit,
+            jobs,
+            &workerd.choice(),
+        ),
+        Command::EdgeCompat {
+            version,
+            scenarios,
+            out,
+            jobs,
+            p99_percent,
+            p99_ms,
+        } => edge_compat(
+            &version,
+            scenarios,
+            &out,
+            jobs,
+            TimingThreshold {
+                percent: p99_percent,
+                ms: p99_ms,
+            },
+        ),
     }
 }
 
@@ -109,78 +189,199 @@ fn wrangler(path: &PathBuf, format: Format) -> ExitCode {
     }
 }
 
+fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
+    let dir = scenarios.unwrap_or_else(harness::paths::scenarios_dir);
+    suite::discover(&dir).map_err(|e| {
+        eprintln!("cannot read scenarios in {}: {e}", dir.display());
+        ExitCode::from(2)
+    })
+}
+
+fn environment(choice: &WorkerdChoice) -> Result<Environment, ExitCode> {
+    suite::prepare_environment_with(choice).map_err(|e| {
+        eprintln!("harness: cannot start: {e}");
+        ExitCode::from(2)
+    })
+}
+
 fn run(
     filter: Option<&str>,
     scenarios: Option<PathBuf>,
     include_slow: bool,
     junit: Option<PathBuf>,
     jobs: usize,
+    choice: &WorkerdChoice,
 ) -> ExitCode {
-    let dir = scenarios.unwrap_or_else(harness::paths::scenarios_dir);
-    let trials = match suite::discover(&dir) {
-        Ok(trials) => trials,
-        Err(e) => {
-            eprintln!("cannot read scenarios in {}: {e}", dir.display());
-            return ExitCode::from(2);
-        }
+    let (suite, env) = match (discover(scenarios), environment(choice)) {
+        (Ok(suite), Ok(env)) => (suite, env),
+        (Err(code), _) | (_, Err(code)) => return code,
     };
-    let (selected, skipped): (Vec<Trial>, Vec<Trial>) = trials
-        .into_iter()
-        .filter(|t| filter.is_none_or(|f| t.name().contains(f)))
-        .partition(|t| include_slow || !t.ignored());
-    let env = match suite::prepare_environment() {
-        Ok(env) => env,
-        Err(e) => {
-            eprintln!("harness: cannot start: {e}");
-            return ExitCode::from(2);
-        }
-    };
-
-    let queue = Mutex::new(selected.iter());
-    let outcomes = Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.max(1) {
-            scope.spawn(|| {
-                while let Some(trial) = queue.lock().ok().and_then(|mut q| q.next()) {
-                    let outcome = trial.run(&env);
-                    eprintln!(
-                        "{} {}",
-                        if outcome.passed { "pass" } else { "FAIL" },
-                        outcome.name
-                    );
-                    if let Ok(mut all) = outcomes.lock() {
-                        all.push(outcome);
-                    }
-                }
-            });
-        }
-    });
-    let mut outcomes: Vec<TrialOutcome> = outcomes.into_inner().unwrap_or_default();
-    outcomes.sort_by(|a, b| a.name.cmp(&b.name));
-
-    for failed in outcomes.iter().filter(|o| !o.passed) {
-        println!("---- {} ----\n{}\n", failed.name, failed.message);
+    let result = suite.run_all(&env, filter, include_slow, jobs);
+    for outcome in result.outcomes.iter().filter(|o| !o.verdict.is_ok()) {
+        let note = match &outcome.verdict {
+            Verdict::UnexpectedPass { reason } => format!(
+                "unexpected pass: listed in expectations.toml as failing ({reason}), but it passed; remove the entry"
+            ),
+            _ => outcome.message.clone(),
+        };
+        println!("---- {} ----\n{note}\n", outcome.name);
     }
-    println!("{}", report::summary_table(&outcomes));
-    let passed = outcomes.iter().filter(|o| o.passed).count();
-    let failed = outcomes.len() - passed;
+    println!("{}", report::summary_table(&result.outcomes));
+    let counts = Counts::of(&result.outcomes);
     println!(
-        "{passed} passed, {failed} failed, {} skipped",
-        skipped.len()
+        "{} passed, {} failed, {} skipped",
+        counts.passed + counts.expected_failures,
+        counts.failed + counts.unexpected_passes,
+        result.skipped
     );
-    if !skipped.is_empty() {
-        println!("(skipped: the slow scenarios; run them with --include-slow)");
-    }
+    println!(
+        "(workerd {}; {} expected failures, {} unexpected passes{})",
+        env.workerd.version,
+        counts.expected_failures,
+        counts.unexpected_passes,
+        if result.skipped > 0 {
+            "; skipped: the slow scenarios, run them with --include-slow"
+        } else {
+            ""
+        }
+    );
     if let Some(path) = junit {
-        if let Err(e) = report::write_junit(&path, "conformance", &outcomes) {
+        if let Err(e) = report::write_junit(&path, &[("conformance", &result.outcomes)]) {
             eprintln!("cannot write {}: {e}", path.display());
             return ExitCode::from(2);
         }
         println!("JUnit XML: {}", path.display());
     }
-    if failed == 0 {
+    if counts.is_ok() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     }
+}
+
+fn edge_compat(
+    version: &str,
+    scenarios: Option<PathBuf>,
+    out: &Path,
+    jobs: usize,
+    threshold: TimingThreshold,
+) -> ExitCode {
+    let suite = match discover(scenarios) {
+        Ok(suite) => suite,
+        Err(code) => return code,
+    };
+    let pinned_npm = match pinned_npm_version() {
+        Ok(v) => v,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let npm_version = if version == "latest" {
+        match newest_npm_version() {
+            Ok(v) => v,
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        version.to_owned()
+    };
+    // The newest workerd goes into a temporary place, gone when the run ends.
+    let Ok(place) = tempfile::Builder::new().prefix("edge-workerd-").tempdir() else {
+        eprintln!("harness: cannot make a temporary directory");
+        return ExitCode::from(2);
+    };
+    if let Err(e) = install_version(place.path(), &npm_version) {
+        eprintln!("harness: {e}");
+        return ExitCode::from(2);
+    }
+    let newest_choice = WorkerdChoice {
+        path: Some(pinned_binary(place.path())),
+        npm_version: None,
+        edge: true,
+    };
+    let (pinned_env, newest_env) = match (
+        environment(&WorkerdChoice::default()),
+        environment(&newest_choice),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(code), _) | (_, Err(code)) => return code,
+    };
+
+    eprintln!(
+        "harness: every scenario on the pinned workerd {}",
+        pinned_env.workerd.version
+    );
+    let pinned = suite.run_all(&pinned_env, None, true, jobs);
+    eprintln!(
+        "harness: every scenario on workerd {} (npm {npm_version})",
+        newest_env.workerd.version
+    );
+    let newest = suite.run_all(&newest_env, None, true, jobs);
+
+    let pinned = Side {
+        label: "pinned".into(),
+        workerd_version: pinned_env.workerd.version.clone(),
+        npm_version: pinned_npm,
+        outcomes: pinned.outcomes,
+    };
+    let newest = Side {
+        label: "newest".into(),
+        workerd_version: newest_env.workerd.version.clone(),
+        npm_version,
+        outcomes: newest.outcomes,
+    };
+    let markdown = edge::markdown(&pinned, &newest, threshold);
+    let written = std::fs::create_dir_all(out)
+        .and_then(|()| std::fs::write(out.join("drift.md"), &markdown))
+        .and_then(|()| {
+            report::write_junit(
+                &out.join("junit.xml"),
+                &[
+                    (
+                        &format!("pinned workerd {}", pinned.workerd_version),
+                        &pinned.outcomes,
+                    ),
+                    (
+                        &format!("newest workerd {}", newest.workerd_version),
+                        &newest.outcomes,
+                    ),
+                ],
+            )
+        });
+    if let Err(e) = written {
+        eprintln!("cannot write the reports into {}: {e}", out.display());
+        return ExitCode::from(2);
+    }
+    print!("{markdown}");
+    println!(
+        "Drift report: {}\nJUnit XML: {}",
+        out.join("drift.md").display(),
+        out.join("junit.xml").display()
+    );
+    let counts = Counts::of(&newest.outcomes);
+    println!(
+        "{} passed, {} failed",
+        counts.passed + counts.expected_failures,
+        counts.failed + counts.unexpected_passes
+    );
+    if counts.is_ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn pinned_npm_version() -> Result<String, String> {
+    let manifest = harness::paths::pinned_workerd_dir().join("package.json");
+    let text =
+        std::fs::read_to_string(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
+    json["dependencies"][PLATFORM_PACKAGE]
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("{} pins no {PLATFORM_PACKAGE}", manifest.display()))
 }

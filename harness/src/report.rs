@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use crate::checks::{self, Failure};
 use crate::engine::{self, Environment, InstanceRecord, Observation};
-use crate::scenario::{Prepared, ScenarioError};
+use crate::expectations::Verdict;
+use crate::scenario::Prepared;
 use crate::workerd::Stream;
 
 /// How many of each workerd's last lines a failure shows.
@@ -18,7 +19,10 @@ pub const LOG_TAIL: usize = 15;
 #[derive(Debug, Clone)]
 pub struct TrialOutcome {
     pub name: String,
+    /// Whether every expectation held.
     pub passed: bool,
+    /// With the expected failures taken into account.
+    pub verdict: Verdict,
     /// For a failure: the whole explanation.
     pub message: String,
     pub requests: usize,
@@ -52,15 +56,14 @@ pub fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
     outcome(&prepared.trial_name, &observation, failures)
 }
 
-/// The outcome of a scenario file that could not be read.
-pub fn malformed(name: &str, error: &ScenarioError) -> TrialOutcome {
+/// The outcome of a scenario or expectations file that could not be read;
+/// `error` starts with `file:line:col`.
+pub fn malformed(name: &str, error: &str) -> TrialOutcome {
     TrialOutcome {
         name: name.to_owned(),
         passed: false,
-        message: format!(
-            "error: malformed scenario file\n  --> {}\n   | {}",
-            error.place, error.message
-        ),
+        verdict: Verdict::Failed,
+        message: format!("error: malformed file\n  --> {error}"),
         requests: 0,
         p50_ms: None,
         p99_ms: None,
@@ -78,6 +81,11 @@ fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> Tria
     TrialOutcome {
         name: name.to_owned(),
         passed: failures.is_empty(),
+        verdict: if failures.is_empty() {
+            Verdict::Passed
+        } else {
+            Verdict::Failed
+        },
         message,
         requests: observation.requests.len(),
         p50_ms: checks::percentile(&ms, 50),
@@ -131,11 +139,7 @@ pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
     for o in outcomes {
         table.add_row([
             o.name.clone(),
-            if o.passed {
-                "pass".into()
-            } else {
-                "FAIL".into()
-            },
+            o.verdict.label().to_owned(),
             o.requests.to_string(),
             ms(o.p50_ms),
             ms(o.p99_ms),
@@ -145,31 +149,72 @@ pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
     table.to_string()
 }
 
-/// Writes the outcomes as JUnit XML for CI.
-pub fn write_junit(
-    path: &Path,
-    suite_name: &str,
-    outcomes: &[TrialOutcome],
-) -> std::io::Result<()> {
+/// Writes JUnit XML for CI: one test suite per named list of outcomes.
+pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::Result<()> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-    let mut suite = TestSuite::new(suite_name);
-    for o in outcomes {
-        let status = if o.passed {
-            TestCaseStatus::success()
-        } else {
-            let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
-            status.set_description(o.message.clone());
-            status
-        };
-        let mut case = TestCase::new(o.name.clone(), status);
-        case.set_time(o.duration);
-        suite.add_test_case(case);
-    }
     let mut report = Report::new("harness");
-    report.add_test_suite(suite);
+    for (suite_name, outcomes) in suites {
+        let mut suite = TestSuite::new(*suite_name);
+        for o in *outcomes {
+            let status = match &o.verdict {
+                Verdict::Passed => TestCaseStatus::success(),
+                Verdict::ExpectedFailure { reason } => {
+                    let mut status = TestCaseStatus::skipped();
+                    status.set_message(format!("expected failure: {reason}"));
+                    status
+                }
+                Verdict::Failed => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status.set_description(o.message.clone());
+                    status
+                }
+                Verdict::UnexpectedPass { reason } => {
+                    let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
+                    status.set_message("unexpected pass");
+                    status.set_description(format!(
+                        "listed in expectations.toml as failing ({reason}), but it passed: remove the entry"
+                    ));
+                    status
+                }
+            };
+            let mut case = TestCase::new(o.name.clone(), status);
+            case.set_time(o.duration);
+            suite.add_test_case(case);
+        }
+        report.add_test_suite(suite);
+    }
     let xml = report.to_string().map_err(std::io::Error::other)?;
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent)?;
     }
     std::fs::write(path, xml)
+}
+
+/// How many trials ended each way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub passed: usize,
+    pub failed: usize,
+    pub expected_failures: usize,
+    pub unexpected_passes: usize,
+}
+
+impl Counts {
+    pub fn of(outcomes: &[TrialOutcome]) -> Counts {
+        let mut counts = Counts::default();
+        for o in outcomes {
+            match o.verdict {
+                Verdict::Passed => counts.passed += 1,
+                Verdict::Failed => counts.failed += 1,
+                Verdict::ExpectedFailure { .. } => counts.expected_failures += 1,
+                Verdict::UnexpectedPass { .. } => counts.unexpected_passes += 1,
+            }
+        }
+        counts
+    }
+
+    /// Whether the run is green: no failure and no unexpected pass.
+    pub fn is_ok(&self) -> bool {
+        self.failed == 0 && self.unexpected_passes == 0
+    }
 }

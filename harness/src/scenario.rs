@@ -682,7 +682,10 @@ pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
     let display_base = dir.parent().unwrap_or(Path::new(""));
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        if path.extension().is_some_and(|e| e == "toml") {
+        let is_expectations = path
+            .file_name()
+            .is_some_and(|n| n == crate::expectations::FILE_NAME);
+        if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let display = path.strip_prefix(display_base).unwrap_or(&path).to_owned();
             files.push((path, display));
         }

@@ -1,19 +1,21 @@
-//! The scenarios of a directory as trials, and the environment they run in.
+//! The scenarios of a directory as trials, the expected failures that apply
+//! to them, and the environment they run in.
 
 use std::path::Path;
 
 use crate::engine::Environment;
+use crate::expectations::{self, Expectations};
 use crate::report::{self, TrialOutcome};
-use crate::scenario::{self, Prepared, ScenarioError};
+use crate::scenario::{self, Prepared};
 use crate::wasm;
-use crate::workerd::find_workerd;
+use crate::workerd::{WorkerdChoice, find_workerd};
 
 /// One trial: a scenario ready to run, or a file that could not be read
 /// (a failed trial named after the file, never a silent skip).
 #[derive(Debug, Clone)]
 pub enum Trial {
     Scenario(Prepared),
-    Malformed { name: String, error: ScenarioError },
+    Malformed { name: String, error: String },
 }
 
 impl Trial {
@@ -28,28 +30,105 @@ impl Trial {
     pub fn ignored(&self) -> bool {
         matches!(self, Trial::Scenario(p) if p.ignored)
     }
+}
 
-    pub fn run(&self, env: &Environment) -> TrialOutcome {
-        match self {
+/// The trials of one scenarios directory and its expected failures.
+#[derive(Debug, Clone)]
+pub struct Suite {
+    pub trials: Vec<Trial>,
+    pub expectations: Expectations,
+}
+
+impl Suite {
+    /// Runs one trial and judges it, expected failures included.
+    pub fn run(&self, trial: &Trial, env: &Environment) -> TrialOutcome {
+        let mut outcome = match trial {
             Trial::Scenario(prepared) => report::run_trial(env, prepared),
             Trial::Malformed { name, error } => report::malformed(name, error),
+        };
+        outcome.verdict =
+            self.expectations
+                .verdict(&outcome.name, &env.workerd.version, outcome.passed);
+        outcome
+    }
+}
+
+/// What a run of a suite gave.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Sorted by name.
+    pub outcomes: Vec<TrialOutcome>,
+    /// The trials not run: slow ones, unless included.
+    pub skipped: usize,
+}
+
+impl Suite {
+    /// Runs the trials whose names contain `filter` (all, when `None`),
+    /// `jobs` at a time, printing each verdict to stderr as it comes.
+    pub fn run_all(
+        &self,
+        env: &Environment,
+        filter: Option<&str>,
+        include_slow: bool,
+        jobs: usize,
+    ) -> RunResult {
+        let (selected, skipped): (Vec<&Trial>, Vec<&Trial>) = self
+            .trials
+            .iter()
+            .filter(|t| filter.is_none_or(|f| t.name().contains(f)))
+            .partition(|t| include_slow || !t.ignored());
+        let queue = std::sync::Mutex::new(selected.into_iter());
+        let outcomes = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| {
+                    while let Some(trial) = queue.lock().ok().and_then(|mut q| q.next()) {
+                        let outcome = self.run(trial, env);
+                        eprintln!("{} {}", outcome.verdict.label(), outcome.name);
+                        if let Ok(mut all) = outcomes.lock() {
+                            all.push(outcome);
+                        }
+                    }
+                });
+            }
+        });
+        let mut outcomes = outcomes.into_inner().unwrap_or_default();
+        outcomes.sort_by(|a, b| a.name.cmp(&b.name));
+        RunResult {
+            outcomes,
+            skipped: skipped.len(),
         }
     }
 }
 
-/// Every trial of the scenario files in `dir`.
-pub fn discover(dir: &Path) -> Result<Vec<Trial>, std::io::Error> {
+/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`.
+pub fn discover(dir: &Path) -> Result<Suite, std::io::Error> {
     let mut trials = Vec::new();
     for (path, display) in scenario::scenario_files(dir)? {
         match scenario::load_file(&path, &display) {
             Ok(prepared) => trials.extend(prepared.into_iter().map(Trial::Scenario)),
             Err(error) => trials.push(Trial::Malformed {
                 name: format!("{}::(file)", display.display()),
-                error,
+                error: error.to_string(),
             }),
         }
     }
-    Ok(trials)
+    let names: Vec<&str> = trials.iter().map(Trial::name).collect();
+    let expectations = match Expectations::load(dir, &names) {
+        Ok(expectations) => expectations,
+        Err(error) => {
+            let name = format!("{}::(file)", expectations::FILE_NAME);
+            trials.push(Trial::Malformed {
+                name,
+                error: error.to_string(),
+            });
+            Expectations::default()
+        }
+    };
+    Ok(Suite {
+        trials,
+        expectations,
+    })
 }
 
 /// Why the environment could not be prepared.
@@ -61,9 +140,15 @@ pub enum EnvironmentError {
     Build(#[from] wasm::BuildError),
 }
 
-/// Finds workerd and builds the deployable, saying which workerd on stderr.
+/// Finds workerd as the environment chooses ([`WorkerdChoice::from_env`])
+/// and builds the deployable.
 pub fn prepare_environment() -> Result<Environment, EnvironmentError> {
-    let workerd = find_workerd()?;
+    prepare_environment_with(&WorkerdChoice::from_env())
+}
+
+/// Finds the chosen workerd and builds the deployable, saying which workerd on stderr.
+pub fn prepare_environment_with(choice: &WorkerdChoice) -> Result<Environment, EnvironmentError> {
+    let workerd = find_workerd(choice)?;
     eprintln!(
         "harness: workerd {} ({}, from {})",
         workerd.version,

@@ -167,6 +167,7 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
         compatibility_date: &env.workerd.version,
         control_token: "t",
         store_port: None,
+        limiting_off: false,
     };
     let path = write_config(dir.path(), &config, &env.deployable).expect("config");
     let (pid_tx, pid_rx) = std::sync::mpsc::channel();

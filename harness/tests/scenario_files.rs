@@ -64,7 +64,7 @@ fn malformed(text: &str) -> String {
     let scenarios = dir.path().join("scenarios");
     std::fs::create_dir(&scenarios).expect("dir");
     std::fs::write(scenarios.join("bad.toml"), text).expect("write");
-    let trials = suite::discover(&scenarios).expect("discover");
+    let trials = suite::discover(&scenarios).expect("discover").trials;
     assert_eq!(
         trials.len(),
         1,

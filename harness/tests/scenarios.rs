@@ -6,14 +6,15 @@ use std::process::ExitCode;
 use std::sync::OnceLock;
 
 use harness::engine::Environment;
+use harness::expectations::Verdict;
 use harness::paths::scenarios_dir;
-use harness::suite::{self, Trial};
+use harness::suite::{self, Suite, Trial};
 use libtest_mimic::{Arguments, Failed};
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let trials = match suite::discover(&scenarios_dir()) {
-        Ok(trials) => trials,
+    let suite = match suite::discover(&scenarios_dir()) {
+        Ok(suite) => std::sync::Arc::new(suite),
         Err(e) => {
             eprintln!("cannot read {}: {e}", scenarios_dir().display());
             return ExitCode::FAILURE;
@@ -21,9 +22,12 @@ fn main() -> ExitCode {
     };
     // Built on the first trial that runs, so `--list` stays instant.
     static ENVIRONMENT: OnceLock<Result<Environment, String>> = OnceLock::new();
-    let tests = trials
-        .into_iter()
+    let tests = suite
+        .trials
+        .iter()
+        .cloned()
         .map(|trial| {
+            let suite = suite.clone();
             let name = trial.name().to_owned();
             let ignored = trial.ignored();
             libtest_mimic::Trial::test(name, move || {
@@ -31,7 +35,7 @@ fn main() -> ExitCode {
                     .get_or_init(|| suite::prepare_environment().map_err(|e| e.to_string()))
                     .as_ref()
                     .map_err(|e| Failed::from(format!("the harness could not start: {e}")))?;
-                run(&trial, env)
+                run(&suite, &trial, env)
             })
             .with_ignored_flag(ignored)
         })
@@ -41,11 +45,20 @@ fn main() -> ExitCode {
     libtest_mimic::run(&args, tests).exit_code()
 }
 
-fn run(trial: &Trial, env: &Environment) -> Result<(), Failed> {
-    let outcome = trial.run(env);
-    if outcome.passed {
-        Ok(())
-    } else {
-        Err(outcome.message.into())
+/// A listed failure that fails is fine; a listed one that passes is a failure.
+fn run(suite: &Suite, trial: &Trial, env: &Environment) -> Result<(), Failed> {
+    let outcome = suite.run(trial, env);
+    match outcome.verdict {
+        Verdict::Passed => Ok(()),
+        Verdict::ExpectedFailure { reason } => {
+            eprintln!("expected failure: {} ({reason})", outcome.name);
+            Ok(())
+        }
+        Verdict::Failed => Err(outcome.message.into()),
+        Verdict::UnexpectedPass { reason } => Err(format!(
+            "unexpected pass: listed in scenarios/expectations.toml as failing ({reason}), but it passed; \
+             remove the entry"
+        )
+        .into()),
     }
 }

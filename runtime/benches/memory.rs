@@ -3,20 +3,35 @@
 //!
 //! Run: `cargo bench -p runtime --bench memory`
 //!
-//! Prints, as Markdown tables:
-//! - bytes per tracked key: the heap a fresh counter holds after N distinct
-//!   keys (N up to `DEFAULT_MAX_KEYS`), divided by N, and what the counter's
-//!   own `heap_bytes()` says;
-//! - a flood of 1,000,000 distinct addresses into
-//!   `WindowCounter::new(DEFAULT_MAX_KEYS, seed)`: the peak heap while it
-//!   runs and the heap after it, against `heap_bytes()` and the bound the
-//!   counter documents (about 32 bytes a key, some 2 MiB at
-//!   `DEFAULT_MAX_KEYS`, plus the overflow buckets), and governor's heap
-//!   after the same flood.
+//! The counter allocates its whole table when it is built (65,536 slots of
+//! a 16-byte `(u64, Slot)` entry and a control byte, filled to 7/8, so
+//! `DEFAULT_MAX_KEYS` = 57,344 keys) and its overflow buckets, and says so
+//! in `heap_bytes()`; a sweep (reclaiming ended windows when the table is
+//! full) briefly adds a list of the live entries, at most `max_keys` of them.
+//! The bound checked here is therefore `heap_bytes()` at rest and
+//! `heap_bytes() + max_keys x 16 B` at the peak.
 //!
-//! The counter's clock starts 300 ms before a minute window ends and moves
-//! 1 ms every 1,000 checks, as in the `counter` bench, so the flood crosses
-//! into the next window and the table is swept and refilled once.
+//! Prints, as Markdown tables:
+//! - the heap of `WindowCounter::new(DEFAULT_MAX_KEYS, seed)` after N
+//!   distinct keys (N from 0 to 1,000,000), the keys it tracks one by one,
+//!   bytes per tracked key, `heap_bytes()`, and the peak while filling;
+//! - three floods of 1,000,000 distinct addresses, each with its peak heap,
+//!   its heap after, and the bound:
+//!   - `one limit`: the address limit only, the clock as in the `counter`
+//!     bench (300 ms before a minute ends, 1 ms every 1,000 checks), so the
+//!     table is swept once, when every entry has ended; governor's keyed
+//!     limiter takes the same flood;
+//!   - `route limit`: every request counted twice, as a route with its own
+//!     limit is (120 a minute by address, and 20 per 10 seconds under
+//!     `/api/search|address:...`), the clock moving 1 ms every 20 requests
+//!     (50 s in all) so 10-second windows end while 60-second ones are
+//!     live and each sweep keeps a full list;
+//!   - `worst sweep`: a table full of live 60-second entries but one
+//!     10-second one; once that ends, a new key sweeps and keeps
+//!     `max_keys - 1` entries, the largest list a sweep can build.
+//!
+//! A moving `realloc` is counted as both blocks live at once (peak), as the
+//! allocator may copy; the numbers are an upper bound on what the heap held.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
@@ -26,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use runtime::counter::{DEFAULT_MAX_KEYS, OVERFLOW_BUCKETS, Verdict, WindowCounter};
-use runtime::limits::ADDRESS_LIMIT;
+use runtime::limits::{ADDRESS_LIMIT, Limit};
 
 /// Counts the bytes live on the heap and the most that were at once.
 struct Counting;
@@ -83,25 +98,32 @@ fn reset_peak() {
     PEAK.store(LIVE.load(Relaxed), Relaxed);
 }
 
+/// 300 ms before a minute window ends, in ms since the epoch (as the `counter` bench).
 const T0_MS: u64 = 1_800_000_000_000 + 59_700;
+/// A minute boundary, for the floods that need whole windows ahead.
+const MINUTE_MS: u64 = 1_800_000_000_000;
 const SEED: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
 const FLOOD: u32 = 1_000_000;
+/// `size_of::<(u64, Slot)>()`: a digest, and a slot of two `u32`s.
+const ENTRY: usize = 16;
+/// A route's own limit, as `scenarios/apps/cloudflare.toml`'s `/api/search`.
+const ROUTE_LIMIT: Limit = Limit::new(20, 10);
 
 /// Writes the `i`th of 2^32 distinct IPv4 addresses (as the `counter`
 /// bench's `address`) into `buf`, which is reused so nothing is allocated.
-fn address(buf: &mut String, i: u32) -> &str {
+fn address(buf: &mut String, prefix: &str, i: u32) -> usize {
     let a = i.wrapping_mul(0x9E37_79B1);
     buf.clear();
     write!(
         buf,
-        "{}.{}.{}.{}",
+        "{prefix}{}.{}.{}.{}",
         a >> 24,
         (a >> 16) & 255,
         (a >> 8) & 255,
         a & 255
     )
     .unwrap();
-    buf
+    prefix.len()
 }
 
 fn now_ms(check: u32) -> u64 {
@@ -118,125 +140,187 @@ fn mib(bytes: usize) -> String {
     format!("{:.2} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
 
-fn main() {
-    let mut buf = String::with_capacity(32);
-    let slot = 16; // size_of::<Slot>(): a u64 and a u32, padded.
-    let empty = {
-        let base = live();
-        let c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
-        let bytes = live() - base;
-        drop(black_box(c));
-        bytes
-    };
+/// What one flood left: the peak and the heap after it, over the heap before.
+struct Flood {
+    peak: usize,
+    after: usize,
+    heap_bytes: usize,
+    tracked: usize,
+    within: u32,
+}
 
-    println!("### Bytes per tracked key (WindowCounter, DEFAULT_MAX_KEYS = {DEFAULT_MAX_KEYS})\n");
-    println!("Empty counter: {empty} B on the heap (the {OVERFLOW_BUCKETS} overflow buckets).\n");
+/// Runs `hits` on a fresh counter and measures its heap.
+fn flood(hits: impl FnOnce(&mut WindowCounter) -> u32) -> Flood {
+    let base = live();
+    reset_peak();
+    let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
+    let within = hits(&mut c);
+    let flood = Flood {
+        peak: peak() - base,
+        after: live() - base,
+        heap_bytes: c.heap_bytes(),
+        tracked: c.tracked_keys(),
+        within,
+    };
+    drop(c);
+    flood
+}
+
+fn main() {
+    let mut buf = String::with_capacity(48);
+    let max = DEFAULT_MAX_KEYS;
+
+    println!("### Bytes per tracked key (WindowCounter, DEFAULT_MAX_KEYS = {max})\n");
     println!(
-        "| keys N | heap | heap / N | (heap - empty) / N | heap_bytes() | peak while filling |"
+        "| keys N | heap, B | keys tracked | heap / tracked, B | heap_bytes(), B | heap = heap_bytes() | peak while filling, B |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for n in [
-        1_000u32,
-        10_000,
-        28_672,
-        28_673,
-        57_344,
-        57_345,
-        DEFAULT_MAX_KEYS as u32,
-    ] {
+    println!("|---:|---:|---:|---:|---:|:---:|---:|");
+    for n in [0u32, 1_000, 10_000, 28_672, max as u32, 65_536, FLOOD] {
         let base = live();
         reset_peak();
-        let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
+        let mut c = WindowCounter::new(max, SEED);
         for i in 0..n {
-            black_box(c.hit(ADDRESS_LIMIT, address(&mut buf, i), now_ms(i)));
+            address(&mut buf, "", i);
+            black_box(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)));
         }
-        assert_eq!(c.tracked_keys(), n as usize);
-        let heap = live() - base;
+        // Read before printing, which allocates.
+        let (heap, filling) = (live() - base, peak() - base);
+        let tracked = c.tracked_keys();
+        assert_eq!(tracked, (n as usize).min(max), "keys tracked one by one");
         println!(
-            "| {n} | {heap} | {:.1} | {:.1} | {} | {} |",
-            heap as f64 / f64::from(n),
-            (heap - empty) as f64 / f64::from(n),
+            "| {n} | {heap} | {tracked} | {} | {} | {} | {} |",
+            if tracked == 0 {
+                "-".to_owned()
+            } else {
+                format!("{:.1}", heap as f64 / tracked as f64)
+            },
             c.heap_bytes(),
-            peak() - base,
+            if heap == c.heap_bytes() {
+                "yes"
+            } else {
+                "**no**"
+            },
+            filling,
         );
         drop(c);
     }
 
-    // The flood: 1,000,000 distinct addresses into one counter.
-    let base = live();
-    reset_peak();
-    let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
-    let mut within = 0u32;
-    for i in 0..FLOOD {
-        within +=
-            u32::from(c.hit(ADDRESS_LIMIT, address(&mut buf, i), now_ms(i)) == Verdict::Within);
-    }
-    let (c_peak, c_after, c_said, c_tracked) = (
-        peak() - base,
-        live() - base,
-        c.heap_bytes(),
-        c.tracked_keys(),
-    );
-    drop(c);
+    // One limit: the address limit only; one sweep, when every entry has ended.
+    let one = flood(|c| {
+        let mut within = 0;
+        for i in 0..FLOOD {
+            address(&mut buf, "", i);
+            within += u32::from(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)) == Verdict::Within);
+        }
+        within
+    });
+
+    // A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
+    let route = flood(|c| {
+        let mut within = 0;
+        let mut route_key = String::with_capacity(48);
+        for i in 0..FLOOD {
+            let now = MINUTE_MS + 5_000 + u64::from(i) / 20;
+            let at = address(&mut buf, "address:", i);
+            route_key.clear();
+            route_key.push_str("/api/search|");
+            route_key.push_str(&buf[..]);
+            let a = c.hit(ADDRESS_LIMIT, &buf[at - "address:".len()..], now);
+            let r = c.hit(ROUTE_LIMIT, &route_key, now);
+            within += u32::from(a == Verdict::Within && r == Verdict::Within);
+        }
+        within
+    });
+
+    // The largest sweep: max - 1 live entries kept.
+    let worst = flood(|c| {
+        address(&mut buf, "", u32::MAX);
+        c.hit(ROUTE_LIMIT, &buf, MINUTE_MS);
+        for i in 1..max as u32 {
+            address(&mut buf, "", i);
+            c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 1);
+        }
+        assert_eq!(c.tracked_keys(), max);
+        address(&mut buf, "", max as u32);
+        let v = c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 10_000);
+        assert_eq!(
+            c.tracked_keys(),
+            max,
+            "the sweep kept max - 1 and took the new key"
+        );
+        u32::from(v == Verdict::Within)
+    });
 
     let base = live();
     reset_peak();
     let g = governor();
     let mut g_within = 0u32;
     for i in 0..FLOOD {
-        let key = address(&mut buf, i).to_owned();
+        address(&mut buf, "", i);
+        let key = buf.clone();
         g_within += u32::from(g.check_key(&key).is_ok());
         drop(key); // the caller's copy; governor keeps its own clone
     }
     let (g_peak, g_after, g_len) = (peak() - base, live() - base, g.len());
     drop(g);
 
-    // The bounds the counter states: "about 32 bytes a key ... some 2 MiB
-    // at most" for the table, and its test's bound: twice the keys at one
-    // (u64, Slot) entry and a control byte each, plus the buckets.
-    let documented = DEFAULT_MAX_KEYS * 32 + OVERFLOW_BUCKETS * slot;
-    let test_bound = 2 * DEFAULT_MAX_KEYS * (8 + slot + 1) + OVERFLOW_BUCKETS * slot;
-
-    println!("\n### A flood of {FLOOD} distinct addresses\n");
-    println!("| | WindowCounter | governor keyed |");
-    println!("|---|---:|---:|");
+    let at_rest = one.heap_bytes;
+    let bound = at_rest + max * ENTRY;
+    println!("\n### Floods of {FLOOD} distinct addresses\n");
     println!(
-        "| peak heap during the flood | {c_peak} B ({}) | {g_peak} B ({}) |",
-        mib(c_peak),
-        mib(g_peak)
+        "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    let b = |x: usize| format!("{x} B ({})", mib(x));
+    println!(
+        "| peak heap | {} | {} | {} | {} |",
+        b(one.peak),
+        b(route.peak),
+        b(worst.peak),
+        b(g_peak)
     );
     println!(
-        "| heap after the flood | {c_after} B ({}) | {g_after} B ({}) |",
-        mib(c_after),
-        mib(g_after)
+        "| heap after | {} | {} | {} | {} |",
+        b(one.after),
+        b(route.after),
+        b(worst.after),
+        b(g_after)
     );
     println!(
-        "| `heap_bytes()` after the flood | {c_said} B ({}) | n/a |",
-        mib(c_said)
+        "| `heap_bytes()` after | {} | {} | {} | n/a |",
+        b(one.heap_bytes),
+        b(route.heap_bytes),
+        b(worst.heap_bytes)
     );
-    println!("| keys held one by one | {c_tracked} | {g_len} |");
     println!(
-        "| bytes per key held (heap after / keys) | {:.1} | {:.1} |",
-        c_after as f64 / c_tracked as f64,
+        "| keys held one by one | {} | {} | {} | {g_len} |",
+        one.tracked, route.tracked, worst.tracked
+    );
+    println!(
+        "| bytes per key held (heap after / keys) | {:.1} | {:.1} | {:.1} | {:.1} |",
+        one.after as f64 / one.tracked as f64,
+        route.after as f64 / route.tracked as f64,
+        worst.after as f64 / worst.tracked as f64,
         g_after as f64 / g_len as f64
     );
-    println!("| checks let through | {within} | {g_within} |");
+    println!(
+        "| requests let through | {} of {FLOOD} | {} of {FLOOD} | {} of 1 (the new key) | {g_within} of {FLOOD} |",
+        one.within, route.within, worst.within
+    );
+    println!(
+        "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} |",
+        one.peak as f64 / bound as f64,
+        route.peak as f64 / bound as f64,
+        worst.peak as f64 / bound as f64,
+        g_peak as f64 / bound as f64,
+    );
     println!();
     println!(
-        "Documented bound: DEFAULT_MAX_KEYS x 32 B = {} B ({}) for the table, {} B ({}) with the {OVERFLOW_BUCKETS} buckets.",
-        DEFAULT_MAX_KEYS * 32,
-        mib(DEFAULT_MAX_KEYS * 32),
-        documented,
-        mib(documented),
-    );
-    println!(
-        "Bound in counter.rs's flood test (2 x max_keys x 25 B + buckets): {test_bound} B ({}).",
-        mib(test_bound)
-    );
-    println!(
-        "Peak / documented bound: {:.2}; peak / test bound: {:.2}; peak / heap_bytes(): {:.2}.",
-        c_peak as f64 / documented as f64,
-        c_peak as f64 / test_bound as f64,
-        c_peak as f64 / c_said as f64,
+        "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {OVERFLOW_BUCKETS} buckets, allocated once); \
+         with a sweep's list of at most max_keys x {ENTRY} B = {} B, {bound} B ({}) at the peak.",
+        mib(at_rest),
+        (max / 7 * 8).next_power_of_two(),
+        max * ENTRY,
+        mib(bound),
     );
 }

@@ -32,6 +32,9 @@ pub struct IsolateConfig<'a> {
     /// The port of the binding store process the emulated bindings count in,
     /// shared by every isolate; `None` counts in each isolate's binding module.
     pub store_port: Option<u16>,
+    /// Benchmarks only: emits the text binding `LIMITING = "off"`, so the
+    /// deployable answers `/api/` routes without limiting. Scenarios leave it false.
+    pub limiting_off: bool,
 }
 
 const ENTRY_JS: &str = include_str!("../../assets/entry.js");
@@ -105,6 +108,9 @@ pub fn render(config: &IsolateConfig<'_>) -> String {
         "HARNESS_HIDDEN",
         &serde_json::to_string(&hidden).unwrap_or_default(),
     ));
+    if config.limiting_off {
+        bindings.push_str(&text("LIMITING", "off"));
+    }
     for b in in_config {
         let initial = match &b.initial {
             Behaviour::Missing => Behaviour::Healthy.to_json(),
@@ -225,6 +231,7 @@ mod tests {
             compatibility_date: "2026-11-17",
             control_token: "t",
             store_port: Some(4242),
+            limiting_off: false,
         });
         assert!(
             text.contains(r#"external = (address = "127.0.0.1:4242""#),
@@ -250,5 +257,6 @@ mod tests {
             text.contains(r#"(name = "behaviour", json = "\"hanging\"")"#),
             "{text}"
         );
+        assert!(!text.contains("LIMITING"), "{text}");
     }
 }

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::paths::pinned_workerd_dir;
+use crate::paths::{pinned_workerd_dir, repo_root};
 
 /// The npm package that ships workerd for this platform.
 pub const PLATFORM_PACKAGE: &str = "@cloudflare/workerd-linux-64";
@@ -30,6 +30,42 @@ pub enum FindError {
     Version { path: PathBuf, detail: String },
     #[error("could not read {path}: {detail}")]
     Pin { path: PathBuf, detail: String },
+    #[error(
+        "workerd {found} ({path}) is not the pinned {pinned}; pass --edge (or HARNESS_EDGE=1) for an edge run \
+         against another version"
+    )]
+    NotThePin {
+        found: String,
+        pinned: String,
+        path: PathBuf,
+    },
+    #[error("`npm view {PLATFORM_PACKAGE} version` failed: {0}")]
+    Newest(String),
+}
+
+/// Which workerd a run uses. By default the pinned one; an edge run may use
+/// any version.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerdChoice {
+    /// A binary to use (`--workerd PATH`, or the `WORKERD` variable).
+    pub path: Option<PathBuf>,
+    /// An npm release of `@cloudflare/workerd-linux-64` to install and use,
+    /// such as `1.20261117.1` or `latest` (`--workerd-version`, or `WORKERD_VERSION`).
+    pub npm_version: Option<String>,
+    /// Whether a version other than the pin is allowed (`--edge`, or `HARNESS_EDGE=1`).
+    pub edge: bool,
+}
+
+impl WorkerdChoice {
+    /// The choice the environment makes: `WORKERD`, `WORKERD_VERSION`, `HARNESS_EDGE`.
+    pub fn from_env() -> WorkerdChoice {
+        let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+        WorkerdChoice {
+            path: var("WORKERD").map(PathBuf::from),
+            npm_version: var("WORKERD_VERSION").map(|v| v.to_string_lossy().into_owned()),
+            edge: var("HARNESS_EDGE").is_some_and(|v| v != "0"),
+        }
+    }
 }
 
 /// A workerd binary and the version it reports.
@@ -42,11 +78,21 @@ pub struct Workerd {
     pub source: &'static str,
 }
 
-/// Finds workerd: `WORKERD`, then the pinned npm folder, then `PATH`; when
-/// none has it, installs the pinned folder with `npm ci`, saying so on stderr.
-pub fn find_workerd() -> Result<Workerd, FindError> {
-    let (path, source) = locate()?;
+/// Finds workerd: the chosen binary or npm version, else the pinned npm
+/// folder, then `PATH`; when none has it, installs the pinned folder with
+/// `npm ci`, saying so on stderr. A version other than the pin is refused
+/// unless the choice is an edge run.
+pub fn find_workerd(choice: &WorkerdChoice) -> Result<Workerd, FindError> {
+    let (path, source) = locate(choice)?;
     let version = version_of(&path)?;
+    let pinned = pinned_version(&pinned_workerd_dir())?;
+    if version != pinned && !choice.edge {
+        return Err(FindError::NotThePin {
+            found: version,
+            pinned,
+            path,
+        });
+    }
     Ok(Workerd {
         path,
         version,
@@ -54,14 +100,26 @@ pub fn find_workerd() -> Result<Workerd, FindError> {
     })
 }
 
-fn locate() -> Result<(PathBuf, &'static str), FindError> {
-    if let Some(path) = std::env::var_os("WORKERD") {
-        let path = PathBuf::from(path);
+fn locate(choice: &WorkerdChoice) -> Result<(PathBuf, &'static str), FindError> {
+    if let Some(path) = &choice.path {
         return if path.is_file() {
-            Ok((path, "WORKERD"))
+            Ok((path.clone(), "--workerd / WORKERD"))
         } else {
-            Err(FindError::EnvNotExecutable(path))
+            Err(FindError::EnvNotExecutable(path.clone()))
         };
+    }
+    if let Some(version) = &choice.npm_version {
+        let version = if version == "latest" {
+            newest_npm_version()?
+        } else {
+            version.clone()
+        };
+        let dir = repo_root().join("target/workerd-versions").join(&version);
+        let binary = pinned_binary(&dir);
+        if !binary.is_file() {
+            install_version(&dir, &version)?;
+        }
+        return Ok((binary, "--workerd-version / WORKERD_VERSION"));
     }
     let pinned = pinned_binary(&pinned_workerd_dir());
     if pinned.is_file() {
@@ -72,6 +130,59 @@ fn locate() -> Result<(PathBuf, &'static str), FindError> {
     }
     install_pinned(&pinned_workerd_dir())?;
     Ok((pinned, "tools/fixtures/workers (installed now)"))
+}
+
+/// The newest published release of workerd for this platform.
+pub fn newest_npm_version() -> Result<String, FindError> {
+    let output = Command::new("npm")
+        .args(["view", PLATFORM_PACKAGE, "version"])
+        .output()
+        .map_err(|e| FindError::Newest(e.to_string()))?;
+    let version = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    if output.status.success() && !version.is_empty() {
+        Ok(version)
+    } else {
+        Err(FindError::Newest(
+            String::from_utf8_lossy(&output.stderr).into_owned(),
+        ))
+    }
+}
+
+/// Installs one npm release of workerd into `dir` (a folder of its own), saying so.
+pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
+    eprintln!(
+        "harness: installing {PLATFORM_PACKAGE}@{npm_version} into {}",
+        dir.display()
+    );
+    std::fs::create_dir_all(dir).map_err(|source| FindError::NpmMissing {
+        dir: dir.to_owned(),
+        source,
+    })?;
+    let output = Command::new("npm")
+        .args([
+            "install",
+            "--no-save",
+            "--no-audit",
+            "--no-fund",
+            "--no-package-lock",
+            "--prefix",
+        ])
+        .arg(dir)
+        .arg(format!("{PLATFORM_PACKAGE}@{npm_version}"))
+        .output()
+        .map_err(|source| FindError::NpmMissing {
+            dir: dir.to_owned(),
+            source,
+        })?;
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(FindError::NpmFailed {
+            dir: dir.to_owned(),
+            status: output.status.to_string(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        })
+    }
 }
 
 /// Where npm puts the binary inside an npm folder.

@@ -5,5 +5,5 @@ pub mod find;
 pub mod process;
 
 pub use config::{EmulatedBinding, IsolateConfig};
-pub use find::{Workerd, find_workerd};
+pub use find::{Workerd, WorkerdChoice, find_workerd};
 pub use process::{LogLine, Stream, WorkerdProcess};

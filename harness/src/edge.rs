@@ -1,0 +1,239 @@
+//! The nightly edge-compatibility comparison: the same scenarios on the
+//! pinned workerd and on a newer one, and the drift between them. The report
+//! is a plain function of the two runs.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::expectations::Verdict;
+use crate::report::{Counts, TrialOutcome};
+
+/// One side of the comparison.
+#[derive(Debug, Clone)]
+pub struct Side {
+    /// `pinned` or `newest`.
+    pub label: String,
+    /// As `workerd --version` prints it; also the compatibility date the run used.
+    pub workerd_version: String,
+    /// The npm release, such as `1.20261117.1`.
+    pub npm_version: String,
+    pub outcomes: Vec<TrialOutcome>,
+}
+
+/// When a p99 change is worth reporting: both bounds must be passed.
+#[derive(Debug, Clone, Copy)]
+pub struct TimingThreshold {
+    /// Relative change, in percent.
+    pub percent: u64,
+    /// Absolute change, in ms.
+    pub ms: u64,
+}
+
+/// What changed from the pinned side to the newest.
+#[derive(Debug, Clone, Default)]
+pub struct Drift {
+    /// Green on the pinned workerd, not on the newest.
+    pub newly_failing: Vec<String>,
+    /// Not green on the pinned workerd, green on the newest.
+    pub newly_passing: Vec<String>,
+    /// Scenario, pinned p99, newest p99.
+    pub timing: Vec<(String, u64, u64)>,
+}
+
+impl Drift {
+    pub fn between(pinned: &Side, newest: &Side, threshold: TimingThreshold) -> Drift {
+        let before: BTreeMap<&str, &TrialOutcome> = pinned
+            .outcomes
+            .iter()
+            .map(|o| (o.name.as_str(), o))
+            .collect();
+        let mut drift = Drift::default();
+        for after in &newest.outcomes {
+            let Some(before) = before.get(after.name.as_str()) else {
+                continue;
+            };
+            match (before.verdict.is_ok(), after.verdict.is_ok()) {
+                (true, false) => drift.newly_failing.push(after.name.clone()),
+                (false, true) => drift.newly_passing.push(after.name.clone()),
+                _ => {}
+            }
+            if let (Some(a), Some(b)) = (before.p99_ms, after.p99_ms) {
+                let change = a.abs_diff(b);
+                if change >= threshold.ms && change * 100 >= a.max(1) * threshold.percent {
+                    drift.timing.push((after.name.clone(), a, b));
+                }
+            }
+        }
+        drift
+    }
+}
+
+/// The Markdown drift report.
+pub fn markdown(pinned: &Side, newest: &Side, threshold: TimingThreshold) -> String {
+    let drift = Drift::between(pinned, newest, threshold);
+    let (a, b) = (Counts::of(&pinned.outcomes), Counts::of(&newest.outcomes));
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# Edge compatibility: workerd {} against the pinned {}\n",
+        newest.workerd_version, pinned.workerd_version
+    );
+    let _ = writeln!(
+        out,
+        "Every scenario, the slow ones included, ran on both. Each run used its workerd's own release date as the \
+         compatibility date.\n"
+    );
+    let _ = writeln!(out, "| | {} | {} |", pinned.label, newest.label);
+    let _ = writeln!(out, "|---|---:|---:|");
+    let _ = writeln!(
+        out,
+        "| workerd | {} (npm {}) | {} (npm {}) |",
+        pinned.workerd_version, pinned.npm_version, newest.workerd_version, newest.npm_version
+    );
+    let _ = writeln!(out, "| passed | {} | {} |", a.passed, b.passed);
+    let _ = writeln!(out, "| failed | {} | {} |", a.failed, b.failed);
+    let _ = writeln!(
+        out,
+        "| expected failures | {} | {} |",
+        a.expected_failures, b.expected_failures
+    );
+    let _ = writeln!(
+        out,
+        "| unexpected passes | {} | {} |",
+        a.unexpected_passes, b.unexpected_passes
+    );
+    let verdict = if b.is_ok() {
+        "no regression"
+    } else {
+        "REGRESSED"
+    };
+    let _ = writeln!(out, "\nVerdict for the newest workerd: **{verdict}**.\n");
+
+    list(&mut out, "Newly failing", &drift.newly_failing);
+    list(&mut out, "Newly passing", &drift.newly_passing);
+    let unexpected: Vec<String> = newest
+        .outcomes
+        .iter()
+        .filter_map(|o| match &o.verdict {
+            Verdict::UnexpectedPass { reason } => {
+                Some(format!("{} (listed because: {reason})", o.name))
+            }
+            _ => None,
+        })
+        .collect();
+    list(
+        &mut out,
+        "Unexpected passes on the newest (remove their entries from expectations.toml)",
+        &unexpected,
+    );
+
+    let _ = writeln!(
+        out,
+        "## Timing changes (p99 beyond {}% and {} ms): {}\n",
+        threshold.percent,
+        threshold.ms,
+        drift.timing.len()
+    );
+    if !drift.timing.is_empty() {
+        let _ = writeln!(
+            out,
+            "| scenario | {} p99 ms | {} p99 ms |",
+            pinned.label, newest.label
+        );
+        let _ = writeln!(out, "|---|---:|---:|");
+        for (name, before, after) in &drift.timing {
+            let _ = writeln!(out, "| {name} | {before} | {after} |");
+        }
+        out.push('\n');
+    }
+
+    let failures: Vec<&TrialOutcome> = newest
+        .outcomes
+        .iter()
+        .filter(|o| matches!(o.verdict, Verdict::Failed))
+        .collect();
+    if !failures.is_empty() {
+        let _ = writeln!(out, "## Failures on the newest\n");
+        for o in failures {
+            let _ = writeln!(
+                out,
+                "<details><summary>{}</summary>\n\n```\n{}\n```\n</details>\n",
+                o.name, o.message
+            );
+        }
+    }
+    out
+}
+
+fn list(out: &mut String, title: &str, names: &[String]) {
+    let _ = writeln!(out, "## {title}: {}\n", names.len());
+    for name in names {
+        let _ = writeln!(out, "- {name}");
+    }
+    if !names.is_empty() {
+        out.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn outcome(name: &str, verdict: Verdict, p99: u64) -> TrialOutcome {
+        TrialOutcome {
+            name: name.into(),
+            passed: matches!(verdict, Verdict::Passed | Verdict::UnexpectedPass { .. }),
+            verdict,
+            message: "why".into(),
+            requests: 1,
+            p50_ms: Some(p99),
+            p99_ms: Some(p99),
+            duration: Duration::ZERO,
+        }
+    }
+
+    fn side(label: &str, outcomes: Vec<TrialOutcome>) -> Side {
+        Side {
+            label: label.into(),
+            workerd_version: "2026-11-17".into(),
+            npm_version: "1.20261117.1".into(),
+            outcomes,
+        }
+    }
+
+    #[test]
+    fn drift_lists_what_changed() {
+        let pinned = side(
+            "pinned",
+            vec![
+                outcome("a", Verdict::Passed, 10),
+                outcome("b", Verdict::Failed, 10),
+                outcome("c", Verdict::Passed, 100),
+                outcome("d", Verdict::Passed, 100),
+            ],
+        );
+        let newest = side(
+            "newest",
+            vec![
+                outcome("a", Verdict::Failed, 10),
+                outcome("b", Verdict::Passed, 10),
+                outcome("c", Verdict::Passed, 300),
+                outcome("d", Verdict::UnexpectedPass { reason: "r".into() }, 110),
+            ],
+        );
+        let threshold = TimingThreshold {
+            percent: 50,
+            ms: 25,
+        };
+        let drift = Drift::between(&pinned, &newest, threshold);
+        assert_eq!(drift.newly_failing, ["a", "d"]);
+        assert_eq!(drift.newly_passing, ["b"]);
+        assert_eq!(drift.timing, [("c".to_owned(), 100, 300)]);
+        let text = markdown(&pinned, &newest, threshold);
+        assert!(text.contains("| failed | 1 | 1 |"), "{text}");
+        assert!(text.contains("| unexpected passes | 0 | 1 |"), "{text}");
+        assert!(text.contains("**REGRESSED**"), "{text}");
+        assert!(text.contains("- d (listed because: r)"), "{text}");
+    }
+}
