@@ -30,7 +30,10 @@ fn marked_workerds(mark: &str) -> Vec<u32> {
                 .next()
                 .is_some_and(|rest| rest.trim_start().starts_with('Z'));
             let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let serving = cmdline.split(|b| *b == 0).any(|arg| arg == b"serve");
             comm.trim() == "workerd"
+                && serving
                 && !zombie
                 && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
         })
