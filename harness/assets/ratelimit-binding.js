@@ -53,15 +53,12 @@
 //
 // State lives in module scope, so it is per isolate (per workerd service) and
 // shared by every Ratelimit instance of the same binding name in that isolate.
-// Harness-only methods (never part of the real API):
+// Harness-only methods (never part of the real API), used by entry.js:
 //   __harnessSetBehaviour(b)  validate and install a behaviour, returns it
-//   __harnessBehaviour()      current behaviour
-//   __harnessKeys()           distinct string keys that reached limit(), in
-//                             first-seen order, whatever the behaviour
 //   __harnessStats()          {binding, namespace, limit, period, behaviour,
-//                             calls, invalid, keys: {key: callCount}}
-//   __harnessReset()          clear this binding's key log and its namespace's
-//                             counters (behaviour is kept)
+//                             calls, invalid, keys: {key: callCount}}; the
+//                             keys are every string key that reached limit(),
+//                             whatever the behaviour
 
 const OPTION_KEYS = ["key", "limit", "period"];
 const PERIODS = [10, 60];
@@ -188,14 +185,6 @@ class Ratelimit {
     return this.#state.behaviour;
   }
 
-  __harnessBehaviour() {
-    return this.#state.behaviour;
-  }
-
-  __harnessKeys() {
-    return [...this.#state.keys.keys()];
-  }
-
   __harnessStats() {
     const s = this.#state;
     return {
@@ -208,13 +197,6 @@ class Ratelimit {
       invalid: s.invalid,
       keys: Object.fromEntries(s.keys),
     };
-  }
-
-  __harnessReset() {
-    this.#state.keys.clear();
-    this.#state.calls = 0;
-    this.#state.invalid = 0;
-    namespaceCounters.delete(this.#namespace);
   }
 }
 

@@ -61,7 +61,6 @@ pub struct InstanceRecord {
     pub lines: Vec<LogLine>,
     /// Whether it served at least one request.
     pub served: bool,
-    pub start_to_listen: Duration,
 }
 
 /// What a scenario run observed.
@@ -458,9 +457,7 @@ impl<'a> Run<'a> {
         let mut body = serde_json::Map::new();
         for name in &names {
             if let Some(b) = changes.get(name).or_else(|| changes.get(ALL_BINDINGS)) {
-                let value: serde_json::Value =
-                    serde_json::from_str(&b.to_json()).unwrap_or_default();
-                body.insert(name.clone(), value);
+                body.insert(name.clone(), b.to_json());
             }
         }
         for isolate in &self.isolates {
@@ -530,7 +527,6 @@ impl<'a> Run<'a> {
                     .extend(keys);
             }
         }
-        let start_to_listen = isolate.process.start_to_listen;
         // Give the output readers a moment to take the last lines.
         tokio::time::sleep(Duration::from_millis(20)).await;
         let lines = isolate.process.lines();
@@ -540,7 +536,6 @@ impl<'a> Run<'a> {
             generation: isolate.generation,
             lines,
             served: isolate.served,
-            start_to_listen,
         });
     }
 }

@@ -11,9 +11,7 @@ use harness::expectations::Verdict;
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
-use harness::workerd::find::{
-    PLATFORM_PACKAGE, install_version, newest_npm_version, pinned_binary,
-};
+use harness::workerd::find::{PLATFORM_PACKAGE, binary_in, install_version, newest_npm_version};
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 
@@ -298,7 +296,7 @@ fn edge_compat(
         return ExitCode::from(2);
     }
     let newest_choice = WorkerdChoice {
-        path: Some(pinned_binary(place.path())),
+        path: Some(binary_in(place.path())),
         npm_version: None,
         edge: true,
     };

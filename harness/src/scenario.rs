@@ -118,10 +118,10 @@ impl Behaviour {
     ];
 
     /// The JSON the emulated binding takes.
-    pub fn to_json(&self) -> String {
+    pub fn to_json(&self) -> serde_json::Value {
         match self {
-            Behaviour::SlowMs(ms) => format!("{{\"slow_ms\":{ms}}}"),
-            named => format!("\"{named}\""),
+            Behaviour::SlowMs(ms) => serde_json::json!({ "slow_ms": ms }),
+            named => serde_json::Value::String(named.to_string()),
         }
     }
 }
@@ -465,7 +465,6 @@ pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String
 pub struct Prepared {
     /// `FILE::NAME`, the trial's name.
     pub trial_name: String,
-    pub file: PathBuf,
     pub ignored: bool,
     pub application_toml: String,
     pub deployable: String,
@@ -563,7 +562,6 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
         check_sense(&source)?;
         prepared.push(Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
-            file: display_path.to_owned(),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
             application_toml,
             deployable,

@@ -113,8 +113,8 @@ pub fn render(config: &IsolateConfig<'_>) -> String {
     }
     for b in in_config {
         let initial = match &b.initial {
-            Behaviour::Missing => Behaviour::Healthy.to_json(),
-            other => other.to_json(),
+            Behaviour::Missing => Behaviour::Healthy.to_json().to_string(),
+            other => other.to_json().to_string(),
         };
         let _ = write!(
             bindings,

@@ -115,13 +115,13 @@ fn locate(choice: &WorkerdChoice) -> Result<(PathBuf, &'static str), FindError> 
             version.clone()
         };
         let dir = repo_root().join("target/workerd-versions").join(&version);
-        let binary = pinned_binary(&dir);
+        let binary = binary_in(&dir);
         if !binary.is_file() {
             install_version(&dir, &version)?;
         }
         return Ok((binary, "--workerd-version / WORKERD_VERSION"));
     }
-    let pinned = pinned_binary(&pinned_workerd_dir());
+    let pinned = binary_in(&pinned_workerd_dir());
     if pinned.is_file() {
         return Ok((pinned, "tools/fixtures/workers"));
     }
@@ -158,39 +158,18 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
         dir: dir.to_owned(),
         source,
     })?;
-    let output = Command::new("npm")
-        .args([
+    let package = format!("{PLATFORM_PACKAGE}@{npm_version}");
+    npm(
+        dir,
+        &[
             "install",
             "--no-save",
-            "--no-audit",
-            "--no-fund",
             "--no-package-lock",
             "--prefix",
-        ])
-        .arg(dir)
-        .arg(format!("{PLATFORM_PACKAGE}@{npm_version}"))
-        .output()
-        .map_err(|source| FindError::NpmMissing {
-            dir: dir.to_owned(),
-            source,
-        })?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(FindError::NpmFailed {
-            dir: dir.to_owned(),
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        })
-    }
-}
-
-/// Where npm puts the binary inside an npm folder.
-pub fn pinned_binary(npm_dir: &Path) -> PathBuf {
-    npm_dir
-        .join("node_modules")
-        .join(PLATFORM_PACKAGE)
-        .join("bin/workerd")
+            &dir.to_string_lossy(),
+            &package,
+        ],
+    )
 }
 
 /// Runs `npm ci` in the pinned folder, saying so.
@@ -199,8 +178,13 @@ pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
         "harness: workerd is not installed; running `npm ci` in {}",
         dir.display()
     );
+    npm(dir, &["ci"])
+}
+
+fn npm(dir: &Path, args: &[&str]) -> Result<(), FindError> {
     let output = Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund"])
+        .args(args)
+        .args(["--no-audit", "--no-fund"])
         .current_dir(dir)
         .output()
         .map_err(|source| FindError::NpmMissing {
@@ -216,6 +200,14 @@ pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
             stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
         })
     }
+}
+
+/// Where npm puts the workerd binary inside an npm folder.
+pub fn binary_in(npm_dir: &Path) -> PathBuf {
+    npm_dir
+        .join("node_modules")
+        .join(PLATFORM_PACKAGE)
+        .join("bin/workerd")
 }
 
 /// The version a workerd binary reports.
