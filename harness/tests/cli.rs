@@ -119,3 +119,61 @@ fn a_missing_file_is_an_error_not_a_panic() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
     assert!(!Path::new("/nonexistent/app.toml").exists());
 }
+
+/// A stand-in workerd that only knows its version, and a scenarios
+/// directory that needs no workerd to run (diagnostics only).
+fn fake_workerd_and_scenarios(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = dir.join("workerd");
+    std::fs::write(&fake, "#!/bin/sh\necho 'workerd 2020-01-01'\n").expect("write");
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let scenarios = dir.join("scenarios");
+    std::fs::create_dir(&scenarios).expect("dir");
+    std::fs::write(
+        scenarios.join("d.toml"),
+        "[[scenario]]\nname = \"no store\"\nexpect_diagnostics = [\"rate_limits.store_required\"]\n\
+         application_inline = '''\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n'''\n",
+    )
+    .expect("write");
+    (fake, scenarios)
+}
+
+#[test]
+fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (fake, scenarios) = fake_workerd_and_scenarios(dir.path());
+    let run = |edge: bool| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+        command
+            .args(["run", "--workerd"])
+            .arg(&fake)
+            .arg("--scenarios")
+            .arg(&scenarios);
+        if edge {
+            command.arg("--edge");
+        }
+        command
+            .env_remove("HARNESS_EDGE")
+            .env_remove("WORKERD")
+            .env_remove("WORKERD_VERSION");
+        command.output().expect("harness runs")
+    };
+    let refused = run(false);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("workerd 2020-01-01") && stderr.contains("not the pinned 2026-11-17"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("--edge"), "says how to allow it: {stderr}");
+
+    let edge = run(true);
+    let stdout = String::from_utf8_lossy(&edge.stdout);
+    assert_eq!(
+        edge.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&edge.stderr)
+    );
+    assert!(stdout.contains("(workerd 2020-01-01;"), "{stdout}");
+}
