@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use runtime::config::{Application, Counting};
+use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
-use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send};
+use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send, Step};
 use crate::wasm::Deployable;
 use crate::workerd::config::{IsolateConfig, write_config, write_store_config};
 use crate::workerd::process::{LogLine, ProcessError, stderr_text};
@@ -139,13 +139,7 @@ pub fn emulated_bindings(
     let d = app
         .deployable(deployable)
         .ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
-    let plan = match app.counting(d) {
-        Counting::Binding {
-            connection,
-            namespace,
-        } => BindingPlan::new(&connection, namespace, &app.limits()),
-        Counting::InMemory | Counting::NoApi => BindingPlan::default(),
-    };
+    let plan = BindingPlan::for_deployable(app, d);
     let scenario = prepared.scenario.scenario.get_ref();
     let initial = scenario
         .bindings
@@ -286,25 +280,36 @@ impl<'a> Run<'a> {
             .build()
             .map_err(|e| EngineError::Setup(e.to_string()))?;
         for (index, step) in scenario.steps.iter().enumerate() {
-            let step = step.get_ref();
-            if let Some(send) = &step.send {
-                self.send(&client, index, send).await;
-                self.check_alive(index)?;
-            } else if let Some(changes) = &step.set_bindings {
-                self.set_bindings(&client, changes.get_ref()).await?;
-            } else if let Some(window) = step.wait_for_window {
-                wait_for_window(Duration::from_secs(u64::from(window))).await;
-            } else if let Some(room) = step.wait_for_room {
-                wait_for_room(
-                    u64::from(room.window) * 1000,
-                    u64::from(room.seconds) * 1000,
-                )
-                .await;
-            } else if let Some(isolate) = step.restart_isolate {
-                self.restart(isolate).await?;
-            } else if let Some(ms) = step.sleep_ms {
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-            }
+            let done = self.step(&client, index, step.get_ref()).await;
+            // A step that failed because a workerd died is reported as that crash.
+            self.check_alive(index)?;
+            done?;
+        }
+        Ok(())
+    }
+
+    async fn step(
+        &mut self,
+        client: &reqwest::Client,
+        index: usize,
+        step: &Step,
+    ) -> Result<(), EngineError> {
+        if let Some(send) = &step.send {
+            self.send(client, index, send).await;
+        } else if let Some(changes) = &step.set_bindings {
+            self.set_bindings(client, changes.get_ref()).await?;
+        } else if let Some(window) = step.wait_for_window {
+            wait_for_window(Duration::from_secs(u64::from(window))).await;
+        } else if let Some(room) = step.wait_for_room {
+            wait_for_room(
+                u64::from(room.window) * 1000,
+                u64::from(room.seconds) * 1000,
+            )
+            .await;
+        } else if let Some(isolate) = step.restart_isolate {
+            self.restart(isolate).await?;
+        } else if let Some(ms) = step.sleep_ms {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
         }
         Ok(())
     }

@@ -200,13 +200,7 @@ impl Limiter {
             .deployable(deployable)
             .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
         let counting = app.counting(deployable);
-        let plan = match &counting {
-            Counting::Binding {
-                connection,
-                namespace,
-            } => BindingPlan::new(connection, *namespace, &app.limits()),
-            Counting::InMemory | Counting::NoApi => BindingPlan::default(),
-        };
+        let plan = BindingPlan::for_deployable(app, deployable);
         let routes = app
             .routes
             .iter()

@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 
-use crate::config::{Application, Counting};
+use crate::config::{Application, Counting, Deployable};
 use crate::limits::Limit;
 
 /// One binding the Worker needs.
@@ -27,18 +27,21 @@ pub struct BindingPlan {
 impl BindingPlan {
     /// The bindings an application's store needs; empty unless the store is Cloudflare's binding.
     pub fn for_application(app: &Application) -> BindingPlan {
-        let store = app.deployables.iter().find_map(|d| match app.counting(d) {
+        app.deployables
+            .iter()
+            .map(|d| BindingPlan::for_deployable(app, d))
+            .find(|plan| !plan.bindings.is_empty())
+            .unwrap_or_default()
+    }
+
+    /// The bindings one deployable asks: none unless it counts through Cloudflare's binding.
+    pub fn for_deployable(app: &Application, deployable: &Deployable) -> BindingPlan {
+        match app.counting(deployable) {
             Counting::Binding {
                 connection,
                 namespace,
-            } => Some((connection, namespace)),
-            _ => None,
-        });
-        match store {
-            Some((connection, namespace)) => {
-                BindingPlan::new(&connection, namespace, &app.limits())
-            }
-            None => BindingPlan::default(),
+            } => BindingPlan::new(&connection, namespace, &app.limits()),
+            Counting::InMemory | Counting::NoApi => BindingPlan::default(),
         }
     }
 
