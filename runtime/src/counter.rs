@@ -182,12 +182,19 @@ impl WindowCounter {
         }
         // Clear and refill rather than `retain`, so no deleted markers are
         // left behind to make the table grow past its allocation later.
-        let live: Vec<(u64, Slot)> = self
+        // Sized exactly, so the sweep never holds more than the live entries.
+        let live_count = self
             .tracked
-            .iter()
-            .filter(|(_, slot)| slot.is_live(now_ms))
-            .map(|(k, v)| (*k, *v))
-            .collect();
+            .values()
+            .filter(|slot| slot.is_live(now_ms))
+            .count();
+        let mut live: Vec<(u64, Slot)> = Vec::with_capacity(live_count);
+        live.extend(
+            self.tracked
+                .iter()
+                .filter(|(_, slot)| slot.is_live(now_ms))
+                .map(|(k, v)| (*k, *v)),
+        );
         self.earliest_end_ms = live
             .iter()
             .map(|(_, s)| u64::from(s.ends_at_s) * 1000)

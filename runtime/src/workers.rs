@@ -148,20 +148,25 @@ async fn ask_binding(env: &JsValue, name: &str, key: &str) -> BindingAnswer {
         Err(_) => return BindingAnswer::Unavailable(FallbackReason::Failed),
     };
 
-    // Race the binding against the deadline on the isolate's own timer.
+    // Race the binding against the deadline on the isolate's own timer. The
+    // timer's closure is owned here and dropped once the race is over: a
+    // closure handed to JS with `once_into_js` would leak whenever the
+    // binding answers first and the timer never fires.
     let deadline = Object::new();
-    let timer = RefCell::new(JsValue::UNDEFINED);
-    let deadline_value = deadline.clone();
-    let timeout = Promise::new(&mut |resolve, _reject| {
-        let sentinel = deadline_value.clone();
-        let fire = Closure::once_into_js(move || {
-            let _ = resolve.call1(&JsValue::UNDEFINED, &sentinel);
-        });
-        *timer.borrow_mut() = set_timeout(fire.unchecked_ref(), BINDING_DEADLINE_MS);
+    let mut resolve_deadline = None;
+    let timeout = Promise::new(&mut |resolve, _reject| resolve_deadline = Some(resolve));
+    let Some(resolve_deadline) = resolve_deadline else {
+        return BindingAnswer::Unavailable(FallbackReason::Failed);
+    };
+    let sentinel = deadline.clone();
+    let fire = Closure::once(move || {
+        let _ = resolve_deadline.call1(&JsValue::UNDEFINED, &sentinel);
     });
+    let timer = set_timeout(fire.as_ref().unchecked_ref(), BINDING_DEADLINE_MS);
     let race = Promise::race(&js_sys::Array::of2(&called, &timeout));
     let outcome = JsFuture::from(race).await;
-    clear_timeout(&timer.borrow());
+    clear_timeout(&timer);
+    drop(fire);
 
     match outcome {
         Ok(value) if value == JsValue::from(deadline) => {

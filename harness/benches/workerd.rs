@@ -1,0 +1,839 @@
+//! The limiter inside the pinned workerd: throughput and latency with
+//! limiting on and off and against a bare Worker, the 500 ms deadline under
+//! a hanging binding, and how long workerd takes to start. BENCHMARKS.md
+//! records the figures; `tools/bench` runs this with everything else.
+//!
+//! Run: `cargo bench -p harness --bench workerd [-- SECTION...]`, SECTION
+//! one of `throughput`, `deadline`, `starts` (all of them when none is named).
+//! Prints Markdown tables on stdout and progress on stderr.
+//!
+//! - `throughput`: `GET /api/items` (one check: the address limit, 120 a
+//!   minute; each request from the next of 50,000 addresses in turn, so none
+//!   is refused) against five workerd processes started side by side:
+//!   - `bare`: a JavaScript Worker that only answers 200 (`bare-worker.js`);
+//!   - `off`: the deployable with limiting switched off (the text binding
+//!     `LIMITING = "off"`, see `harness/deployable`), otherwise the config of
+//!     `on, store`;
+//!   - `on, store`: healthy emulated bindings counting in the binding store,
+//!     a workerd process of its own, as every scenario runs them;
+//!   - `on, in-isolate binding`: healthy emulated bindings counting in the
+//!     binding module inside the deployable's isolate (no store process);
+//!   - `on, memory`: the bindings missing, so the limiter counts in the
+//!     isolate's memory (`WindowCounter`) and asks nobody.
+//!
+//!   The load generator is the same for all: closed loop, `CONCURRENCY`
+//!   keep-alive HTTP/1.1 connections with one request in flight each
+//!   (hyper, on this one thread), a warm-up then a fixed duration per target
+//!   and round, several rounds with the targets' order rotated each round.
+//!   Every ratio is taken within a round and summarised by its median.
+//! - `deadline`: every binding hanging, so every request waits for the
+//!   500 ms deadline and is then counted in memory; latency min/p50/p99/max.
+//! - `starts`: workerd's spawn to listen (`WorkerdProcess::start_to_listen`)
+//!   and spawn to the first 200 (cold start), one process at a time, for the
+//!   deployable, the binding store (listen only) and the bare Worker.
+//!
+//! Knobs (environment variables, defaults in brackets): `BENCH_ROUNDS` [6],
+//! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
+//! `BENCH_DEADLINE_REQUESTS` [200], `BENCH_STARTS` [30], `BENCH_TARGETS`
+//! [all; else the throughput targets' names, separated by `;`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+use harness::engine::Environment;
+use harness::scenario::Behaviour;
+use harness::workerd::config::{IsolateConfig, write_config, write_store_config};
+use harness::workerd::{EmulatedBinding, WorkerdProcess};
+use http_body_util::{BodyExt, Empty};
+use hyper::body::Bytes;
+use hyper::client::conn::http1::SendRequest;
+use hyper_util::rt::TokioIo;
+use runtime::config::Application;
+use runtime::limiter::ADDRESS_HEADER;
+use runtime::plan::BindingPlan;
+use tokio::net::TcpStream;
+
+/// The application every deployable config runs, and its deployable.
+const APPLICATION: &str = "scenarios/apps/cloudflare.toml";
+const DEPLOYABLE: &str = "edge";
+/// An API route with no limit of its own: one binding call a request.
+const API_PATH: &str = "/api/items";
+/// Addresses are used in turn from this many, far below 120 a minute each.
+const ADDRESS_POOL: u64 = 50_000;
+const BARE_JS: &str = include_str!("bare-worker.js");
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+fn knob(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// When a load run ends.
+#[derive(Debug, Clone, Copy)]
+enum Stop {
+    /// No request is started after this instant.
+    At(Instant),
+    /// This many requests in all.
+    After(u64),
+}
+
+/// What one load run saw.
+#[derive(Debug, Default)]
+struct Load {
+    /// Per answered request, in microseconds.
+    latencies_us: Vec<u32>,
+    statuses: BTreeMap<u16, u64>,
+    errors: u64,
+    elapsed: Duration,
+}
+
+impl Load {
+    fn answered(&self) -> usize {
+        self.latencies_us.len()
+    }
+    fn rps(&self) -> f64 {
+        self.answered() as f64 / self.elapsed.as_secs_f64()
+    }
+    fn not_200(&self) -> u64 {
+        self.statuses
+            .iter()
+            .filter(|(s, _)| **s != 200)
+            .map(|(_, n)| n)
+            .sum()
+    }
+    fn absorb(&mut self, other: Load) {
+        self.latencies_us.extend(other.latencies_us);
+        for (status, n) in other.statuses {
+            *self.statuses.entry(status).or_default() += n;
+        }
+        self.errors += other.errors;
+        self.elapsed += other.elapsed;
+    }
+    /// The `q` quantile (nearest rank) in milliseconds.
+    fn quantile_ms(&mut self, q: f64) -> f64 {
+        self.latencies_us.sort_unstable();
+        let n = self.latencies_us.len();
+        if n == 0 {
+            return f64::NAN;
+        }
+        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
+        f64::from(self.latencies_us[rank - 1]) / 1000.0
+    }
+}
+
+fn address(i: u64) -> String {
+    let i = i % ADDRESS_POOL;
+    format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255)
+}
+
+async fn connect(port: u16) -> Result<SendRequest<Empty<Bytes>>, Error> {
+    let stream = TcpStream::connect(("127.0.0.1", port)).await?;
+    stream.set_nodelay(true)?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(sender)
+}
+
+/// One `GET path` on `sender`, the body read to the end; its status.
+async fn get(
+    sender: &mut SendRequest<Empty<Bytes>>,
+    path: &str,
+    address: Option<String>,
+) -> Result<u16, Error> {
+    let mut request = hyper::Request::get(path).header("host", "127.0.0.1");
+    if let Some(address) = address {
+        request = request.header(ADDRESS_HEADER, address);
+    }
+    let request = request.body(Empty::<Bytes>::new())?;
+    sender.ready().await?;
+    let response = sender.send_request(request).await?;
+    let status = response.status().as_u16();
+    response.into_body().collect().await?;
+    Ok(status)
+}
+
+/// One connection of the closed loop: a request, its answer, the next.
+async fn connection(
+    port: u16,
+    path: &'static str,
+    stop: Stop,
+    issued: Arc<AtomicU64>,
+    next_address: Arc<AtomicU64>,
+) -> Load {
+    let mut load = Load::default();
+    let mut sender = None;
+    loop {
+        let go = match stop {
+            Stop::At(at) => Instant::now() < at,
+            Stop::After(n) => issued.fetch_add(1, Relaxed) < n,
+        };
+        if !go {
+            break;
+        }
+        if sender.is_none() {
+            match connect(port).await {
+                Ok(s) => sender = Some(s),
+                Err(_) => {
+                    load.errors += 1;
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            }
+        }
+        let Some(s) = sender.as_mut() else { continue };
+        let address = address(next_address.fetch_add(1, Relaxed));
+        let started = Instant::now();
+        match get(s, path, Some(address)).await {
+            Ok(status) => {
+                load.latencies_us
+                    .push(u32::try_from(started.elapsed().as_micros()).unwrap_or(u32::MAX));
+                *load.statuses.entry(status).or_default() += 1;
+            }
+            Err(_) => {
+                load.errors += 1;
+                sender = None;
+            }
+        }
+    }
+    load
+}
+
+/// Runs the closed loop against `port` until `stop`.
+async fn generate(
+    port: u16,
+    path: &'static str,
+    concurrency: usize,
+    stop: Stop,
+    next_address: &Arc<AtomicU64>,
+) -> Load {
+    let started = Instant::now();
+    let issued = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|_| {
+            tokio::spawn(connection(
+                port,
+                path,
+                stop,
+                issued.clone(),
+                next_address.clone(),
+            ))
+        })
+        .collect();
+    let mut load = Load::default();
+    for task in tasks {
+        if let Ok(part) = task.await {
+            load.absorb(part);
+        }
+    }
+    load.elapsed = started.elapsed();
+    load
+}
+
+/// The emulated bindings of the deployable's plan, all starting as `initial`.
+fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
+    let deployable = app
+        .deployable(DEPLOYABLE)
+        .expect("the application has the deployable");
+    BindingPlan::for_deployable(app, deployable)
+        .bindings
+        .iter()
+        .map(|b| EmulatedBinding {
+            name: b.name.clone(),
+            namespace_id: b.namespace_id,
+            limit: b.limit.requests,
+            period: b.limit.window_seconds,
+            initial: initial.clone(),
+            in_config: *initial != Behaviour::Missing,
+        })
+        .collect()
+}
+
+/// Everything a benchmark needs to start its processes.
+struct Bench {
+    env: Environment,
+    application_toml: String,
+    app: Application,
+    dir: tempfile::TempDir,
+    configs: usize,
+}
+
+impl Bench {
+    fn new() -> Result<Bench, Error> {
+        let env = harness::suite::prepare_environment()?;
+        let application_toml =
+            std::fs::read_to_string(harness::paths::repo_root().join(APPLICATION))?;
+        let app = Application::from_toml(&application_toml)
+            .map_err(|d| d.render(APPLICATION).to_string())?;
+        let dir = tempfile::Builder::new()
+            .prefix("harness-bench-")
+            .tempdir()?;
+        Ok(Bench {
+            env,
+            application_toml,
+            app,
+            dir,
+            configs: 0,
+        })
+    }
+
+    fn fresh_dir(&mut self) -> Result<PathBuf, Error> {
+        self.configs += 1;
+        let dir = self.dir.path().join(format!("config-{}", self.configs));
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
+    /// Writes a deployable config; returns its path.
+    fn deployable_config(
+        &mut self,
+        initial: &Behaviour,
+        store_port: Option<u16>,
+        limiting_off: bool,
+    ) -> Result<PathBuf, Error> {
+        let dir = self.fresh_dir()?;
+        let bindings = bindings(&self.app, initial);
+        let config = IsolateConfig {
+            application_toml: &self.application_toml,
+            deployable: DEPLOYABLE,
+            bindings: &bindings,
+            compatibility_date: &self.env.workerd.version,
+            control_token: "bench",
+            store_port,
+            limiting_off,
+        };
+        Ok(write_config(&dir, &config, &self.env.deployable)?)
+    }
+
+    fn store_config(&mut self) -> Result<PathBuf, Error> {
+        let dir = self.fresh_dir()?;
+        Ok(write_store_config(&dir, &self.env.workerd.version)?)
+    }
+
+    /// The bare Worker's config, shaped like the deployable's.
+    fn bare_config(&mut self) -> Result<PathBuf, Error> {
+        let dir = self.fresh_dir()?;
+        std::fs::write(dir.join("bare-worker.js"), BARE_JS)?;
+        let path = dir.join("bare.capnp");
+        std::fs::write(
+            &path,
+            format!(
+                r#"using Workerd = import "/workerd/workerd.capnp";
+
+const config :Workerd.Config = (
+  services = [ (name = "bare", worker = (
+    modules = [ (name = "bare-worker.js", esModule = embed "bare-worker.js") ],
+    compatibilityDate = "{date}",
+  )) ],
+  sockets = [ (name = "http", address = "127.0.0.1:0", http = (), service = "bare") ],
+  logging = (structuredLogging = true),
+);
+"#,
+                date = self.env.workerd.version
+            ),
+        )?;
+        Ok(path)
+    }
+
+    async fn start(&self, config: &Path) -> Result<WorkerdProcess, Error> {
+        Ok(WorkerdProcess::start(&self.env.workerd.path, config, Instant::now()).await?)
+    }
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn min_max(values: &[f64]) -> (f64, f64) {
+    values
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| {
+            (lo.min(*v), hi.max(*v))
+        })
+}
+
+/// CPU time on every thread of a process so far, in ns, by thread id
+/// (`/proc/PID/task/TID/schedstat`).
+#[derive(Debug, Clone, Default)]
+struct Cpu(BTreeMap<u32, u64>);
+
+impl Cpu {
+    fn of(pid: &str) -> Cpu {
+        let mut threads = BTreeMap::new();
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            return Cpu(threads);
+        };
+        for task in tasks.flatten() {
+            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
+            if let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
+                threads.insert(tid, ns);
+            }
+        }
+        Cpu(threads)
+    }
+
+    /// CPU ns since `before`: in all, and on the busiest thread.
+    fn since(&self, before: &Cpu) -> (u64, u64) {
+        let deltas = self
+            .0
+            .iter()
+            .map(|(tid, ns)| ns.saturating_sub(before.0.get(tid).copied().unwrap_or(0)));
+        deltas.fold((0, 0), |(sum, max), d| (sum + d, max.max(d)))
+    }
+}
+
+/// The pid of the workerd serving `config` (its command line names it).
+fn pid_of(config: &Path) -> Option<String> {
+    let needle = config.display().to_string();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .find_map(|entry| {
+            let pid = entry.file_name().to_str()?.to_owned();
+            pid.parse::<u32>().ok()?;
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+            (comm.trim() == "workerd" && String::from_utf8_lossy(&cmdline).contains(&needle))
+                .then_some(pid)
+        })
+}
+
+/// The resident memory of a process, in KiB (`VmRSS`).
+fn rss_kib(pid: &Option<String>) -> u64 {
+    let Some(pid) = pid else { return 0 };
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// CPU per answered request, in microseconds, over the measured runs.
+#[derive(Debug, Clone, Copy, Default)]
+struct CpuShare {
+    target_ns: u64,
+    target_busiest_ns: u64,
+    store_ns: u64,
+    generator_ns: u64,
+}
+
+struct Target {
+    name: &'static str,
+    process: WorkerdProcess,
+    pid: Option<String>,
+    /// Whether its bindings count in the binding store.
+    uses_store: bool,
+    next_address: Arc<AtomicU64>,
+    cpu: CpuShare,
+    /// Resident memory before the first round, and every request answered (warm-ups too).
+    rss_before_kib: u64,
+    answered_all: u64,
+}
+
+async fn throughput(bench: &mut Bench) -> Result<(), Error> {
+    let rounds = knob("BENCH_ROUNDS", 6) as usize;
+    let seconds = knob("BENCH_SECONDS", 5);
+    let warmup = knob("BENCH_WARMUP_SECONDS", 1);
+    let concurrency = knob("BENCH_CONCURRENCY", 8) as usize;
+
+    let store_config = bench.store_config()?;
+    let store = bench.start(&store_config).await?;
+    let configs = [
+        ("bare", bench.bare_config()?),
+        (
+            "off",
+            bench.deployable_config(&Behaviour::Healthy, Some(store.port), true)?,
+        ),
+        (
+            "on, store",
+            bench.deployable_config(&Behaviour::Healthy, Some(store.port), false)?,
+        ),
+        (
+            "on, in-isolate binding",
+            bench.deployable_config(&Behaviour::Healthy, None, false)?,
+        ),
+        (
+            "on, memory",
+            bench.deployable_config(&Behaviour::Missing, None, false)?,
+        ),
+    ];
+    let store_pid = pid_of(&store_config);
+    let mut targets = Vec::new();
+    let only = std::env::var("BENCH_TARGETS").unwrap_or_default();
+    for (name, config) in &configs {
+        if !only.is_empty() && !only.split(';').any(|o| o.trim() == *name) {
+            continue;
+        }
+        targets.push(Target {
+            name,
+            process: bench.start(config).await?,
+            pid: pid_of(config),
+            uses_store: *name == "on, store",
+            next_address: Arc::new(AtomicU64::new(0)),
+            cpu: CpuShare::default(),
+            rss_before_kib: 0,
+            answered_all: 0,
+        });
+    }
+
+    if targets.is_empty() {
+        return Err(format!("BENCH_TARGETS={only:?} names none of the targets").into());
+    }
+    eprintln!(
+        "throughput: {} targets, {rounds} rounds of {warmup} s warm-up + {seconds} s each, concurrency {concurrency}",
+        targets.len()
+    );
+    for target in &mut targets {
+        target.rss_before_kib = rss_kib(&target.pid);
+    }
+    // loads[round][target]
+    let mut loads: Vec<Vec<Option<Load>>> = Vec::new();
+    for round in 0..rounds {
+        let mut this_round: Vec<Option<Load>> = (0..targets.len()).map(|_| None).collect();
+        for k in 0..targets.len() {
+            let index = (round + k) % targets.len();
+            let target = &mut targets[index];
+            if let Some(status) = target.process.exited() {
+                return Err(format!("{} exited ({status})", target.name).into());
+            }
+            let port = target.process.port;
+            let at = |s: u64| Stop::At(Instant::now() + Duration::from_secs(s));
+            let warm = generate(
+                port,
+                API_PATH,
+                concurrency,
+                at(warmup),
+                &target.next_address,
+            )
+            .await;
+            target.answered_all += warm.answered() as u64;
+            let snapshot = |pid: &Option<String>| pid.as_deref().map(Cpu::of).unwrap_or_default();
+            let before = (snapshot(&target.pid), snapshot(&store_pid), Cpu::of("self"));
+            let load = generate(
+                port,
+                API_PATH,
+                concurrency,
+                at(seconds),
+                &target.next_address,
+            )
+            .await;
+            let (target_ns, busiest_ns) = snapshot(&target.pid).since(&before.0);
+            target.cpu.target_ns += target_ns;
+            target.cpu.target_busiest_ns += busiest_ns;
+            target.cpu.store_ns += snapshot(&store_pid).since(&before.1).0;
+            target.cpu.generator_ns += Cpu::of("self").since(&before.2).0;
+            target.answered_all += load.answered() as u64;
+            eprintln!(
+                "  round {} {:<24} {:>8.0} req/s  ({} answered, {} not 200, {} errors; RSS {} MiB)",
+                round + 1,
+                target.name,
+                load.rps(),
+                load.answered(),
+                load.not_200(),
+                load.errors,
+                rss_kib(&target.pid) / 1024,
+            );
+            this_round[index] = Some(load);
+        }
+        loads.push(this_round);
+    }
+
+    // rps[target][round], and each target's answers pooled over the rounds.
+    let rps: Vec<Vec<f64>> = (0..targets.len())
+        .map(|t| {
+            loads
+                .iter()
+                .filter_map(|r| r[t].as_ref().map(Load::rps))
+                .collect()
+        })
+        .collect();
+    let off = targets.iter().position(|t| t.name == "off").unwrap_or(0);
+    if targets.iter().all(|t| t.name != "off") {
+        eprintln!(
+            "(no `off` target: ratios are against {})",
+            targets[off].name
+        );
+    }
+    let mut pooled: Vec<Load> = (0..targets.len()).map(|_| Load::default()).collect();
+    for round in loads {
+        for (t, load) in round.into_iter().enumerate() {
+            if let Some(load) = load {
+                pooled[t].absorb(load);
+            }
+        }
+    }
+
+    println!(
+        "### Throughput and latency (`GET {API_PATH}`, concurrency {concurrency}, {rounds} rounds of {warmup} s warm-up + {seconds} s per target)\n"
+    );
+    println!(
+        "| target | req/s, median of rounds | req/s, min-max | p50, ms | p99, ms | answered | not 200 | errors | req/s / off, median of rounds | min-max |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (t, target) in targets.iter().enumerate() {
+        let (lo, hi) = min_max(&rps[t]);
+        let mut relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
+        let (rlo, rhi) = min_max(&relative);
+        let load = &mut pooled[t];
+        println!(
+            "| {} | {:.0} | {lo:.0}-{hi:.0} | {:.3} | {:.3} | {} | {} | {} | **{:.3}** | {rlo:.3}-{rhi:.3} |",
+            target.name,
+            median(&mut rps[t].clone()),
+            load.quantile_ms(0.50),
+            load.quantile_ms(0.99),
+            load.answered(),
+            load.not_200(),
+            load.errors,
+            median(&mut relative),
+        );
+    }
+    println!();
+    println!("Per round, req/s (the targets' order rotated each round):\n");
+    println!(
+        "| round | {} |",
+        targets
+            .iter()
+            .map(|t| t.name)
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---:|{}", "---:|".repeat(targets.len()));
+    for round in 0..rounds {
+        println!(
+            "| {} | {} |",
+            round + 1,
+            rps.iter()
+                .map(|r| r.get(round).map_or("-".into(), |v| format!("{v:.0}")))
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    println!();
+
+    let wall: f64 = (rounds as u64 * seconds) as f64;
+    println!(
+        "Where the CPU went, in microseconds per answered request (measured runs only; `/proc/PID/task/*/schedstat`), and the cores in use (CPU time / wall time):\n"
+    );
+    println!(
+        "| target | workerd serving it | of which its busiest thread | binding store | load generator | sum | cores in use |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for (t, target) in targets.iter().enumerate() {
+        let n = pooled[t].answered().max(1) as f64;
+        let us = |ns: u64| ns as f64 / 1000.0 / n;
+        let c = target.cpu;
+        // The store counts only for the target whose bindings ask it.
+        let store_ns = if target.uses_store { c.store_ns } else { 0 };
+        let sum = c.target_ns + store_ns + c.generator_ns;
+        println!(
+            "| {} | {:.1} | {:.1} | {} | {:.1} | {:.1} | {:.2} |",
+            target.name,
+            us(c.target_ns),
+            us(c.target_busiest_ns),
+            if target.uses_store {
+                format!("{:.1}", us(store_ns))
+            } else {
+                format!("({:.1}, idle)", us(c.store_ns))
+            },
+            us(c.generator_ns),
+            us(sum),
+            sum as f64 / 1e9 / wall,
+        );
+    }
+    println!();
+
+    println!(
+        "Resident memory of each target's workerd (`VmRSS`) before the first round and after the last, over every request it answered (warm-ups included):\n"
+    );
+    println!(
+        "| target | RSS before, MiB | RSS after, MiB | requests | growth, bytes per request |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for target in &targets {
+        let after = rss_kib(&target.pid);
+        println!(
+            "| {} | {:.1} | {:.1} | {} | {:.0} |",
+            target.name,
+            target.rss_before_kib as f64 / 1024.0,
+            after as f64 / 1024.0,
+            target.answered_all,
+            (after as f64 - target.rss_before_kib as f64) * 1024.0
+                / target.answered_all.max(1) as f64,
+        );
+    }
+    println!();
+
+    for target in targets {
+        target.process.stop().await;
+    }
+    store.stop().await;
+    Ok(())
+}
+
+async fn deadline(bench: &mut Bench) -> Result<(), Error> {
+    let requests = knob("BENCH_DEADLINE_REQUESTS", 200);
+    let concurrency = 8;
+    let config = bench.deployable_config(&Behaviour::Hanging, None, false)?;
+    let process = bench.start(&config).await?;
+    let next = Arc::new(AtomicU64::new(0));
+    eprintln!("deadline: {requests} requests at concurrency {concurrency}, every binding hanging");
+    // One request first, so the isolate is built before the timed ones.
+    generate(process.port, API_PATH, 1, Stop::After(1), &next).await;
+    let mut load = generate(
+        process.port,
+        API_PATH,
+        concurrency,
+        Stop::After(requests),
+        &next,
+    )
+    .await;
+    let quantiles = [0.0, 0.50, 0.99, 1.0].map(|q| load.quantile_ms(q));
+    println!(
+        "### Deadline precision (every binding hanging, `GET {API_PATH}`, {requests} requests, concurrency {concurrency})\n"
+    );
+    println!("| answered | statuses | errors | min, ms | p50, ms | p99, ms | max, ms | wall, s |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        load.answered(),
+        load.statuses
+            .iter()
+            .map(|(s, n)| format!("{n} x {s}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        load.errors,
+        quantiles[0],
+        quantiles[1],
+        quantiles[2],
+        quantiles[3],
+        load.elapsed.as_secs_f64(),
+    );
+    println!();
+    process.stop().await;
+    Ok(())
+}
+
+/// Spawn to the first `200` on `path`, asking as soon as workerd listens.
+async fn cold_start(
+    bench: &Bench,
+    config: &Path,
+    path: &str,
+) -> Result<(Duration, Duration), Error> {
+    let spawned = Instant::now();
+    let process = bench.start(config).await?;
+    let listen = process.start_to_listen;
+    let deadline = spawned + Duration::from_secs(30);
+    let answered = loop {
+        if let Ok(mut sender) = connect(process.port).await {
+            if let Ok(200) = get(&mut sender, path, None).await {
+                break spawned.elapsed();
+            }
+        }
+        if Instant::now() > deadline {
+            process.stop().await;
+            return Err(format!("no 200 on {path} within 30 s").into());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    process.stop().await;
+    Ok((listen, answered))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+async fn starts(bench: &mut Bench) -> Result<(), Error> {
+    let n = knob("BENCH_STARTS", 30) as usize;
+    let store_config = bench.store_config()?;
+    // The deployable as scenarios run it: healthy bindings, counting in a store.
+    let store = bench.start(&store_config).await?;
+    let deployable = bench.deployable_config(&Behaviour::Healthy, Some(store.port), false)?;
+    let bare = bench.bare_config()?;
+    eprintln!("starts: {n} of each, one at a time");
+
+    println!("### workerd start (one process at a time, {n} starts each)\n");
+    println!(
+        "| config | spawn to listen, median ms | min-max | spawn to first 200, median ms | min-max |"
+    );
+    println!("|---|---:|---:|---:|---:|");
+    for (name, config, path) in [
+        ("deployable (`/health`)", &deployable, Some("/health")),
+        ("bare Worker (`/`)", &bare, Some("/")),
+        ("binding store", &store_config, None),
+    ] {
+        let mut listen = Vec::with_capacity(n);
+        let mut answer = Vec::with_capacity(n);
+        for _ in 0..n {
+            match path {
+                Some(path) => {
+                    let (l, a) = cold_start(bench, config, path).await?;
+                    listen.push(ms(l));
+                    answer.push(ms(a));
+                }
+                None => {
+                    let process = bench.start(config).await?;
+                    listen.push(ms(process.start_to_listen));
+                    process.stop().await;
+                }
+            }
+        }
+        let (llo, lhi) = min_max(&listen);
+        let first = if answer.is_empty() {
+            "- | -".to_owned()
+        } else {
+            let (alo, ahi) = min_max(&answer);
+            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&mut answer))
+        };
+        println!(
+            "| {name} | {:.1} | {llo:.1}-{lhi:.1} | {first} |",
+            median(&mut listen)
+        );
+    }
+    println!();
+    store.stop().await;
+    Ok(())
+}
+
+fn main() -> Result<(), Error> {
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let run = |section: &str| wanted.is_empty() || wanted.iter().any(|w| w == section);
+    let mut bench = Bench::new()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        if run("throughput") {
+            throughput(&mut bench).await?;
+        }
+        if run("deadline") {
+            deadline(&mut bench).await?;
+        }
+        if run("starts") {
+            starts(&mut bench).await?;
+        }
+        Ok::<(), Error>(())
+    })
+}
