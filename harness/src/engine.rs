@@ -329,7 +329,7 @@ impl<'a> Run<'a> {
                 write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
             let store = WorkerdProcess::start(&self.env.workerd.path, &store_config, self.epoch)
                 .await
-                .map_err(|source| EngineError::StoreStart(source))?;
+                .map_err(EngineError::StoreStart)?;
             self.store = Some(store);
         }
         let config = IsolateConfig {
