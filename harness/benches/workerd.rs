@@ -743,10 +743,10 @@ async fn cold_start(
     let listen = process.start_to_listen;
     let deadline = spawned + Duration::from_secs(30);
     let answered = loop {
-        if let Ok(mut sender) = connect(process.port).await {
-            if let Ok(200) = get(&mut sender, path, None).await {
-                break spawned.elapsed();
-            }
+        if let Ok(mut sender) = connect(process.port).await
+            && let Ok(200) = get(&mut sender, path, None).await
+        {
+            break spawned.elapsed();
         }
         if Instant::now() > deadline {
             process.stop().await;
