@@ -1,6 +1,8 @@
 //! `harness check` and `harness wrangler`: what QA and the nightly job run.
 //! They print nothing but the result.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -23,19 +25,7 @@ fn harness(args: &[&str], app: &str) -> (Option<i32>, String, String) {
     )
 }
 
-const VALID: &str = r#"
-[connections.limits]
-driver = "cloudflare_rate_limits"
-namespace = 1001
-
-[rate_limits]
-store = "limits"
-
-[[deployables]]
-name = "edge"
-target = "workers"
-serves_api = true
-"#;
+const VALID: &str = common::WORKERS_API;
 
 #[test]
 fn check_says_ok_for_a_valid_description() {

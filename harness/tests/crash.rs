@@ -1,6 +1,8 @@
 //! workerd refusing its config, or dying mid-scenario, is reported as such,
 //! with its stderr, and not as a timeout.
 
+mod common;
+
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -100,18 +102,7 @@ send = { requests = 2, path = "/health" }
 }
 
 fn marked_workerd(mark: &str) -> Option<u32> {
-    let needle = format!("HARNESS_CRASH_MARK={mark}");
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let serving = cmdline.split(|b| *b == 0).any(|arg| arg == b"serve");
-            comm.trim() == "workerd"
-                && serving
-                && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
-        })
+    common::marked_workerds("HARNESS_CRASH_MARK", mark)
+        .first()
+        .copied()
 }

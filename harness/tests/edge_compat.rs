@@ -4,20 +4,12 @@
 //! writes the drift report and JUnit XML, and its exit status follows the
 //! expected failures.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
 
-const APP: &str = r#"
-[connections.limits]
-driver = "cloudflare_rate_limits"
-namespace = 1001
-[rate_limits]
-store = "limits"
-[[deployables]]
-name = "edge"
-target = "workers"
-serves_api = true
-"#;
+const APP: &str = common::WORKERS_API;
 
 /// Writes `dir/scenarios/`, whose trials are named `scenarios/edge.toml::NAME`.
 fn scenarios(dir: &Path, expectations: &str) {

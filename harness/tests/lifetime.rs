@@ -4,6 +4,8 @@
 //! Each test marks the processes it starts with an environment variable of
 //! its own and looks for workerd processes carrying it in /proc.
 
+mod common;
+
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,31 +15,8 @@ use harness::workerd::config::{IsolateConfig, write_config};
 
 const MARKER: &str = "HARNESS_LIFETIME_MARK";
 
-/// The pids of running workerd processes whose environment holds `MARKER=mark`.
 fn marked_workerds(mark: &str) -> Vec<u32> {
-    let needle = format!("{MARKER}={mark}");
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let zombie = state
-                .rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'));
-            let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let serving = cmdline.split(|b| *b == 0).any(|arg| arg == b"serve");
-            comm.trim() == "workerd"
-                && serving
-                && !zombie
-                && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
-        })
-        .collect()
+    common::marked_workerds(MARKER, mark)
 }
 
 fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
@@ -51,17 +30,7 @@ fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
     done()
 }
 
-const APP: &str = r#"
-[connections.limits]
-driver = "cloudflare_rate_limits"
-namespace = 1001
-[rate_limits]
-store = "limits"
-[[deployables]]
-name = "edge"
-target = "workers"
-serves_api = true
-"#;
+const APP: &str = common::WORKERS_API;
 
 fn scenario_dir(steps: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
