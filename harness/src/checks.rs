@@ -5,12 +5,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
-use std::time::Duration;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
-use crate::scenario::{
-    FallbackReasonName, Place, Prepared, SendExpectations, expand_statuses, parse_statuses,
-};
+use crate::scenario::{Place, Prepared, SendExpectations, expand_statuses, parse_statuses};
 
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,7 +301,7 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
             e.get_ref()
                 .fallback
                 .iter()
-                .map(|f| ((f.binding.clone(), reason_str(f.reason)), f.per_isolate))
+                .map(|f| ((f.binding.clone(), f.reason.as_str()), f.per_isolate))
                 .collect()
         })
         .unwrap_or_default();
@@ -383,10 +380,6 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
     failures
 }
 
-fn reason_str(reason: FallbackReasonName) -> &'static str {
-    reason.as_str()
-}
-
 fn instance_name(instance: &InstanceRecord) -> String {
     if instance.generation == 0 {
         format!("isolate {}", instance.isolate)
@@ -449,14 +442,10 @@ pub fn latencies(observation: &Observation) -> Vec<u64> {
     let mut ms: Vec<u64> = observation
         .requests
         .iter()
-        .map(|r| duration_ms(r.latency))
+        .map(|r| r.latency.as_millis() as u64)
         .collect();
     ms.sort_unstable();
     ms
-}
-
-fn duration_ms(d: Duration) -> u64 {
-    d.as_millis() as u64
 }
 
 fn short(text: &str) -> String {

@@ -127,7 +127,17 @@ pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Ab
                 observation: Observation::default(),
             })
         })?;
-    runtime.block_on(Run::new(env, prepared).execute())
+    let client = reqwest::Client::builder()
+        .timeout(REQUEST_TIMEOUT)
+        .pool_max_idle_per_host(64)
+        .build()
+        .map_err(|e| {
+            Box::new(Aborted {
+                error: EngineError::Setup(e.to_string()),
+                observation: Observation::default(),
+            })
+        })?;
+    runtime.block_on(Run::new(env, prepared, client).execute())
 }
 
 /// The bindings a scenario's deployable needs, with their starting behaviour.
@@ -203,6 +213,10 @@ struct Run<'a> {
     token: String,
     observation: Observation,
     isolates: Vec<Isolate>,
+    /// One HTTP client for the traffic and the control requests.
+    client: reqwest::Client,
+    /// The bindings in the config: those a step can change.
+    configured: Vec<String>,
     /// The process keeping the emulated bindings' shared count.
     store: Option<WorkerdProcess>,
     _dir: Option<tempfile::TempDir>,
@@ -210,7 +224,7 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    fn new(env: &'a Environment, prepared: &'a Prepared) -> Run<'a> {
+    fn new(env: &'a Environment, prepared: &'a Prepared, client: reqwest::Client) -> Run<'a> {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_nanos())
@@ -222,6 +236,8 @@ impl<'a> Run<'a> {
             token: format!("{:x}{:x}", nanos, std::process::id()),
             observation: Observation::default(),
             isolates: Vec::new(),
+            client,
+            configured: Vec::new(),
             store: None,
             _dir: None,
             next_address: 1,
@@ -274,11 +290,7 @@ impl<'a> Run<'a> {
         self.start_isolates(&bindings, scenario.isolates).await?;
         wait_for_room(60_000, MINUTE_ROOM.as_millis() as u64).await;
 
-        let client = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .pool_max_idle_per_host(64)
-            .build()
-            .map_err(|e| EngineError::Setup(e.to_string()))?;
+        let client = self.client.clone();
         for (index, step) in scenario.steps.iter().enumerate() {
             let done = self.step(&client, index, step.get_ref()).await;
             // A step that failed because a workerd died is reported as that crash.
@@ -319,6 +331,11 @@ impl<'a> Run<'a> {
         bindings: &[EmulatedBinding],
         count: usize,
     ) -> Result<(), EngineError> {
+        self.configured = bindings
+            .iter()
+            .filter(|b| b.in_config)
+            .map(|b| b.name.clone())
+            .collect();
         let dir = tempfile::Builder::new()
             .prefix("harness-")
             .tempdir()
@@ -458,9 +475,8 @@ impl<'a> Run<'a> {
         client: &reqwest::Client,
         changes: &BTreeMap<String, Behaviour>,
     ) -> Result<(), EngineError> {
-        let names: Vec<String> = self.binding_names().await?;
         let mut body = serde_json::Map::new();
-        for name in &names {
+        for name in &self.configured {
             if let Some(b) = changes.get(name).or_else(|| changes.get(ALL_BINDINGS)) {
                 body.insert(name.clone(), b.to_json());
             }
@@ -481,15 +497,6 @@ impl<'a> Run<'a> {
             }
         }
         Ok(())
-    }
-
-    /// The bindings in the config (those that can change behaviour).
-    async fn binding_names(&self) -> Result<Vec<String>, EngineError> {
-        let Some(isolate) = self.isolates.first() else {
-            return Ok(Vec::new());
-        };
-        let stats = binding_stats(&isolate.process.url(), &self.token).await?;
-        Ok(stats.keys().cloned().collect())
     }
 
     async fn restart(&mut self, index: usize) -> Result<(), EngineError> {
@@ -515,10 +522,29 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Each configured binding's stats in one isolate (`GET /bindings`, see `assets/entry.js`).
+    async fn binding_stats(
+        &self,
+        base: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
+        let response = self
+            .client
+            .get(format!("{base}/bindings"))
+            .header(CONTROL_HEADER, &self.token)
+            .send()
+            .await
+            .map_err(|e| EngineError::Control(format!("reading bindings: {}", error_chain(&e))))?;
+        let value: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
+        Ok(value.as_object().cloned().unwrap_or_default())
+    }
+
     /// Reads what reached its bindings and what it wrote, then stops it.
     async fn retire(&mut self, index: usize, mut isolate: Isolate) {
         if isolate.process.exited().is_none()
-            && let Ok(stats) = binding_stats(&isolate.process.url(), &self.token).await
+            && let Ok(stats) = self.binding_stats(&isolate.process.url()).await
         {
             for (binding, stat) in stats {
                 let keys = stat["keys"]
@@ -543,27 +569,6 @@ impl<'a> Run<'a> {
             served: isolate.served,
         });
     }
-}
-
-async fn binding_stats(
-    base: &str,
-    token: &str,
-) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
-    let client = reqwest::Client::builder()
-        .timeout(REQUEST_TIMEOUT)
-        .build()
-        .map_err(|e| EngineError::Setup(e.to_string()))?;
-    let response = client
-        .get(format!("{base}/bindings"))
-        .header(CONTROL_HEADER, token)
-        .send()
-        .await
-        .map_err(|e| EngineError::Control(format!("reading bindings: {}", error_chain(&e))))?;
-    let value: serde_json::Value = response
-        .json()
-        .await
-        .map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
-    Ok(value.as_object().cloned().unwrap_or_default())
 }
 
 fn error_chain(error: &dyn std::error::Error) -> String {

@@ -11,7 +11,7 @@ use harness::expectations::Verdict;
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
-use harness::workerd::find::{PLATFORM_PACKAGE, binary_in, install_version, newest_npm_version};
+use harness::workerd::find::{binary_in, install_version, newest_npm_version, pinned_npm_version};
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 
@@ -268,7 +268,7 @@ fn edge_compat(
         Ok(suite) => suite,
         Err(code) => return code,
     };
-    let pinned_npm = match pinned_npm_version() {
+    let pinned_npm = match pinned_npm_version(&harness::paths::pinned_workerd_dir()) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -370,16 +370,4 @@ fn edge_compat(
     } else {
         ExitCode::FAILURE
     }
-}
-
-fn pinned_npm_version() -> Result<String, String> {
-    let manifest = harness::paths::pinned_workerd_dir().join("package.json");
-    let text =
-        std::fs::read_to_string(&manifest).map_err(|e| format!("{}: {e}", manifest.display()))?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", manifest.display()))?;
-    json["dependencies"][PLATFORM_PACKAGE]
-        .as_str()
-        .map(str::to_owned)
-        .ok_or_else(|| format!("{} pins no {PLATFORM_PACKAGE}", manifest.display()))
 }

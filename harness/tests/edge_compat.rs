@@ -26,13 +26,8 @@ fn scenarios(dir: &Path, expectations: &str) {
 }
 
 fn pinned_npm_version() -> String {
-    let text = std::fs::read_to_string(harness::paths::pinned_workerd_dir().join("package.json"))
-        .expect("pin");
-    let json: serde_json::Value = serde_json::from_str(&text).expect("json");
-    json["dependencies"]["@cloudflare/workerd-linux-64"]
-        .as_str()
-        .expect("pinned")
-        .to_owned()
+    harness::workerd::find::pinned_npm_version(&harness::paths::pinned_workerd_dir())
+        .expect("the pin")
 }
 
 fn edge_compat(dir: &Path, out: &Path) -> (Option<i32>, String, String, String) {

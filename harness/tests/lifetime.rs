@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use harness::workerd::WorkerdProcess;
 use harness::workerd::config::{IsolateConfig, write_config};
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
 
 const MARKER: &str = "HARNESS_LIFETIME_MARK";
 
@@ -85,9 +87,9 @@ fn a_failing_run_leaves_no_workerd() {
     assert_eq!(marked_workerds(mark), Vec::<u32>::new());
 }
 
-#[test]
-fn sigint_in_the_middle_leaves_no_workerd() {
-    let mark = "sigint";
+/// Signals the harness while its scenario sleeps with every workerd up, and
+/// checks that none of them outlives it.
+fn signal_mid_run_leaves_no_workerd(mark: &str, signal: Signal) {
     let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
     let mut harness = Harness(harness_run(dir.path(), mark));
     assert!(
@@ -95,11 +97,7 @@ fn sigint_in_the_middle_leaves_no_workerd() {
             == PROCESSES),
         "workerds started"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(harness.0.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .expect("SIGINT sent");
+    kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
     let status = harness.0.wait().expect("harness ends");
     assert!(!status.success());
     assert!(
@@ -110,22 +108,13 @@ fn sigint_in_the_middle_leaves_no_workerd() {
 }
 
 #[test]
+fn sigint_in_the_middle_leaves_no_workerd() {
+    signal_mid_run_leaves_no_workerd("sigint", Signal::SIGINT);
+}
+
+#[test]
 fn sigkill_of_the_harness_leaves_no_workerd() {
-    let mark = "sigkill";
-    let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
-    let mut harness = Harness(harness_run(dir.path(), mark));
-    assert!(
-        wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
-            == PROCESSES),
-        "workerds started"
-    );
-    harness.0.kill().expect("SIGKILL sent");
-    harness.0.wait().expect("harness ends");
-    assert!(
-        wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()),
-        "{:?}",
-        marked_workerds(mark)
-    );
+    signal_mid_run_leaves_no_workerd("sigkill", Signal::SIGKILL);
 }
 
 #[test]

@@ -12,20 +12,12 @@ fn lint_dir() -> PathBuf {
 fn validator() -> PathBuf {
     let bin = lint_dir().join("node_modules/.bin/action-validator");
     if !bin.is_file() {
-        eprintln!(
-            "action-validator is not installed; running `npm ci` in {}",
-            lint_dir().display()
-        );
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund"])
-            .current_dir(lint_dir())
-            .status()
-            .expect("npm runs");
-        assert!(
-            status.success(),
-            "npm ci failed in {}",
-            lint_dir().display()
-        );
+        harness::workerd::find::npm_ci_saying_so(
+            &lint_dir(),
+            "action-validator is not installed",
+            &[],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     bin
 }

@@ -3,7 +3,6 @@
 //! release as the pinned workerd, installed in `tools/fixtures/wrangler`).
 
 use std::path::PathBuf;
-use std::process::Command;
 
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
@@ -16,20 +15,12 @@ fn wrangler_dir() -> PathBuf {
 fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
     if !path.is_file() {
-        eprintln!(
-            "wrangler is not installed; running `npm ci --ignore-scripts` in {}",
-            wrangler_dir().display()
-        );
-        let status = Command::new("npm")
-            .args(["ci", "--no-audit", "--no-fund", "--ignore-scripts"])
-            .current_dir(wrangler_dir())
-            .status()
-            .expect("npm runs");
-        assert!(
-            status.success(),
-            "npm ci failed in {}",
-            wrangler_dir().display()
-        );
+        harness::workerd::find::npm_ci_saying_so(
+            &wrangler_dir(),
+            "wrangler is not installed",
+            &["--ignore-scripts"],
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
     }
     let text = std::fs::read_to_string(&path).expect("config-schema.json");
     serde_json::from_str(&text).expect("the schema is JSON")

@@ -99,6 +99,11 @@ impl Gate {
         self.limiter.borrow().counting().clone()
     }
 
+    /// Whether this deployable serves an API (asked on every request, so no clone).
+    pub fn serves_api(&self) -> bool {
+        *self.limiter.borrow().counting() != Counting::NoApi
+    }
+
     /// Records a request refused for another reason (an API request to a deployable without one).
     pub fn record_refused(&self) {
         self.limiter.borrow_mut().record_refused();

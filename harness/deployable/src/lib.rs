@@ -105,7 +105,7 @@ pub async fn fetch(request: web_sys::Request, env: JsValue) -> Result<web_sys::R
     if !path.starts_with("/api/") {
         return json_response(404, &serde_json::json!({ "error": "not_found" }));
     }
-    if gate.counting() == Counting::NoApi {
+    if !gate.serves_api() {
         gate.record_refused();
         return json_response(404, &serde_json::json!({ "error": "no_api" }));
     }

@@ -174,11 +174,20 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
 
 /// Runs `npm ci` in the pinned folder, saying so.
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
+    npm_ci_saying_so(dir, "workerd is not installed", &[])
+}
+
+/// Runs `npm ci` (with `extra` flags) in an npm folder of the repository,
+/// saying why on stderr: the harness and its tests install what they need.
+pub fn npm_ci_saying_so(dir: &Path, why: &str, extra: &[&str]) -> Result<(), FindError> {
+    let mut args = vec!["ci"];
+    args.extend_from_slice(extra);
     eprintln!(
-        "harness: workerd is not installed; running `npm ci` in {}",
+        "harness: {why}; running `npm {}` in {}",
+        args.join(" "),
         dir.display()
     );
-    npm(dir, &["ci"])
+    npm(dir, &args)
 }
 
 fn npm(dir: &Path, args: &[&str]) -> Result<(), FindError> {
@@ -233,6 +242,15 @@ pub fn version_of(path: &Path) -> Result<String, FindError> {
 /// The workerd version the npm folder pins, as workerd prints it: npm's
 /// `1.20261117.1` is workerd's `2026-11-17`.
 pub fn pinned_version(npm_dir: &Path) -> Result<String, FindError> {
+    let npm_version = pinned_npm_version(npm_dir)?;
+    npm_version_to_date(&npm_version).ok_or_else(|| FindError::Pin {
+        path: npm_dir.join("package.json"),
+        detail: format!("`{npm_version}` is not a workerd release version"),
+    })
+}
+
+/// The npm release the folder's `package.json` pins, such as `1.20261117.1`.
+pub fn pinned_npm_version(npm_dir: &Path) -> Result<String, FindError> {
     let manifest = npm_dir.join("package.json");
     let pin_error = |detail: String| FindError::Pin {
         path: manifest.clone(),
@@ -241,11 +259,10 @@ pub fn pinned_version(npm_dir: &Path) -> Result<String, FindError> {
     let text = std::fs::read_to_string(&manifest).map_err(|e| pin_error(e.to_string()))?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| pin_error(e.to_string()))?;
-    let npm_version = json["dependencies"][PLATFORM_PACKAGE]
+    json["dependencies"][PLATFORM_PACKAGE]
         .as_str()
-        .ok_or_else(|| pin_error(format!("no dependency on {PLATFORM_PACKAGE}")))?;
-    npm_version_to_date(npm_version)
-        .ok_or_else(|| pin_error(format!("`{npm_version}` is not a workerd release version")))
+        .map(str::to_owned)
+        .ok_or_else(|| pin_error(format!("no dependency on {PLATFORM_PACKAGE}")))
 }
 
 /// `1.20261117.1` -> `2026-11-17`.
