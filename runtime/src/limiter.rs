@@ -2,13 +2,16 @@
 //! store (Cloudflare's binding) and passes in its answer and the time, so the
 //! same code runs in native unit tests and in wasm inside workerd.
 //!
-//! A request goes through two steps:
+//! A request goes through two steps, an input and an output:
 //! 1. [`Limiter::checks`] says which limits count it, under which key, and
 //!    which binding (if any) to ask for each.
 //! 2. The I/O layer asks the bindings (all at once, so one deadline bounds
-//!    the request) and hands each answer, in order, to [`Limiter::settle`],
-//!    which falls back to the isolate's memory when the binding can't be
-//!    asked. The first refusal ends the request.
+//!    the request) and hands every answer, in the checks' order, to
+//!    [`Limiter::conclude`], which settles every check (falling back to the
+//!    isolate's memory for a binding that can't be asked) and returns the
+//!    [`Decision`]: the refusal, if any limit refused, and the fallback log
+//!    lines to write. Every I/O layer (Workers today, native and Redis next)
+//!    calls these two and nothing else, so the decision exists once.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -52,6 +55,14 @@ impl Subject {
         }
     }
 
+    /// The built-in limit's name in the `RateLimit-Policy` header.
+    fn policy(&self) -> &'static str {
+        match self {
+            Subject::Caller(_) => "caller",
+            Subject::Address(_) => "address",
+        }
+    }
+
     fn key(&self) -> String {
         match self {
             Subject::Caller(id) => format!("caller:{id}"),
@@ -70,6 +81,9 @@ pub struct Check {
     pub key: String,
     /// The binding to ask, when the store is Cloudflare's binding.
     pub binding: Option<String>,
+    /// The limit's name in the 429's `RateLimit-Policy` header: `caller`,
+    /// `address`, or the route's path. Never a key.
+    pub policy: String,
 }
 
 /// Why a binding could not be asked, as logged.
@@ -84,6 +98,7 @@ pub enum FallbackReason {
 }
 
 impl FallbackReason {
+    /// The reason as logged: `missing`, `failed` or `timed_out`.
     pub fn as_str(self) -> &'static str {
         match self {
             FallbackReason::Missing => "missing",
@@ -130,30 +145,69 @@ impl FallbackLog {
     }
 }
 
-/// The outcome of one check.
+/// One limit that refused a request, as the `RateLimit-Policy` header names it
+/// (draft-ietf-httpapi-ratelimit-headers): so a client sees which limit it hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Settled {
-    pub verdict: Verdict,
-    /// A line to log now: the first fallback of this binding in this isolate.
-    pub log: Option<FallbackLog>,
+pub struct Policy {
+    /// `caller`, `address`, or the route's path.
+    pub name: String,
+    pub limit: Limit,
 }
 
-/// A refused request: 429 with `Retry-After`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+impl Policy {
+    /// `"<name>";q=<requests>;w=<window>`, the name as a structured-field
+    /// string (RFC 8941: printable ASCII, `"` and `\` escaped; anything else
+    /// percent-encoded, since a header carries no other bytes).
+    pub fn to_header_item(&self) -> String {
+        let mut name = String::with_capacity(self.name.len());
+        for byte in self.name.bytes() {
+            match byte {
+                b'"' | b'\\' => {
+                    name.push('\\');
+                    name.push(char::from(byte));
+                }
+                0x20..=0x7e => name.push(char::from(byte)),
+                _ => name.push_str(&format!("%{byte:02X}")),
+            }
+        }
+        format!(
+            "\"{name}\";q={};w={}",
+            self.limit.requests, self.limit.window_seconds
+        )
+    }
+}
+
+/// A refused request: 429 with `Retry-After` and `RateLimit-Policy`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
-    /// The window's whole length: the binding says only whether a request is
-    /// within the limit, not when its window ends.
+    /// The longest window among the limits that refused: the binding says
+    /// only whether a request is within the limit, not when its window
+    /// ends, so a client waiting this long is within every one of them again.
     pub retry_after_seconds: u32,
+    /// Every limit that refused the request, in the order they were checked. Never empty.
+    pub policies: Vec<Policy>,
 }
 
 impl Refusal {
+    /// The status of every refusal.
     pub const STATUS: u16 = 429;
 
-    /// The refusal for a request over `limit`.
-    pub fn for_limit(limit: Limit) -> Refusal {
-        Refusal {
-            retry_after_seconds: limit.window_seconds,
-        }
+    /// The header naming the limits that refused.
+    pub const POLICY_HEADER: &'static str = "RateLimit-Policy";
+
+    /// The refusal by the limits in `policies`; `None` when nothing refused.
+    pub fn by(policies: Vec<Policy>) -> Option<Refusal> {
+        let retry_after_seconds = policies.iter().map(|p| p.limit.window_seconds).max()?;
+        Some(Refusal {
+            retry_after_seconds,
+            policies,
+        })
+    }
+
+    /// The `RateLimit-Policy` header's value: one list item per refusing limit.
+    pub fn rate_limit_policy(&self) -> String {
+        let items: Vec<String> = self.policies.iter().map(Policy::to_header_item).collect();
+        items.join(", ")
     }
 
     /// The short JSON body sent with the 429.
@@ -166,10 +220,26 @@ impl Refusal {
     }
 }
 
+/// What [`Limiter::conclude`] decided for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a decision carries the refusal to send and the log lines to write"]
+pub struct Decision {
+    /// The 429 to send, or `None` to let the request through.
+    pub refusal: Option<Refusal>,
+    /// The `rate_limits.fallback` lines to write now: the first fallback of
+    /// each binding in this isolate.
+    pub logs: Vec<FallbackLog>,
+}
+
 /// The request-time state of one deployable in one isolate (or process).
+///
+/// Inputs and outputs, in order, for each request: [`Limiter::checks`], then
+/// (after asking the bindings) [`Limiter::conclude`]. Requests may
+/// interleave between the two: each call is self-contained.
 pub struct Limiter {
     counting: Counting,
     plan: BindingPlan,
+    /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<(String, Limit)>,
     memory: WindowCounter,
     logged: BTreeSet<String>,
@@ -201,11 +271,17 @@ impl Limiter {
             .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
         let counting = app.counting(deployable);
         let plan = BindingPlan::for_deployable(app, deployable);
-        let routes = app
-            .routes
-            .iter()
-            .filter_map(|r| Some((r.path.clone(), r.rate_limit?)))
-            .collect();
+        // A route listed twice (`rate_limits.route_duplicate` in a checked
+        // description) must not count one request twice under one key.
+        let mut routes: Vec<(String, Limit)> = Vec::new();
+        for route in &app.routes {
+            if let Some(limit) = route.rate_limit {
+                let entry = (route.path.clone(), limit);
+                if !routes.contains(&entry) {
+                    routes.push(entry);
+                }
+            }
+        }
         Ok(Limiter {
             counting,
             plan,
@@ -228,7 +304,8 @@ impl Limiter {
 
     /// The limits that count a request from `subject` to `path`, in the order
     /// to check them: the subject's built-in limit, then the route's own.
-    /// A deployable that serves no API limits nothing.
+    /// A deployable that serves no API limits nothing. No two checks share
+    /// both limit and key, so no request is counted twice under one key.
     pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
         if self.counting == Counting::NoApi {
             return Vec::new();
@@ -238,44 +315,84 @@ impl Limiter {
             .routes
             .iter()
             .filter(|(route, _)| route == path)
-            .map(|(route, limit)| (*limit, format!("{route}|{subject_key}")));
-        std::iter::once((subject.limit(), subject_key.clone()))
-            .chain(route)
-            .map(|(limit, key)| Check {
-                binding: self.plan.binding_for(limit).map(|b| b.name.clone()),
-                limit,
-                key,
-            })
-            .collect()
+            .map(|(route, limit)| (*limit, format!("{route}|{subject_key}"), route.clone()));
+        std::iter::once((
+            subject.limit(),
+            subject_key.clone(),
+            subject.policy().to_owned(),
+        ))
+        .chain(route)
+        .map(|(limit, key, policy)| Check {
+            binding: self.plan.binding_for(limit).map(|b| b.name.clone()),
+            limit,
+            key,
+            policy,
+        })
+        .collect()
+    }
+
+    /// Settles every check of one request and decides it.
+    ///
+    /// `answers[i]` is what the binding of `checks[i]` said, or `None` when
+    /// the check has no binding to ask (a missing answer counts as `None`).
+    /// Every check is settled, in binding mode and in memory mode alike: a
+    /// binding that can't be asked counts the request in memory and is logged
+    /// (once per isolate) even when another limit refuses it. The request is
+    /// refused if any limit refuses it, with `Retry-After` the longest window
+    /// among those that refused; a refusal is added to the tally.
+    ///
+    /// `now_ms` is milliseconds since the Unix epoch, from one clock for the
+    /// isolate's life: windows are aligned to it (`floor(now / window)`), as
+    /// the binding aligns them. It should not go backwards; if it does, no
+    /// count is reset, but a window may end later than it should.
+    pub fn conclude(
+        &mut self,
+        checks: &[Check],
+        answers: Vec<Option<BindingAnswer>>,
+        now_ms: u64,
+    ) -> Decision {
+        debug_assert!(answers.len() <= checks.len(), "one answer per check");
+        let mut answers = answers.into_iter();
+        let mut refused_by = Vec::new();
+        let mut logs = Vec::new();
+        for check in checks {
+            let (verdict, log) = self.settle(check, answers.next().flatten(), now_ms);
+            logs.extend(log);
+            match verdict {
+                Verdict::Within => {}
+                Verdict::Exceeded => refused_by.push(Policy {
+                    name: check.policy.clone(),
+                    limit: check.limit,
+                }),
+            }
+        }
+        let refusal = Refusal::by(refused_by);
+        if refusal.is_some() {
+            self.record_refused();
+        }
+        Decision { refusal, logs }
     }
 
     /// Settles one check with the binding's answer (`None` when there is no
     /// binding to ask), counting in memory when the binding can't be asked.
-    pub fn settle(&mut self, check: &Check, answer: Option<BindingAnswer>, now_ms: u64) -> Settled {
+    fn settle(
+        &mut self,
+        check: &Check,
+        answer: Option<BindingAnswer>,
+        now_ms: u64,
+    ) -> (Verdict, Option<FallbackLog>) {
         match answer {
-            Some(BindingAnswer::Answered { success }) => Settled {
-                verdict: if success {
-                    Verdict::Within
-                } else {
-                    Verdict::Exceeded
-                },
-                log: None,
-            },
+            Some(BindingAnswer::Answered { success: true }) => (Verdict::Within, None),
+            Some(BindingAnswer::Answered { success: false }) => (Verdict::Exceeded, None),
             Some(BindingAnswer::Unavailable(reason)) => {
                 let binding = check.binding.clone().unwrap_or_default();
                 let log = self
                     .logged
                     .insert(binding.clone())
                     .then_some(FallbackLog { binding, reason });
-                Settled {
-                    verdict: self.memory.hit(check.limit, &check.key, now_ms),
-                    log,
-                }
+                (self.memory.hit(check.limit, &check.key, now_ms), log)
             }
-            None => Settled {
-                verdict: self.memory.hit(check.limit, &check.key, now_ms),
-                log: None,
-            },
+            None => (self.memory.hit(check.limit, &check.key, now_ms), None),
         }
     }
 

@@ -9,7 +9,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::config::{Application, Counting, Diagnostics};
-use crate::counter::Verdict;
 use crate::limiter::{
     ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, FallbackReason, Limiter, Refusal, Subject,
     Tally, UnknownDeployable,
@@ -80,18 +79,18 @@ impl Gate {
             }
         }))
         .await;
-        for (check, answer) in checks.iter().zip(answers) {
-            // The borrow is never held across an await: requests interleave in an isolate.
-            let settled = self.limiter.borrow_mut().settle(check, answer, now_ms());
-            if let Some(log) = settled.log {
-                console_warn(&log.to_json_line());
-            }
-            if settled.verdict == Verdict::Exceeded {
-                self.limiter.borrow_mut().record_refused();
-                return Err(Refusal::for_limit(check.limit));
-            }
+        // The borrow is never held across an await: requests interleave in an isolate.
+        let decision = self
+            .limiter
+            .borrow_mut()
+            .conclude(&checks, answers, now_ms());
+        for log in &decision.logs {
+            console_warn(&log.to_json_line());
         }
-        Ok(())
+        match decision.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
@@ -130,6 +129,9 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
     response
         .headers()
         .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
+    response
+        .headers()
+        .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
 }
