@@ -7,6 +7,7 @@
 //! decides each request without doing I/O, counting in [`counter`] when the
 //! binding can't be asked; on wasm32, [`workers`] does the I/O in workerd.
 
+pub mod address;
 pub mod config;
 pub mod counter;
 pub mod limiter;
@@ -15,6 +16,7 @@ pub mod plan;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
 
+pub use address::ClientAddress;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use limiter::{Limiter, Subject};
 pub use limits::Limit;

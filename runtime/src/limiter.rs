@@ -16,6 +16,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
+use crate::address::ClientAddress;
 use crate::config::{Application, Counting, Deployable};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
@@ -33,17 +34,18 @@ pub const ADDRESS_HEADER: &str = "CF-Connecting-IP";
 pub enum Subject {
     /// A signed-in caller, by the id the application's sign-in gave.
     Caller(String),
-    /// Anyone else, by the address in [`ADDRESS_HEADER`]. A request without
-    /// one is counted under the empty address, shared by all such requests.
-    Address(String),
+    /// Anyone else, by the address in [`ADDRESS_HEADER`]: an IPv6 client by
+    /// its /64. Requests without a usable address share one count.
+    Address(ClientAddress),
 }
 
 impl Subject {
-    /// The subject of a request: the caller if signed in, else the address.
+    /// The subject of a request: the caller if signed in (an id that is
+    /// empty or only whitespace is no sign-in), else the address.
     pub fn of_request(caller_id: Option<&str>, connecting_ip: Option<&str>) -> Subject {
         match caller_id {
-            Some(id) if !id.is_empty() => Subject::Caller(id.to_owned()),
-            _ => Subject::Address(connecting_ip.unwrap_or_default().trim().to_owned()),
+            Some(id) if !id.trim().is_empty() => Subject::Caller(id.to_owned()),
+            _ => Subject::Address(ClientAddress::from_header(connecting_ip)),
         }
     }
 

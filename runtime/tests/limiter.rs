@@ -1,5 +1,8 @@
 //! The request-time decision, driven natively with answers a binding could give.
 
+use std::net::Ipv4Addr;
+
+use runtime::ClientAddress;
 use runtime::config::{Application, Counting};
 use runtime::config::{Deployable, Route, Store, StoreDriver, Target};
 use runtime::limiter::{
@@ -8,6 +11,11 @@ use runtime::limiter::{
 use runtime::limits::{ADDRESS_LIMIT, Limit};
 
 const T0: u64 = 1_800_000_000_000;
+
+/// Anyone not signed in, by the `CF-Connecting-IP` header's value.
+fn address(header: &str) -> Subject {
+    Subject::of_request(None, Some(header))
+}
 
 fn app(store: &str, extra: &str) -> Application {
     Application::from_toml(&format!(
@@ -61,18 +69,18 @@ fn callers_by_id_and_others_by_address() {
     );
     assert_eq!(
         Subject::of_request(None, Some("1.2.3.4")),
-        Subject::Address("1.2.3.4".into())
+        Subject::Address(ClientAddress::V4(Ipv4Addr::new(1, 2, 3, 4)))
     );
     assert_eq!(
         Subject::of_request(Some(""), None),
-        Subject::Address(String::new())
+        Subject::Address(ClientAddress::Unknown)
     );
     let limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let caller = limiter.checks(&Subject::Caller("u1".into()), "/api/items");
     assert_eq!(caller.len(), 1);
     assert_eq!(caller[0].key, "caller:u1");
     assert_eq!(caller[0].binding.as_deref(), Some("LIMITS_600_PER_60S"));
-    let address = limiter.checks(&Subject::Address("1.2.3.4".into()), "/api/search");
+    let address = limiter.checks(&address("1.2.3.4"), "/api/search");
     let keys: Vec<&str> = address.iter().map(|c| c.key.as_str()).collect();
     assert_eq!(keys, ["address:1.2.3.4", "/api/search|address:1.2.3.4"]);
     assert_eq!(address[1].binding.as_deref(), Some("LIMITS_2_PER_10S"));
@@ -81,7 +89,7 @@ fn callers_by_id_and_others_by_address() {
 #[test]
 fn the_binding_decides_when_it_answers() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-    let subject = Subject::Address("1.2.3.4".into());
+    let subject = address("1.2.3.4");
     assert_eq!(
         run(
             &mut limiter,
@@ -112,7 +120,7 @@ fn each_fallback_counts_in_memory_and_logs_once_without_a_key() {
         FallbackReason::TimedOut,
     ] {
         let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-        let subject = Subject::Address("198.51.100.9".into());
+        let subject = address("198.51.100.9");
         let (within, logs) = run(
             &mut limiter,
             &subject,
@@ -141,11 +149,7 @@ fn a_redis_store_counts_in_memory_without_logging() {
 #[test]
 fn a_deployable_serving_no_api_limits_nothing_and_tallies_refusals() {
     let mut limiter = Limiter::new(&app("limits", ""), "site", 1).expect("site");
-    assert!(
-        limiter
-            .checks(&Subject::Address("a".into()), "/api/items")
-            .is_empty()
-    );
+    assert!(limiter.checks(&address("a"), "/api/items").is_empty());
     limiter.record_refused();
     let tally = limiter.record_health_check();
     assert_eq!((tally.refused, tally.health_checks), (1, 1));
@@ -194,7 +198,7 @@ fn memory_mode_settles_every_limit_even_after_one_refuses() {
     // limit must still count those requests, as the binding would.
     let mut limiter =
         Limiter::new(&memory_app("{ requests = 2, window = 10 }"), "edge", 1).expect("edge");
-    let subject = Subject::Address("192.0.2.1".into());
+    let subject = address("192.0.2.1");
     assert_eq!(run(&mut limiter, &subject, 120, None).0, 120);
     for _ in 0..2 {
         let decision = decide(&mut limiter, &subject, "/api/search", None);
@@ -215,7 +219,7 @@ fn memory_mode_settles_every_limit_even_after_one_refuses() {
 fn retry_after_is_the_longest_window_among_the_refusing_limits() {
     let mut limiter =
         Limiter::new(&memory_app("{ requests = 1, window = 3600 }"), "edge", 1).expect("edge");
-    let subject = Subject::Address("192.0.2.2".into());
+    let subject = address("192.0.2.2");
     assert_eq!(run(&mut limiter, &subject, 120, None).0, 120);
     assert!(
         decide(&mut limiter, &subject, "/api/search", None)
@@ -244,7 +248,7 @@ fn retry_after_is_the_longest_window_among_the_refusing_limits() {
 #[test]
 fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-    let subject = Subject::Address("192.0.2.3".into());
+    let subject = address("192.0.2.3");
     let checks = limiter.checks(&subject, "/api/search");
     let only_route = limiter.conclude(
         &checks,
@@ -268,7 +272,7 @@ fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
 #[test]
 fn a_route_binding_that_cannot_be_asked_is_logged_while_the_built_in_limit_refuses() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-    let subject = Subject::Address("192.0.2.4".into());
+    let subject = address("192.0.2.4");
     let checks = limiter.checks(&subject, "/api/search");
     let answers = vec![
         Some(BindingAnswer::Answered { success: false }),
@@ -314,7 +318,7 @@ fn a_route_listed_twice_counts_each_request_once() {
         routes: vec![route.clone(), route],
     };
     let mut limiter = Limiter::new(&app, "edge", 1).expect("edge");
-    let subject = Subject::Address("192.0.2.5".into());
+    let subject = address("192.0.2.5");
     assert_eq!(limiter.checks(&subject, "/api/search").len(), 2);
     let passed = (0..25)
         .filter(|_| {
