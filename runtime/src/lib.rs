@@ -8,6 +8,7 @@
 //! binding can't be asked and leaving a troubled binding alone for a
 //! cool-off ([`breaker`]); on wasm32, [`workers`] does the I/O in workerd.
 
+pub mod address;
 pub mod breaker;
 pub mod config;
 pub mod counter;
@@ -17,6 +18,7 @@ pub mod plan;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
 
+pub use address::ClientAddress;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use limiter::{Limiter, Subject};
 pub use limits::Limit;

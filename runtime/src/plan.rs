@@ -101,7 +101,18 @@ impl BindingPlan {
 
 /// `LIMITS_120_PER_60S` for connection `limits` and 120 requests per 60 s.
 pub fn binding_name(connection: &str, limit: Limit) -> String {
-    let connection: String = connection
+    format!(
+        "{}_{}_PER_{}S",
+        binding_prefix(connection),
+        limit.requests,
+        limit.window_seconds
+    )
+}
+
+/// The part of a binding name taken from the connection's name: ASCII
+/// letters and digits upper-cased, anything else `_`.
+pub fn binding_prefix(connection: &str) -> String {
+    connection
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -110,11 +121,7 @@ pub fn binding_name(connection: &str, limit: Limit) -> String {
                 '_'
             }
         })
-        .collect();
-    format!(
-        "{connection}_{}_PER_{}S",
-        limit.requests, limit.window_seconds
-    )
+        .collect()
 }
 
 #[derive(Serialize)]

@@ -12,7 +12,6 @@ use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 use crate::config::{Application, Counting, Diagnostics};
-use crate::counter::Verdict;
 use crate::limiter::{
     ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, FallbackReason, Limiter, Refusal, Subject,
     Tally, UnknownDeployable,
@@ -71,26 +70,30 @@ impl Gate {
         let checks = self.limiter.borrow().checks(subject, path);
         // Every binding is asked at once, so the 500 ms deadline bounds the
         // whole request however many limits count it.
+        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms());
         let asks: Vec<(&str, &str)> = checks
             .iter()
-            .filter_map(|check| Some((check.binding.as_deref()?, check.key.as_str())))
+            .zip(&asks_now)
+            .filter(|(_, ask)| **ask)
+            .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
             .collect();
         let mut asked = ask_bindings(env, &asks).await.into_iter();
-        let answers = checks
+        let answers = asks_now
             .iter()
-            .map(|check| check.binding.as_ref().and_then(|_| asked.next()));
-        for (check, answer) in checks.iter().zip(answers) {
-            // The borrow is never held across an await: requests interleave in an isolate.
-            let settled = self.limiter.borrow_mut().settle(check, answer, now_ms());
-            if let Some(log) = settled.log {
-                console_warn(&log.to_json_line());
-            }
-            if settled.verdict == Verdict::Exceeded {
-                self.limiter.borrow_mut().record_refused();
-                return Err(Refusal::for_limit(check.limit));
-            }
+            .map(|&ask| if ask { asked.next() } else { None })
+            .collect();
+        // The borrow is never held across an await: requests interleave in an isolate.
+        let decision = self
+            .limiter
+            .borrow_mut()
+            .conclude(&checks, answers, now_ms());
+        for log in &decision.logs {
+            console_warn(&log.to_json_line());
         }
-        Ok(())
+        match decision.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
@@ -129,6 +132,9 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
     response
         .headers()
         .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
+    response
+        .headers()
+        .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
 }
@@ -154,7 +160,10 @@ async fn ask_bindings(env: &JsValue, asks: &[(&str, &str)]) -> Vec<BindingAnswer
         Ok(promise) => JsFuture::from(promise).await.unwrap_or(JsValue::UNDEFINED),
         Err(codes) => codes,
     };
-    let codes = codes.dyn_into::<Uint8Array>().map(|c| c.to_vec()).unwrap_or_default();
+    let codes = codes
+        .dyn_into::<Uint8Array>()
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
     (0..asks.len())
         .map(|i| match codes.get(i) {
             Some(0) => BindingAnswer::Answered { success: false },

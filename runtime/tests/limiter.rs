@@ -1,10 +1,21 @@
 //! The request-time decision, driven natively with answers a binding could give.
 
+use std::net::Ipv4Addr;
+
+use runtime::ClientAddress;
 use runtime::config::{Application, Counting};
-use runtime::counter::Verdict;
-use runtime::limiter::{BindingAnswer, FallbackReason, Limiter, Refusal, Subject};
+use runtime::config::{Deployable, Route, Store, StoreDriver, Target};
+use runtime::limiter::{
+    BindingAnswer, Decision, FallbackLog, FallbackReason, Limiter, Policy, Refusal, Subject,
+};
+use runtime::limits::{ADDRESS_LIMIT, Limit};
 
 const T0: u64 = 1_800_000_000_000;
+
+/// Anyone not signed in, by the `CF-Connecting-IP` header's value.
+fn address(header: &str) -> Subject {
+    Subject::of_request(None, Some(header))
+}
 
 fn app(store: &str, extra: &str) -> Application {
     Application::from_toml(&format!(
@@ -18,7 +29,22 @@ fn app(store: &str, extra: &str) -> Application {
     .expect("valid")
 }
 
-/// Runs `n` requests with the same binding answer and returns the verdicts and log lines.
+/// One request decided by the real [`Limiter::conclude`], every binding giving `answer`.
+fn decide(
+    limiter: &mut Limiter,
+    subject: &Subject,
+    path: &str,
+    answer: Option<BindingAnswer>,
+) -> Decision {
+    let checks = limiter.checks(subject, path);
+    let answers = checks
+        .iter()
+        .map(|check| answer.filter(|_| check.binding.is_some()))
+        .collect();
+    limiter.conclude(&checks, answers, T0)
+}
+
+/// Runs `n` requests with the same binding answer and returns how many passed and the log lines.
 fn run(
     limiter: &mut Limiter,
     subject: &Subject,
@@ -28,16 +54,9 @@ fn run(
     let mut within = 0;
     let mut logs = Vec::new();
     for _ in 0..n {
-        let mut refused = false;
-        for check in limiter.checks(subject, "/api/items") {
-            let settled = limiter.settle(&check, answer.filter(|_| check.binding.is_some()), T0);
-            logs.extend(settled.log.map(|l| l.to_json_line()));
-            if settled.verdict == Verdict::Exceeded {
-                refused = true;
-                break;
-            }
-        }
-        within += usize::from(!refused);
+        let decision = decide(limiter, subject, "/api/items", answer);
+        logs.extend(decision.logs.iter().map(FallbackLog::to_json_line));
+        within += usize::from(decision.refusal.is_none());
     }
     (within, logs)
 }
@@ -50,18 +69,18 @@ fn callers_by_id_and_others_by_address() {
     );
     assert_eq!(
         Subject::of_request(None, Some("1.2.3.4")),
-        Subject::Address("1.2.3.4".into())
+        Subject::Address(ClientAddress::V4(Ipv4Addr::new(1, 2, 3, 4)))
     );
     assert_eq!(
         Subject::of_request(Some(""), None),
-        Subject::Address(String::new())
+        Subject::Address(ClientAddress::Unknown)
     );
     let limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let caller = limiter.checks(&Subject::Caller("u1".into()), "/api/items");
     assert_eq!(caller.len(), 1);
     assert_eq!(caller[0].key, "caller:u1");
     assert_eq!(caller[0].binding.as_deref(), Some("LIMITS_600_PER_60S"));
-    let address = limiter.checks(&Subject::Address("1.2.3.4".into()), "/api/search");
+    let address = limiter.checks(&address("1.2.3.4"), "/api/search");
     let keys: Vec<&str> = address.iter().map(|c| c.key.as_str()).collect();
     assert_eq!(keys, ["address:1.2.3.4", "/api/search|address:1.2.3.4"]);
     assert_eq!(address[1].binding.as_deref(), Some("LIMITS_2_PER_10S"));
@@ -70,7 +89,7 @@ fn callers_by_id_and_others_by_address() {
 #[test]
 fn the_binding_decides_when_it_answers() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-    let subject = Subject::Address("1.2.3.4".into());
+    let subject = address("1.2.3.4");
     assert_eq!(
         run(
             &mut limiter,
@@ -101,7 +120,7 @@ fn each_fallback_counts_in_memory_and_logs_once_without_a_key() {
         FallbackReason::TimedOut,
     ] {
         let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
-        let subject = Subject::Address("198.51.100.9".into());
+        let subject = address("198.51.100.9");
         let (within, logs) = run(
             &mut limiter,
             &subject,
@@ -130,11 +149,7 @@ fn a_redis_store_counts_in_memory_without_logging() {
 #[test]
 fn a_deployable_serving_no_api_limits_nothing_and_tallies_refusals() {
     let mut limiter = Limiter::new(&app("limits", ""), "site", 1).expect("site");
-    assert!(
-        limiter
-            .checks(&Subject::Address("a".into()), "/api/items")
-            .is_empty()
-    );
+    assert!(limiter.checks(&address("a"), "/api/items").is_empty());
     limiter.record_refused();
     let tally = limiter.record_health_check();
     assert_eq!((tally.refused, tally.health_checks), (1, 1));
@@ -142,10 +157,177 @@ fn a_deployable_serving_no_api_limits_nothing_and_tallies_refusals() {
 
 #[test]
 fn refusal_is_a_429_with_the_whole_window() {
-    let refusal = Refusal::for_limit(runtime::limits::ADDRESS_LIMIT);
+    let refusal = Refusal::by(vec![Policy {
+        name: "address".into(),
+        limit: ADDRESS_LIMIT,
+    }])
+    .expect("a refusal");
     assert_eq!((Refusal::STATUS, refusal.retry_after_seconds), (429, 60));
+    assert_eq!(refusal.rate_limit_policy(), "\"address\";q=120;w=60");
     let body: serde_json::Value = serde_json::from_str(&refusal.body()).expect("json");
     assert_eq!(body["retry_after"], 60);
+    assert_eq!(Refusal::by(Vec::new()), None, "nothing refused, no refusal");
+}
+
+#[test]
+fn a_policy_name_is_a_structured_field_string() {
+    let policy = Policy {
+        name: "/api/\"odd\"\\path/é".into(),
+        limit: Limit::new(5, 10),
+    };
+    assert_eq!(
+        policy.to_header_item(),
+        "\"/api/\\\"odd\\\"\\\\path/%C3%A9\";q=5;w=10"
+    );
+}
+
+/// A Redis store (memory mode) with a route whose window only memory can count.
+fn memory_app(route_limit: &str) -> Application {
+    Application::from_toml(&format!(
+        "[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
+         [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n\
+         declines = [\"rate_limits.counted_in_memory\"]\n\
+         [[routes]]\npath = \"/api/search\"\nrate_limit = {route_limit}\n"
+    ))
+    .expect("valid")
+}
+
+#[test]
+fn memory_mode_settles_every_limit_even_after_one_refuses() {
+    // The built-in limit refuses from the 121st request on; the route's own
+    // limit must still count those requests, as the binding would.
+    let mut limiter =
+        Limiter::new(&memory_app("{ requests = 2, window = 10 }"), "edge", 1).expect("edge");
+    let subject = address("192.0.2.1");
+    assert_eq!(run(&mut limiter, &subject, 120, None).0, 120);
+    for _ in 0..2 {
+        let decision = decide(&mut limiter, &subject, "/api/search", None);
+        let refusal = decision.refusal.expect("the built-in limit refuses");
+        assert_eq!(refusal.rate_limit_policy(), "\"address\";q=120;w=60");
+    }
+    let third = decide(&mut limiter, &subject, "/api/search", None);
+    let refusal = third.refusal.expect("refused");
+    assert_eq!(
+        refusal.rate_limit_policy(),
+        "\"address\";q=120;w=60, \"/api/search\";q=2;w=10",
+        "the route counted the two requests the built-in limit refused"
+    );
+    assert_eq!(refusal.retry_after_seconds, 60);
+}
+
+#[test]
+fn retry_after_is_the_longest_window_among_the_refusing_limits() {
+    let mut limiter =
+        Limiter::new(&memory_app("{ requests = 1, window = 3600 }"), "edge", 1).expect("edge");
+    let subject = address("192.0.2.2");
+    assert_eq!(run(&mut limiter, &subject, 120, None).0, 120);
+    assert!(
+        decide(&mut limiter, &subject, "/api/search", None)
+            .refusal
+            .is_some()
+    );
+    let refusal = decide(&mut limiter, &subject, "/api/search", None)
+        .refusal
+        .expect("refused by both");
+    assert_eq!(refusal.retry_after_seconds, 3600);
+    assert_eq!(refusal.policies.len(), 2);
+    // Refused by the route alone (a caller's limit is far away): its window.
+    let caller = Subject::Caller("c1".into());
+    assert!(
+        decide(&mut limiter, &caller, "/api/search", None)
+            .refusal
+            .is_none()
+    );
+    let refusal = decide(&mut limiter, &caller, "/api/search", None)
+        .refusal
+        .expect("refused by the route");
+    assert_eq!(refusal.retry_after_seconds, 3600);
+    assert_eq!(refusal.rate_limit_policy(), "\"/api/search\";q=1;w=3600");
+}
+
+#[test]
+fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
+    let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
+    let subject = address("192.0.2.3");
+    let checks = limiter.checks(&subject, "/api/search");
+    let only_route = limiter.conclude(
+        &checks,
+        vec![
+            Some(BindingAnswer::Answered { success: true }),
+            Some(BindingAnswer::Answered { success: false }),
+        ],
+        T0,
+    );
+    let refusal = only_route.refusal.expect("the route refused");
+    assert_eq!(refusal.retry_after_seconds, 10);
+    assert_eq!(refusal.rate_limit_policy(), "\"/api/search\";q=2;w=10");
+    let both = limiter.conclude(
+        &checks,
+        vec![Some(BindingAnswer::Answered { success: false }); 2],
+        T0,
+    );
+    assert_eq!(both.refusal.expect("both refused").retry_after_seconds, 60);
+}
+
+#[test]
+fn a_route_binding_that_cannot_be_asked_is_logged_while_the_built_in_limit_refuses() {
+    let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
+    let subject = address("192.0.2.4");
+    let checks = limiter.checks(&subject, "/api/search");
+    let answers = vec![
+        Some(BindingAnswer::Answered { success: false }),
+        Some(BindingAnswer::Unavailable(FallbackReason::Missing)),
+    ];
+    let decision = limiter.conclude(&checks, answers.clone(), T0);
+    assert!(decision.refusal.is_some());
+    assert_eq!(
+        decision.logs,
+        [FallbackLog {
+            binding: "LIMITS_2_PER_10S".into(),
+            reason: FallbackReason::Missing
+        }]
+    );
+    let again = limiter.conclude(&checks, answers, T0);
+    assert!(again.logs.is_empty(), "logged once");
+    assert_eq!(
+        limiter.record_health_check().refused,
+        2,
+        "each refusal tallied"
+    );
+}
+
+#[test]
+fn a_route_listed_twice_counts_each_request_once() {
+    // Built by hand, as no checked description can be (route_duplicate):
+    // the limiter must not count a request twice under one key whatever it is given.
+    let route = Route {
+        path: "/api/search".into(),
+        rate_limit: Some(Limit::new(20, 10)),
+    };
+    let app = Application {
+        store: Some(Store {
+            connection: "cache".into(),
+            driver: StoreDriver::Redis,
+        }),
+        deployables: vec![Deployable {
+            name: "edge".into(),
+            target: Target::Workers,
+            serves_api: true,
+            declines: Vec::new(),
+        }],
+        routes: vec![route.clone(), route],
+    };
+    let mut limiter = Limiter::new(&app, "edge", 1).expect("edge");
+    let subject = address("192.0.2.5");
+    assert_eq!(limiter.checks(&subject, "/api/search").len(), 2);
+    let passed = (0..25)
+        .filter(|_| {
+            decide(&mut limiter, &subject, "/api/search", None)
+                .refusal
+                .is_none()
+        })
+        .count();
+    assert_eq!(passed, 20, "20 per 10 s lets 20 through, not 10");
 }
 
 #[test]
