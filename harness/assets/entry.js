@@ -10,6 +10,12 @@
 //                   binding from the deployable; anything else shows it and is
 //                   passed to the emulated binding's __harnessSetBehaviour.
 //   GET  /bindings  {"NAME": stats, ...} for every binding in the config.
+//   POST /limit     {"binding": NAME, "options"?: any, "pending_after_ms": N}
+//                   one raw limit() call (no argument when `options` is absent),
+//                   answered as {"settled": "resolved", "value"} |
+//                   {"settled": "rejected"|"threw", "error": {name, message}} |
+//                   {"settled": "pending"} (not settled after N ms) |
+//                   {"settled": "missing"} (hidden from the deployable).
 import wasmModule from "./deployable_bg.wasm";
 import { initSync, fetch as handle } from "./deployable.js";
 
@@ -33,7 +39,39 @@ function visibleEnv(env) {
   return new Proxy(env, { get: (target, key) => (hide.has(key) ? undefined : target[key]) });
 }
 
+function errorFields(error) {
+  return { name: error?.name ?? typeof error, message: error?.message ?? String(error) };
+}
+
+async function rawLimit(request, env) {
+  const { binding, options, pending_after_ms: pendingAfter } = await request.json();
+  if (!bindingNames(env).includes(binding) || env[binding] === undefined) {
+    return Response.json({ error: `binding ${binding} is not in this config` }, { status: 400 });
+  }
+  if (hiddenSet(env).has(binding)) return Response.json({ settled: "missing" });
+  let promise;
+  try {
+    promise = options === undefined ? env[binding].limit() : env[binding].limit(options);
+  } catch (error) {
+    return Response.json({ settled: "threw", error: errorFields(error) });
+  }
+  let timer;
+  const pending = new Promise((resolve) => {
+    timer = setTimeout(() => resolve({ settled: "pending" }), pendingAfter);
+  });
+  const settled = Promise.resolve(promise).then(
+    (value) => ({ settled: "resolved", value }),
+    (error) => ({ settled: "rejected", error: errorFields(error) }),
+  );
+  const answer = await Promise.race([settled, pending]);
+  clearTimeout(timer);
+  return Response.json(answer);
+}
+
 async function control(request, env) {
+  if (new URL(request.url).pathname === "/limit" && request.method === "POST") {
+    return rawLimit(request, env);
+  }
   const hide = hiddenSet(env);
   const names = bindingNames(env);
   if (request.method === "POST") {

@@ -377,6 +377,7 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
             }
         }
     }
+    failures.extend(crate::probe::check(prepared, observation));
     failures
 }
 

@@ -10,9 +10,11 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
+use crate::probe::{CallOutcome, CallRecord, LimitCall};
+use crate::reference::{CountingCore, STORE_FLAGS};
 use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send, Step};
 use crate::wasm::Deployable;
-use crate::workerd::config::{IsolateConfig, write_config, write_store_config};
+use crate::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
 use crate::workerd::process::{LogLine, ProcessError, stderr_text};
 use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
 
@@ -30,11 +32,13 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 /// The header that carries the harness's control token (see `assets/entry.js`).
 pub const CONTROL_HEADER: &str = "x-harness-control";
 
-/// What every scenario of a run shares: the workerd binary and the built deployable.
+/// What every scenario of a run shares: the workerd binary, the built
+/// deployable and the counting core its emulated bindings wrap.
 #[derive(Debug, Clone)]
 pub struct Environment {
     pub workerd: Workerd,
     pub deployable: Deployable,
+    pub core: CountingCore,
 }
 
 /// One request and its answer.
@@ -70,6 +74,8 @@ pub struct Observation {
     pub instances: Vec<InstanceRecord>,
     /// Distinct keys that reached each emulated binding, over every process.
     pub binding_keys: BTreeMap<String, BTreeSet<String>>,
+    /// The raw `limit()` calls of `limit` steps, in order.
+    pub calls: Vec<CallRecord>,
     /// Every caller id and address the scenario sent: none may appear in a log.
     pub sent_subjects: BTreeSet<String>,
     /// The diagnostics validation reported, for an invalid application.
@@ -322,6 +328,8 @@ impl<'a> Run<'a> {
             self.restart(isolate).await?;
         } else if let Some(ms) = step.sleep_ms {
             tokio::time::sleep(Duration::from_millis(ms)).await;
+        } else if let Some(call) = &step.limit {
+            self.limit_call(client, index, call).await?;
         }
         Ok(())
     }
@@ -342,20 +350,38 @@ impl<'a> Run<'a> {
             .map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
         if !bindings.is_empty() {
-            let store_config =
-                write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
-            let store = WorkerdProcess::start(&self.env.workerd.path, &store_config, self.epoch)
-                .await
-                .map_err(EngineError::StoreStart)?;
+            let (store_config, flags) = match &self.env.core {
+                CountingCore::Harness => (write_store_config(dir.path(), &date), &[][..]),
+                CountingCore::Reference(simulator) => {
+                    (simulator.write_store_config(dir.path()), STORE_FLAGS)
+                }
+            };
+            let store_config = store_config.map_err(EngineError::Config)?;
+            let store = WorkerdProcess::start_with_flags(
+                &self.env.workerd.path,
+                &store_config,
+                flags,
+                self.epoch,
+            )
+            .await
+            .map_err(EngineError::StoreStart)?;
             self.store = Some(store);
         }
+        let counting = match (&self.store, &self.env.core) {
+            (None, _) => Counting::InIsolate,
+            (Some(store), CountingCore::Harness) => Counting::HarnessStore { port: store.port },
+            (Some(store), CountingCore::Reference(simulator)) => Counting::Reference {
+                port: store.port,
+                simulator,
+            },
+        };
         let config = IsolateConfig {
             application_toml: &self.prepared.application_toml,
             deployable: &self.prepared.deployable,
             bindings,
             compatibility_date: &date,
             control_token: &self.token,
-            store_port: self.store.as_ref().map(|s| s.port),
+            counting,
             limiting_off: false,
         };
         let path =
@@ -496,6 +522,44 @@ impl<'a> Run<'a> {
                 return Err(EngineError::Control(format!("changing bindings: {text}")));
             }
         }
+        Ok(())
+    }
+
+    /// A `limit` step: one raw call through the isolate's control endpoint.
+    async fn limit_call(
+        &mut self,
+        client: &reqwest::Client,
+        step: usize,
+        call: &LimitCall,
+    ) -> Result<(), EngineError> {
+        let Some(isolate) = self.isolates.get(call.isolate) else {
+            return Err(EngineError::Control(format!(
+                "isolate {} does not exist",
+                call.isolate
+            )));
+        };
+        let response = client
+            .post(format!("{}/limit", isolate.process.url()))
+            .header(CONTROL_HEADER, &self.token)
+            .json(&crate::probe::control_body(call))
+            .send()
+            .await
+            .map_err(|e| EngineError::Control(format!("calling limit(): {}", error_chain(&e))))?;
+        let status = response.status();
+        let answer: serde_json::Value = response
+            .json()
+            .await
+            .map_err(|e| EngineError::Control(format!("calling limit(): {e}")))?;
+        if !status.is_success() {
+            return Err(EngineError::Control(format!("calling limit(): {answer}")));
+        }
+        let outcome =
+            CallOutcome::from_control(&answer).map_err(|e| EngineError::Control(e.to_string()))?;
+        self.observation.calls.push(CallRecord {
+            step,
+            isolate: call.isolate,
+            outcome,
+        });
         Ok(())
     }
 

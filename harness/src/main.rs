@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use harness::edge::{self, Side, TimingThreshold};
 use harness::engine::Environment;
 use harness::expectations::Verdict;
+use harness::reference::CoreChoice;
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
@@ -51,6 +52,10 @@ enum Command {
         /// How many scenarios run at once.
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        /// The counting core the emulated binding wraps: the harness's own
+        /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
+        #[arg(long, value_enum)]
+        binding: Option<CoreChoice>,
         #[command(flatten)]
         workerd: WorkerdArgs,
     },
@@ -122,15 +127,23 @@ fn main() -> ExitCode {
             include_slow,
             junit,
             jobs,
+            binding,
             workerd,
-        } => run(
-            filter.as_deref(),
-            scenarios,
-            include_slow,
-            junit,
-            jobs,
-            &workerd.choice(),
-        ),
+        } => match binding.map_or_else(CoreChoice::from_env, Ok) {
+            Ok(core) => run(
+                filter.as_deref(),
+                scenarios,
+                include_slow,
+                junit,
+                jobs,
+                &workerd.choice(),
+                core,
+            ),
+            Err(e) => {
+                eprintln!("harness: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::EdgeCompat {
             version,
             scenarios,
@@ -195,8 +208,8 @@ fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
     })
 }
 
-fn environment(choice: &WorkerdChoice) -> Result<Environment, ExitCode> {
-    suite::prepare_environment_with(choice).map_err(|e| {
+fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environment, ExitCode> {
+    suite::prepare_environment_with(choice, core).map_err(|e| {
         eprintln!("harness: cannot start: {e}");
         ExitCode::from(2)
     })
@@ -209,8 +222,9 @@ fn run(
     junit: Option<PathBuf>,
     jobs: usize,
     choice: &WorkerdChoice,
+    core: CoreChoice,
 ) -> ExitCode {
-    let (suite, env) = match (discover(scenarios), environment(choice)) {
+    let (suite, env) = match (discover(scenarios), environment(choice, core)) {
         (Ok(suite), Ok(env)) => (suite, env),
         (Err(code), _) | (_, Err(code)) => return code,
     };
@@ -233,8 +247,9 @@ fn run(
         result.skipped
     );
     println!(
-        "(workerd {}; {} expected failures, {} unexpected passes{})",
+        "(workerd {}, counting core {}; {} expected failures, {} unexpected passes{})",
         env.workerd.version,
+        core.name(),
         counts.expected_failures,
         counts.unexpected_passes,
         if result.skipped > 0 {
@@ -301,8 +316,8 @@ fn edge_compat(
         edge: true,
     };
     let (pinned_env, newest_env) = match (
-        environment(&WorkerdChoice::default()),
-        environment(&newest_choice),
+        environment(&WorkerdChoice::default(), CoreChoice::Harness),
+        environment(&newest_choice, CoreChoice::Harness),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(code), _) | (_, Err(code)) => return code,

@@ -196,7 +196,7 @@ impl JsonSchema for Behaviour {
 }
 
 /// One step. Exactly one action: `send`, `set_bindings`, `wait_for_window`,
-/// `wait_for_room`, `restart_isolate` or `sleep_ms`.
+/// `wait_for_room`, `restart_isolate`, `sleep_ms` or `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -220,6 +220,9 @@ pub struct Step {
     /// Pause.
     #[serde(default)]
     pub sleep_ms: Option<u64>,
+    /// Call one binding's `limit()` directly, with raw options, and say what it must give.
+    #[serde(default)]
+    pub limit: Option<crate::probe::LimitCall>,
     /// What the responses of a `send` must show.
     #[serde(default)]
     #[schemars(with = "Option<SendExpectations>")]
@@ -598,11 +601,12 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             st.wait_for_room.is_some(),
             st.restart_isolate.is_some(),
             st.sleep_ms.is_some(),
+            st.limit.is_some(),
         ];
         if actions.iter().filter(|a| **a).count() != 1 {
             return Err(source.error(
                 step.span(),
-                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, restart_isolate, sleep_ms",
+                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, restart_isolate, sleep_ms, limit",
             ));
         }
         if st.expect.is_some() && st.send.is_none() {
@@ -620,9 +624,13 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
                 "`wait_for_room` cannot need more seconds than the window has",
             ));
         }
-        for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)]
-            .into_iter()
-            .flatten()
+        for isolate in [
+            st.restart_isolate,
+            st.send.as_ref().and_then(|s| s.isolate),
+            st.limit.as_ref().map(|c| c.isolate),
+        ]
+        .into_iter()
+        .flatten()
         {
             if isolate >= s.isolates {
                 return Err(source.error(
@@ -680,9 +688,9 @@ pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
     let display_base = dir.parent().unwrap_or(Path::new(""));
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let is_expectations = path
-            .file_name()
-            .is_some_and(|n| n == crate::expectations::FILE_NAME);
+        let is_expectations = path.file_name().is_some_and(|n| {
+            n == crate::expectations::FILE_NAME || n == crate::differential::FILE_NAME
+        });
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let display = path.strip_prefix(display_base).unwrap_or(&path).to_owned();
             files.push((path, display));

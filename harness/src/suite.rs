@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::engine::Environment;
 use crate::expectations::{self, Expectations};
+use crate::reference::{CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError};
 use crate::report::{self, TrialOutcome};
 use crate::scenario::{self, Prepared};
 use crate::wasm;
@@ -138,16 +139,23 @@ pub enum EnvironmentError {
     Workerd(#[from] crate::workerd::find::FindError),
     #[error(transparent)]
     Build(#[from] wasm::BuildError),
+    /// The counting core could not be chosen or prepared.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
 }
 
-/// Finds workerd as the environment chooses ([`WorkerdChoice::from_env`])
-/// and builds the deployable.
+/// Finds workerd and the counting core as the environment chooses
+/// ([`WorkerdChoice::from_env`], [`CoreChoice::from_env`]) and builds the deployable.
 pub fn prepare_environment() -> Result<Environment, EnvironmentError> {
-    prepare_environment_with(&WorkerdChoice::from_env())
+    prepare_environment_with(&WorkerdChoice::from_env(), CoreChoice::from_env()?)
 }
 
-/// Finds the chosen workerd and builds the deployable, saying which workerd on stderr.
-pub fn prepare_environment_with(choice: &WorkerdChoice) -> Result<Environment, EnvironmentError> {
+/// Finds the chosen workerd, prepares the chosen counting core and builds
+/// the deployable, saying which workerd and core on stderr.
+pub fn prepare_environment_with(
+    choice: &WorkerdChoice,
+    core: CoreChoice,
+) -> Result<Environment, EnvironmentError> {
     let workerd = find_workerd(choice)?;
     eprintln!(
         "harness: workerd {} ({}, from {})",
@@ -155,9 +163,14 @@ pub fn prepare_environment_with(choice: &WorkerdChoice) -> Result<Environment, E
         workerd.path.display(),
         workerd.source
     );
+    let core = CountingCore::prepare(core, &crate::paths::pinned_workerd_dir())?;
+    if let CountingCore::Reference(_) = core {
+        eprintln!("harness: counting core: Cloudflare's simulator (miniflare {MINIFLARE_VERSION})");
+    }
     let deployable = wasm::build_deployable()?;
     Ok(Environment {
         workerd,
         deployable,
+        core,
     })
 }
