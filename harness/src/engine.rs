@@ -11,7 +11,7 @@ use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
 use crate::probe::{CallOutcome, CallRecord, LimitCall};
-use crate::reference::{CountingCore, STORE_FLAGS};
+use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
 use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send, Step};
 use crate::wasm::Deployable;
 use crate::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
@@ -226,6 +226,8 @@ struct Run<'a> {
     /// The process keeping the emulated bindings' shared count.
     store: Option<WorkerdProcess>,
     _dir: Option<tempfile::TempDir>,
+    /// The reference core's counters, new for the scenario.
+    _reference_storage: Option<tempfile::TempDir>,
     next_address: u32,
 }
 
@@ -246,6 +248,7 @@ impl<'a> Run<'a> {
             configured: Vec::new(),
             store: None,
             _dir: None,
+            _reference_storage: None,
             next_address: 1,
         }
     }
@@ -353,7 +356,10 @@ impl<'a> Run<'a> {
             let (store_config, flags) = match &self.env.core {
                 CountingCore::Harness => (write_store_config(dir.path(), &date), &[][..]),
                 CountingCore::Reference(simulator) => {
-                    (simulator.write_store_config(dir.path()), STORE_FLAGS)
+                    let storage = fresh_storage().map_err(EngineError::Config)?;
+                    let config = simulator.write_store_config(dir.path(), storage.path());
+                    self._reference_storage = Some(storage);
+                    (config, STORE_FLAGS)
                 }
             };
             let store_config = store_config.map_err(EngineError::Config)?;

@@ -169,12 +169,10 @@ impl Simulator {
     }
 
     /// Writes the shared reference process's config and its modules into
-    /// `dir` (the scenario's temporary directory; the counters' SQLite files
-    /// go in `dir/reference-storage`, new for each scenario). Run it with
-    /// `workerd serve --experimental` ([`STORE_FLAGS`]).
-    pub fn write_store_config(&self, dir: &Path) -> std::io::Result<PathBuf> {
-        let storage = dir.join("reference-storage");
-        std::fs::create_dir_all(&storage)?;
+    /// `dir` (the scenario's temporary directory); the counters' SQLite files
+    /// go in `storage`, new for each scenario ([`fresh_storage`]). Run it
+    /// with `workerd serve --experimental` ([`STORE_FLAGS`]).
+    pub fn write_store_config(&self, dir: &Path, storage: &Path) -> std::io::Result<PathBuf> {
         let files = [
             ("reference-store-entry.js", STORE_ENTRY_JS),
             ("reference-clock.js", CLOCK_JS),
@@ -186,9 +184,25 @@ impl Simulator {
             std::fs::write(dir.join(name), text)?;
         }
         let path = dir.join("reference-store.capnp");
-        std::fs::write(&path, store_config_text(&storage))?;
+        std::fs::write(&path, store_config_text(storage))?;
         Ok(path)
     }
+}
+
+/// A new, empty directory for one scenario's counters, removed when dropped.
+/// In memory (`/dev/shm`) where there is one: the simulator writes SQLite on
+/// every call, and on a disk that doubled its median latency and
+/// quadrupled its p99 on a loaded machine (BENCHMARKS.md).
+pub fn fresh_storage() -> std::io::Result<tempfile::TempDir> {
+    let mut builder = tempfile::Builder::new();
+    builder.prefix("harness-reference-");
+    let memory = Path::new("/dev/shm");
+    if memory.is_dir()
+        && let Ok(dir) = builder.tempdir_in(memory)
+    {
+        return Ok(dir);
+    }
+    builder.tempdir()
 }
 
 /// The flags the reference process needs: the simulator's object uses the
