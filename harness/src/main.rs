@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use harness::edge::{self, Side, TimingThreshold};
 use harness::engine::Environment;
 use harness::expectations::Verdict;
-use harness::reference::CoreChoice;
+use harness::reference::{CoreChoice, CountingCore};
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
@@ -333,6 +333,22 @@ fn edge_compat(
         newest_env.workerd.version
     );
     let newest = suite.run_all(&newest_env, None, true, jobs);
+    eprintln!(
+        "harness: every scenario on workerd {} with Cloudflare's simulator as the counting core",
+        newest_env.workerd.version
+    );
+    let reference_env =
+        match CountingCore::prepare(CoreChoice::Reference, &harness::paths::pinned_workerd_dir()) {
+            Ok(core) => Environment {
+                core,
+                ..newest_env.clone()
+            },
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    let reference = suite.run_all(&reference_env, None, true, jobs);
 
     let pinned = Side {
         label: "pinned".into(),
@@ -346,7 +362,19 @@ fn edge_compat(
         npm_version,
         outcomes: newest.outcomes,
     };
-    let markdown = edge::markdown(&pinned, &newest, threshold);
+    let reference = Side {
+        label: "reference".into(),
+        workerd_version: newest.workerd_version.clone(),
+        npm_version: newest.npm_version.clone(),
+        outcomes: reference.outcomes,
+    };
+    let emulation = Side {
+        label: "emulation".into(),
+        ..newest.clone()
+    };
+    let markdown = edge::markdown(&pinned, &newest, threshold)
+        + "\n"
+        + &edge::reference_markdown(&emulation, &reference);
     let written = std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(out.join("drift.md"), &markdown))
         .and_then(|()| {
@@ -360,6 +388,13 @@ fn edge_compat(
                     (
                         &format!("newest workerd {}", newest.workerd_version),
                         &newest.outcomes,
+                    ),
+                    (
+                        &format!(
+                            "newest workerd {}, Cloudflare's simulator as the core",
+                            reference.workerd_version
+                        ),
+                        &reference.outcomes,
                     ),
                 ],
             )
