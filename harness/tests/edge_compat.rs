@@ -73,8 +73,14 @@ fn expected_failures_keep_the_job_green_and_the_reports_are_written() {
         "{drift}"
     );
     assert!(drift.contains("## Verdicts that differ: 0"), "{drift}");
-    assert!(drift.contains("| scenarios/edge.toml::passes | pass | pass |"), "{drift}");
-    assert!(drift.contains("| scenarios/edge.toml::fails | xfail | xfail |"), "{drift}");
+    assert!(
+        drift.contains("| scenarios/edge.toml::passes | pass | pass |"),
+        "{drift}"
+    );
+    assert!(
+        drift.contains("| scenarios/edge.toml::fails | xfail | xfail |"),
+        "{drift}"
+    );
     assert_eq!(junit.matches("<testsuite ").count(), 3, "{junit}");
 }
 
