@@ -139,6 +139,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_call_whose_outcome_differs_or_that_was_never_made_fails() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("p.toml");
+        let text = "[[scenario]]\nname = \"s\"\napplication_inline = '''\n'''\n\
+                    [[scenario.steps]]\nlimit = { binding = \"B\", outcome = { resolves = { success = true } } }\n\
+                    [[scenario.steps]]\nlimit = { binding = \"B\", outcome = \"pending\" }\n";
+        std::fs::write(&path, text).expect("write");
+        let prepared = crate::scenario::load_file(&path, std::path::Path::new("p.toml"))
+            .expect("loads")
+            .remove(0);
+        let mut observation = Observation::default();
+        observation.calls.push(CallRecord {
+            step: 0,
+            isolate: 0,
+            outcome: CallOutcome::Resolves(serde_json::json!({"success": false})),
+        });
+        let failures = check(&prepared, &observation);
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert_eq!(failures[0].expected, r#"resolves to {"success":true}"#);
+        assert_eq!(failures[0].actual, r#"resolves to {"success":false}"#);
+        assert_eq!(failures[0].place.location.line, 5);
+        assert_eq!(failures[1].actual, "not called");
+        observation.calls[0].outcome = CallOutcome::Resolves(serde_json::json!({"success": true}));
+        observation.calls.push(CallRecord {
+            step: 1,
+            isolate: 0,
+            outcome: CallOutcome::Pending,
+        });
+        assert_eq!(check(&prepared, &observation), vec![]);
+    }
+
+    #[test]
     fn the_control_answer_reads_as_an_outcome() {
         let read = |v: serde_json::Value| CallOutcome::from_control(&v).ok();
         assert_eq!(

@@ -168,6 +168,17 @@ impl Simulator {
         })
     }
 
+    /// Placeholder files, for tests of the configs that name them.
+    #[cfg(test)]
+    pub(crate) fn placeholder() -> Simulator {
+        Simulator {
+            client_js: "// client".into(),
+            object_js: "// object".into(),
+            object_entry_js: "// entry".into(),
+            shared_js: "// shared".into(),
+        }
+    }
+
     /// Writes the shared reference process's config and its modules into
     /// `dir` (the scenario's temporary directory); the counters' SQLite files
     /// go in `storage`, new for each scenario ([`fresh_storage`]). Run it

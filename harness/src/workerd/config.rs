@@ -314,4 +314,39 @@ mod tests {
         );
         assert!(!text.contains("LIMITING"), "{text}");
     }
+
+    #[test]
+    fn the_reference_core_is_wired_as_miniflare_wires_its_binding() {
+        let simulator = Simulator::placeholder();
+        let bindings = [EmulatedBinding {
+            name: "LIMITS_120_PER_60S".into(),
+            namespace_id: 1001,
+            limit: 120,
+            period: 60,
+            initial: Behaviour::Healthy,
+            in_config: true,
+        }];
+        let text = render(&IsolateConfig {
+            application_toml: "",
+            deployable: "edge",
+            bindings: &bindings,
+            compatibility_date: "2026-11-17",
+            control_token: "t",
+            counting: Counting::Reference {
+                port: 4243,
+                simulator: &simulator,
+            },
+            limiting_off: false,
+        });
+        for wanted in [
+            r#"(name = "core", wrapped = (moduleName = "cloudflare-internal:ratelimit:module""#,
+            r#"(name = "fetcher", service = (name = "reference-forward", props = (json = "{\"MINIFLARE_NAMESPACE\":\"1001\"}")))"#,
+            r#"(name = "limit", json = "120")"#,
+            r#"(name = "cloudflare-internal:ratelimit:module", esModule = embed "ratelimit.worker.js", internal = true)"#,
+            r#"(name = "reference-store", external = (address = "127.0.0.1:4243""#,
+        ] {
+            assert!(text.contains(wanted), "{wanted}\n{text}");
+        }
+        assert!(!text.contains("binding-store"), "{text}");
+    }
 }
