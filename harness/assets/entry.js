@@ -10,6 +10,11 @@
 //                   binding from the deployable; anything else shows it and is
 //                   passed to the emulated binding's __harnessSetBehaviour.
 //   GET  /bindings  {"NAME": stats, ...} for every binding in the config.
+//   POST /clock     {"offset_ms": N}: from now on the deployable's clock is
+//                   Date.now() + N (the scenario clock; 0 until set). The
+//                   runtime takes the time from its embedding, so only this
+//                   test embedding adds the offset; timers (the 500 ms
+//                   deadline) stay real.
 import wasmModule from "./deployable_bg.wasm";
 import { initSync, fetch as handle } from "./deployable.js";
 
@@ -17,6 +22,7 @@ initSync({ module: wasmModule });
 
 const CONTROL_HEADER = "x-harness-control";
 let hidden = null;
+let clockOffsetMs = 0;
 
 function bindingNames(env) {
   return JSON.parse(env.HARNESS_BINDINGS);
@@ -33,7 +39,17 @@ function visibleEnv(env) {
   return new Proxy(env, { get: (target, key) => (hide.has(key) ? undefined : target[key]) });
 }
 
+async function setClock(request) {
+  const { offset_ms: offset } = await request.json();
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
+  }
+  clockOffsetMs = offset;
+  return Response.json({ offset_ms: clockOffsetMs });
+}
+
 async function control(request, env) {
+  if (new URL(request.url).pathname === "/clock" && request.method === "POST") return setClock(request);
   const hide = hiddenSet(env);
   const names = bindingNames(env);
   if (request.method === "POST") {
@@ -61,6 +77,6 @@ export default {
   async fetch(request, env) {
     const token = request.headers.get(CONTROL_HEADER);
     if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
-    return handle(request, visibleEnv(env));
+    return handle(request, visibleEnv(env), Date.now() + clockOffsetMs);
   },
 };
