@@ -124,6 +124,46 @@ fn a_step_doing_two_things_is_refused() {
 }
 
 #[test]
+fn advance_clock_is_refused_on_the_wall_clock() {
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\nclock = \"wall\"\napplication_inline = ''\n[[scenario.steps]]\nadvance_clock = { seconds = 5 }\n",
+    );
+    assert!(error.starts_with("scenarios/bad.toml:5:"), "{error}");
+    assert!(error.contains("advance_clock"), "{error}");
+}
+
+#[test]
+fn an_unknown_clock_is_named() {
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\nclock = \"wal\"\napplication_inline = ''\n",
+    );
+    assert!(error.starts_with("scenarios/bad.toml:3:9: "), "{error}");
+    assert!(error.contains("wal") && error.contains("scenario"), "{error}");
+}
+
+#[test]
+fn one_address_or_a_new_one_for_each_request_not_both() {
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1, address = \"192.0.2.1\", distinct_addresses = true }\n",
+    );
+    assert!(error.starts_with("scenarios/bad.toml:4:"), "{error}");
+    assert!(error.contains("not both"), "{error}");
+}
+
+#[test]
+fn a_caller_may_send_from_an_address() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(
+        &path,
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1, caller = \"c\", address = \"192.0.2.1\" }\n[[scenario.steps]]\nsend = { requests = 2, caller = \"c\", distinct_addresses = true }\n",
+    )
+    .expect("write");
+    let prepared = load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(prepared.len(), 1);
+}
+
+#[test]
 fn not_toml_at_all_is_a_located_error() {
     let error = malformed("[[scenario]\n");
     assert!(error.starts_with("scenarios/bad.toml:1:"), "{error}");
