@@ -630,6 +630,154 @@ mod tests {
         ));
     }
 
+    use std::time::Duration;
+
+    use crate::engine::{InstanceRecord, RequestRecord};
+    use crate::workerd::{LogLine, Stream};
+
+    /// The one scenario of `text`, loaded as the harness loads files.
+    fn prepared(text: &str) -> Prepared {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, text).expect("write");
+        let mut all = crate::scenario::load_file(&path, std::path::Path::new("s.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        all.remove(0)
+    }
+
+    fn request(step: usize, number: usize, status: u16) -> RequestRecord {
+        let mut headers = BTreeMap::new();
+        if status == 429 {
+            headers.insert("retry-after".to_owned(), "60".to_owned());
+        }
+        RequestRecord {
+            step,
+            number,
+            isolate: 0,
+            outcome: Ok(status),
+            headers,
+            body: r#"{"ok":true}"#.to_owned(),
+            latency: Duration::from_millis(10),
+        }
+    }
+
+    fn instance(lines: &[&str]) -> InstanceRecord {
+        InstanceRecord {
+            isolate: 0,
+            generation: 0,
+            lines: lines
+                .iter()
+                .map(|text| LogLine {
+                    at: Duration::ZERO,
+                    stream: Stream::Stdout,
+                    text: (*text).to_owned(),
+                })
+                .collect(),
+            served: true,
+        }
+    }
+
+    const HEAD: &str = "[[scenario]]\nname = \"s\"\napplication_inline = ''\n";
+
+    #[test]
+    fn a_status_sequence_points_at_the_first_differing_request() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 3 }}\nexpect = {{ statuses = \"2 x 200 then 429\" }}\n"
+        ));
+        let observation = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 200), request(0, 3, 200)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let failures = check(&p, &observation);
+        assert_eq!(failures.len(), 1, "{failures:#?}");
+        assert_eq!(failures[0].place.to_string(), "s.toml:6:23");
+        assert_eq!(failures[0].context, "step 1 (send), request 3");
+        assert_eq!(failures[0].expected, "429");
+        assert!(failures[0].actual.starts_with("200 (whole step: 3 x 200)"));
+        let passing = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 200), request(0, 3, 429)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        assert_eq!(check(&p, &passing), []);
+    }
+
+    #[test]
+    fn each_expectation_kind_reports_its_own_failure() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 2 }}\nexpect = {{ counts = {{ 200 = 2 }}, retry_after = 10, headers = {{ \"x-a\" = \"1\" }}, body = {{ ok = false }}, latency = {{ max_ms = 5 }} }}\n"
+        ));
+        let observation = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 429)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let whats: BTreeSet<String> = check(&p, &observation)
+            .into_iter()
+            .map(|f| f.what)
+            .collect();
+        for what in [
+            "status counts",
+            "Retry-After of a 429",
+            "header x-a",
+            "body field `ok`",
+            "slowest request",
+        ] {
+            assert!(whats.contains(what), "no `{what}` in {whats:?}");
+        }
+    }
+
+    #[test]
+    fn a_step_without_expect_still_refuses_a_5xx_and_a_lost_request() {
+        let p = prepared(&format!("{HEAD}[[scenario.steps]]\nsend = {{ requests = 3 }}\n"));
+        let mut lost = request(0, 2, 200);
+        lost.outcome = Err("connection refused".into());
+        let observation = Observation {
+            requests: vec![request(0, 1, 503), lost],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let whats: Vec<String> = check(&p, &observation).into_iter().map(|f| f.what).collect();
+        assert_eq!(
+            whats,
+            ["requests answered", "no 5xx", "no failed request"],
+            "{whats:?}"
+        );
+    }
+
+    #[test]
+    fn fallback_lines_and_keys_in_logs_are_judged_per_process() {
+        let line = r#"{"message":"{\"event\":\"rate_limits.fallback\",\"binding\":\"B\",\"reason\":\"failed\"}"}"#;
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.expect.fallback]]\nbinding = \"B\"\nreason = \"failed\"\n"
+        ));
+        let mut sent = BTreeSet::new();
+        sent.insert("192.0.2.9".to_owned());
+        let once = Observation {
+            instances: vec![instance(&[line])],
+            sent_subjects: sent.clone(),
+            ..Observation::default()
+        };
+        assert_eq!(check(&p, &once), []);
+        let twice_and_a_key = Observation {
+            instances: vec![instance(&[line, line, "saw 192.0.2.9"])],
+            sent_subjects: sent,
+            ..Observation::default()
+        };
+        let whats: Vec<String> = check(&p, &twice_and_a_key)
+            .into_iter()
+            .map(|f| f.what)
+            .collect();
+        assert_eq!(
+            whats,
+            [
+                "rate_limits.fallback lines (binding, reason) -> count",
+                "no key in any log line"
+            ]
+        );
+    }
+
     #[test]
     fn percentiles_use_nearest_rank() {
         let v: Vec<u64> = (1..=100).collect();
