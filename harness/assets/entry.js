@@ -16,6 +16,11 @@
 //                   {"settled": "rejected"|"threw", "error": {name, message}} |
 //                   {"settled": "pending"} (not settled after N ms) |
 //                   {"settled": "missing"} (hidden from the deployable).
+//   POST /clock     {"offset_ms": N}: from now on the deployable's clock is
+//                   Date.now() + N (the scenario clock; 0 until set). The
+//                   runtime takes the time from its embedding, so only this
+//                   test embedding adds the offset; timers (the 500 ms
+//                   deadline) stay real.
 import wasmModule from "./deployable_bg.wasm";
 import { initSync, fetch as handle } from "./deployable.js";
 
@@ -23,6 +28,7 @@ initSync({ module: wasmModule });
 
 const CONTROL_HEADER = "x-harness-control";
 let hidden = null;
+let clockOffsetMs = 0;
 
 function bindingNames(env) {
   return JSON.parse(env.HARNESS_BINDINGS);
@@ -68,10 +74,19 @@ async function rawLimit(request, env) {
   return Response.json(answer);
 }
 
-async function control(request, env) {
-  if (new URL(request.url).pathname === "/limit" && request.method === "POST") {
-    return rawLimit(request, env);
+async function setClock(request) {
+  const { offset_ms: offset } = await request.json();
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
   }
+  clockOffsetMs = offset;
+  return Response.json({ offset_ms: clockOffsetMs });
+}
+
+async function control(request, env) {
+  const path = new URL(request.url).pathname;
+  if (path === "/clock" && request.method === "POST") return setClock(request);
+  if (path === "/limit" && request.method === "POST") return rawLimit(request, env);
   const hide = hiddenSet(env);
   const names = bindingNames(env);
   if (request.method === "POST") {
@@ -99,6 +114,6 @@ export default {
   async fetch(request, env) {
     const token = request.headers.get(CONTROL_HEADER);
     if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
-    return handle(request, visibleEnv(env));
+    return handle(request, visibleEnv(env), Date.now() + clockOffsetMs);
   },
 };

@@ -8,6 +8,7 @@
 //! [`report`] prints it for people and for CI.
 
 pub mod checks;
+pub mod clock;
 pub mod differential;
 pub mod edge;
 pub mod engine;

@@ -200,9 +200,17 @@ fn wrangler(path: &PathBuf, format: Format) -> ExitCode {
     }
 }
 
+/// The suite of `--scenarios DIR`, its trials named by the path as given, or
+/// of the repository's scenarios, named `scenarios/...`.
 fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
-    let dir = scenarios.unwrap_or_else(harness::paths::scenarios_dir);
-    suite::discover(&dir).map_err(|e| {
+    let (dir, shown_as) = match scenarios {
+        Some(dir) => (dir.clone(), dir),
+        None => (
+            harness::paths::scenarios_dir(),
+            PathBuf::from(harness::paths::SCENARIOS_SHOWN_AS),
+        ),
+    };
+    suite::discover(&dir, &shown_as).map_err(|e| {
         eprintln!("cannot read scenarios in {}: {e}", dir.display());
         ExitCode::from(2)
     })

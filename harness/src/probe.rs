@@ -9,10 +9,6 @@ use std::fmt;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use crate::checks::Failure;
-use crate::engine::Observation;
-use crate::scenario::Prepared;
-
 /// How long a raw call may stay unsettled before it is `pending` (as a
 /// hanging binding's is). `assets/entry.js` waits this long.
 pub const PENDING_AFTER_MS: u64 = 1000;
@@ -110,33 +106,10 @@ pub fn control_body(call: &LimitCall) -> serde_json::Value {
     body
 }
 
-/// Every raw call whose outcome is not the one its step names.
-pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
-    let source = &prepared.scenario;
-    let scenario = source.scenario.get_ref();
-    let mut failures = Vec::new();
-    for (index, step) in scenario.steps.iter().enumerate() {
-        let Some(call) = &step.get_ref().limit else {
-            continue;
-        };
-        let actual = observation.calls.iter().find(|c| c.step == index);
-        let actual_text = actual.map_or_else(|| "not called".to_owned(), |c| c.outcome.to_string());
-        if actual.map(|c| &c.outcome) != Some(&call.outcome) {
-            failures.push(Failure {
-                place: source.place(step.span()),
-                context: format!("step {} (limit), isolate {}", index + 1, call.isolate),
-                what: format!("{}.limit() outcome", call.binding),
-                expected: call.outcome.to_string(),
-                actual: actual_text,
-            });
-        }
-    }
-    failures
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::engine::Observation;
 
     #[test]
     fn a_call_whose_outcome_differs_or_that_was_never_made_fails() {
@@ -155,7 +128,7 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Resolves(serde_json::json!({"success": false})),
         });
-        let failures = check(&prepared, &observation);
+        let failures = crate::checks::check(&prepared, &observation);
         assert_eq!(failures.len(), 2, "{failures:?}");
         assert_eq!(failures[0].expected, r#"resolves to {"success":true}"#);
         assert_eq!(failures[0].actual, r#"resolves to {"success":false}"#);
@@ -167,7 +140,7 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Pending,
         });
-        assert_eq!(check(&prepared, &observation), vec![]);
+        assert_eq!(crate::checks::check(&prepared, &observation), vec![]);
     }
 
     #[test]

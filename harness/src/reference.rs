@@ -216,33 +216,6 @@ pub fn fresh_storage() -> std::io::Result<tempfile::TempDir> {
     builder.tempdir()
 }
 
-/// The scenario clock of the reference process at `base_url`: from now on
-/// its simulator reads wall clock + `offset_ms` (`assets/reference/clock.js`).
-/// The harness's own core and the deployable get the same offset from the
-/// scenario clock; this is the reference's half.
-pub async fn set_clock(
-    client: &reqwest::Client,
-    base_url: &str,
-    offset_ms: i64,
-) -> Result<(), ClockError> {
-    let response = client
-        .post(format!("{base_url}/clock"))
-        .json(&serde_json::json!({ "offset_ms": offset_ms }))
-        .send()
-        .await
-        .map_err(|e| ClockError(e.to_string()))?;
-    if response.status().is_success() {
-        Ok(())
-    } else {
-        Err(ClockError(response.text().await.unwrap_or_default()))
-    }
-}
-
-/// The reference process did not take a clock offset.
-#[derive(Debug, thiserror::Error)]
-#[error("setting the reference's scenario clock: {0}")]
-pub struct ClockError(String);
-
 /// The flags the reference process needs: the simulator's object uses the
 /// `experimental` compatibility flag, as miniflare runs it.
 pub const STORE_FLAGS: &[&str] = &["--experimental"];

@@ -102,10 +102,11 @@ impl Suite {
     }
 }
 
-/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`.
-pub fn discover(dir: &Path) -> Result<Suite, std::io::Error> {
+/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`;
+/// trials are named after `shown_as` (see [`scenario::scenario_files`]).
+pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
     let mut trials = Vec::new();
-    for (path, display) in scenario::scenario_files(dir)? {
+    for (path, display) in scenario::scenario_files(dir, shown_as)? {
         match scenario::load_file(&path, &display) {
             Ok(prepared) => trials.extend(prepared.into_iter().map(Trial::Scenario)),
             Err(error) => trials.push(Trial::Malformed {

@@ -12,7 +12,7 @@ use std::sync::{Arc, OnceLock};
 
 use harness::differential::{self, ListedDifferences};
 use harness::engine::{self, Environment, Observation};
-use harness::paths::{pinned_workerd_dir, scenarios_dir};
+use harness::paths::{SCENARIOS_SHOWN_AS, pinned_workerd_dir, scenarios_dir};
 use harness::reference::{CoreChoice, CountingCore};
 use harness::scenario::Prepared;
 use harness::suite::{self, Trial};
@@ -40,7 +40,7 @@ fn cores() -> Result<Cores, String> {
 fn main() -> ExitCode {
     let args = Arguments::from_args();
     let dir = scenarios_dir();
-    let suite = match suite::discover(&dir) {
+    let suite = match suite::discover(&dir, std::path::Path::new(SCENARIOS_SHOWN_AS)) {
         Ok(suite) => suite,
         Err(e) => {
             eprintln!("cannot read {}: {e}", dir.display());

@@ -64,11 +64,18 @@ impl Gate {
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to send.
     /// Never fails for the binding's sake: every binding problem falls back to memory.
+    ///
+    /// `now_ms` is the embedding's clock in ms since the Unix epoch, read when
+    /// the request arrived: a production Worker passes `Date.now()`, a test
+    /// embedding may pass its own clock. It must never go backwards between
+    /// requests of one isolate (the fallback count's windows are aligned to
+    /// it). The 500 ms deadline runs on the isolate's real timers whatever it is.
     pub async fn decide(
         &self,
         env: &JsValue,
         subject: &Subject,
         path: &str,
+        now_ms: u64,
     ) -> Result<(), Refusal> {
         let checks = self.limiter.borrow().checks(subject, path);
         // Every binding is asked at once, so the 500 ms deadline bounds the
@@ -82,7 +89,7 @@ impl Gate {
         .await;
         for (check, answer) in checks.iter().zip(answers) {
             // The borrow is never held across an await: requests interleave in an isolate.
-            let settled = self.limiter.borrow_mut().settle(check, answer, now_ms());
+            let settled = self.limiter.borrow_mut().settle(check, answer, now_ms);
             if let Some(log) = settled.log {
                 console_warn(&log.to_json_line());
             }
@@ -132,10 +139,6 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
         .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
-}
-
-fn now_ms() -> u64 {
-    js_sys::Date::now() as u64
 }
 
 /// Asks one binding, turning every way it can fail into a fallback reason.
