@@ -12,8 +12,11 @@
 //! `fetcher` reaches one process every isolate of the scenario shares; there
 //! `object-entry.worker.js` picks the namespace's `RateLimiterObject`
 //! (`ratelimit-object.worker.js`, importing `miniflare:shared`), a durable
-//! object with SQLite storage on a disk service in the scenario's own
-//! temporary directory, so every scenario starts with no counts.
+//! object with SQLite storage on a disk service in a directory new for each
+//! scenario, so every scenario starts with no counts. The simulator reads
+//! `Date.now()`; `assets/reference/clock.js`, the main module of its
+//! service, makes that the scenario clock, set with the same `POST /clock`
+//! as the harness's binding store.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
