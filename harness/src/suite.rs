@@ -116,7 +116,7 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
         }
     }
     let names: Vec<&str> = trials.iter().map(Trial::name).collect();
-    let expectations = match Expectations::load(dir, &names) {
+    let expectations = match Expectations::load(dir, shown_as, &names) {
         Ok(expectations) => expectations,
         Err(error) => {
             let name = format!("{}::(file)", expectations::FILE_NAME);
