@@ -1,6 +1,7 @@
-//! Runs one scenario: starts its workerd processes, performs its steps, and
-//! records what it observed. Judging what was observed is [`crate::checks`]'s
-//! job; this module only does I/O.
+//! Runs one scenario: starts its workerd processes, sets their clock,
+//! performs its steps, and records what it observed. Judging what was
+//! observed is [`crate::checks`]'s job; the clock's arithmetic is
+//! [`crate::clock`]'s; this module only does I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -526,7 +527,9 @@ impl<'a> Runner<'a> {
             .tempdir()
             .map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
-        if !bindings.is_empty() {
+        // A store only when some binding is in the config: one missing from
+        // start to end never asks it.
+        if !self.configured.is_empty() {
             let (store_config, flags) = match &self.env.core {
                 CountingCore::Harness => (write_store_config(dir.path(), &date), &[][..]),
                 CountingCore::Reference(simulator) => {
