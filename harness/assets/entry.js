@@ -10,6 +10,17 @@
 //                   binding from the deployable; anything else shows it and is
 //                   passed to the emulated binding's __harnessSetBehaviour.
 //   GET  /bindings  {"NAME": stats, ...} for every binding in the config.
+//   POST /limit     {"binding": NAME, "options"?: any, "pending_after_ms": N}
+//                   one raw limit() call (no argument when `options` is absent),
+//                   answered as {"settled": "resolved", "value"} |
+//                   {"settled": "rejected"|"threw", "error": {name, message}} |
+//                   {"settled": "pending"} (not settled after N ms) |
+//                   {"settled": "missing"} (hidden from the deployable).
+//   POST /clock     {"offset_ms": N}: from now on the deployable's clock is
+//                   Date.now() + N (the scenario clock; 0 until set). The
+//                   runtime takes the time from its embedding, so only this
+//                   test embedding adds the offset; timers (the 500 ms
+//                   deadline) stay real.
 import wasmModule from "./deployable_bg.wasm";
 import { initSync, fetch as handle } from "./deployable.js";
 
@@ -17,6 +28,7 @@ initSync({ module: wasmModule });
 
 const CONTROL_HEADER = "x-harness-control";
 let hidden = null;
+let clockOffsetMs = 0;
 
 function bindingNames(env) {
   return JSON.parse(env.HARNESS_BINDINGS);
@@ -33,7 +45,48 @@ function visibleEnv(env) {
   return new Proxy(env, { get: (target, key) => (hide.has(key) ? undefined : target[key]) });
 }
 
+function errorFields(error) {
+  return { name: error?.name ?? typeof error, message: error?.message ?? String(error) };
+}
+
+async function rawLimit(request, env) {
+  const { binding, options, pending_after_ms: pendingAfter } = await request.json();
+  if (!bindingNames(env).includes(binding) || env[binding] === undefined) {
+    return Response.json({ error: `binding ${binding} is not in this config` }, { status: 400 });
+  }
+  if (hiddenSet(env).has(binding)) return Response.json({ settled: "missing" });
+  let promise;
+  try {
+    promise = options === undefined ? env[binding].limit() : env[binding].limit(options);
+  } catch (error) {
+    return Response.json({ settled: "threw", error: errorFields(error) });
+  }
+  let timer;
+  const pending = new Promise((resolve) => {
+    timer = setTimeout(() => resolve({ settled: "pending" }), pendingAfter);
+  });
+  const settled = Promise.resolve(promise).then(
+    (value) => ({ settled: "resolved", value }),
+    (error) => ({ settled: "rejected", error: errorFields(error) }),
+  );
+  const answer = await Promise.race([settled, pending]);
+  clearTimeout(timer);
+  return Response.json(answer);
+}
+
+async function setClock(request) {
+  const { offset_ms: offset } = await request.json();
+  if (!Number.isSafeInteger(offset) || offset < 0) {
+    return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
+  }
+  clockOffsetMs = offset;
+  return Response.json({ offset_ms: clockOffsetMs });
+}
+
 async function control(request, env) {
+  const path = new URL(request.url).pathname;
+  if (path === "/clock" && request.method === "POST") return setClock(request);
+  if (path === "/limit" && request.method === "POST") return rawLimit(request, env);
   const hide = hiddenSet(env);
   const names = bindingNames(env);
   if (request.method === "POST") {
@@ -61,6 +114,6 @@ export default {
   async fetch(request, env) {
     const token = request.headers.get(CONTROL_HEADER);
     if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
-    return handle(request, visibleEnv(env));
+    return handle(request, visibleEnv(env), Date.now() + clockOffsetMs);
   },
 };

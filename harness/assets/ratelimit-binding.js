@@ -1,4 +1,8 @@
-// Harness emulation of Cloudflare's Rate Limiting binding, for a real workerd.
+// The harness's Rate Limiting binding for a real workerd: a fault layer
+// (missing, throwing, rejecting, malformed, slow, hanging) around a counting
+// core, which is either the harness's own (below, counting in binding-store.js)
+// or Cloudflare's simulator (miniflare's ratelimit.worker.js, wired by the
+// harness as the inner wrapped binding `core`).
 //
 // Load it as an internal extension module and expose it through a wrapped
 // binding:
@@ -14,42 +18,47 @@
 //         ( name = "limit",     json = "3" ),           # requests allowed per window
 //         ( name = "period",    json = "60" ),          # window length in seconds (10 or 60)
 //         ( name = "behaviour", json = "\"healthy\"" ), # optional, initial behaviour
-//         ( name = "store",     service = "binding-store" ), # optional, shared count
+//         # the counting core, at most one of:
+//         ( name = "store",     service = "binding-store" ), # the harness's core, shared
+//         ( name = "core",      wrapped = ( moduleName = "cloudflare-internal:ratelimit:module",
+//                                           innerBindings = [ fetcher, limit, period ] ) ),
 //       ] ) ) ]
 //
 // Every inner binding except `name` is optional: namespace defaults to the
-// binding name, limit to 10, period to 60, behaviour to "healthy".
+// binding name, limit to 10, period to 60, behaviour to "healthy"; with
+// neither `store` nor `core` the harness's core counts in this module.
 //
 // Behaviours (initial value from `behaviour`, changeable at runtime with
-// `env.LIMITER.__harnessSetBehaviour(b)`):
-//   "healthy"       count like miniflare's simulator, resolve {success: boolean}
+// `env.LIMITER.__harnessSetBehaviour(b)`) are the fault layer, the same for
+// either core:
+//   "healthy"       ask the core, resolve with its answer
 //   "throwing"      limit() throws synchronously
 //   "rejecting"     limit() returns a rejected promise
 //   "malformed"     limit() resolves to {ok: true} (no boolean `success`)
-//   {"slow_ms": N}  the healthy answer, delivered after N ms (setTimeout)
+//   {"slow_ms": N}  the core's answer, delivered after N ms (setTimeout)
 //   "hanging"       limit() returns a promise that never settles
-// A "missing" binding is modelled by leaving the binding out of the config;
-// this module plays no part in it.
+// A "missing" binding is modelled by leaving the binding out of the config
+// (or hiding it, entry.js); this module plays no part in it.
 //
-// With a `store` service binding, the count is kept there (binding-store.js),
-// shared by every isolate that binds the same store, as the real binding's
-// count is shared by a location's instances; without one, in this module.
-//
-// Counting follows miniflare: fixed windows aligned to the wall clock, window
-// index = floor(Date.now() / 1000 / period); counters are per (namespace,
-// period, key), so two bindings sharing a namespace id share counters. When the
-// count is already >= limit the call answers {success: false} and does not
-// count; otherwise it counts and answers {success: true}.
-//
-// Validation follows miniflare's client too: options must be an object whose
-// only properties are `key`, `limit` and `period` (key defaults to "", limit
-// and period to the configured ones); key must be a string, limit and period
-// numbers, period 10 or 60. A violation rejects the returned promise with a
-// plain Error carrying miniflare's message (e.g. "invalid rate limit options",
-// "invalid key: 5", "unsupported period: 1"). `delta` is NOT supported because
-// miniflare does not support it: {key, delta} rejects with
-// "bad rate limit options: [delta]". The configured period is only checked at
-// call time, as in miniflare.
+// The harness's core follows the pinned simulator (miniflare
+// 5.20261117.0-beta, dist/src/workers/ratelimit/*.js), and the differential
+// check (harness/tests/differential.rs) runs every scenario on both cores:
+// - validation, in the simulator's order and with its messages; a violation
+//   rejects the returned promise: options must be an object ("invalid rate
+//   limit options") whose only properties are key, limit, period and delta
+//   ("bad rate limit options: [x,y]"); key defaults to "", limit and period to
+//   the configured ones, delta to 1; key must be a string ("invalid key: 5"),
+//   limit and period numbers ("limit must be a number: x"), period 10 or 60
+//   ("unsupported period: 30"). delta is converted like a WebIDL unsigned
+//   long: TypeError "The value cannot be converted because it is not an
+//   integer." (not finite), "...because it is negative and this API expects a
+//   positive number." (< 0), "Value out of range. Must be less than or equal
+//   to 4294967295." (too big); truncated, and RangeError "delta must be
+//   non-zero" when that leaves 0.
+// - counting: fixed windows aligned to the clock, window index =
+//   floor(now_ms / (period * 1000)); counters per (namespace, period, key).
+//   When the count is already >= limit the call answers {success: false} and
+//   does not count; otherwise it adds delta and answers {success: true}.
 //
 // State lives in module scope, so it is per isolate (per workerd service) and
 // shared by every Ratelimit instance of the same binding name in that isolate.
@@ -58,15 +67,17 @@
 //   __harnessStats()          {binding, namespace, limit, period, behaviour,
 //                             calls, invalid, keys: {key: callCount}}; the
 //                             keys are every string key that reached limit(),
-//                             whatever the behaviour
+//                             whatever the behaviour; `invalid` counts the
+//                             calls the core rejected
 
-const OPTION_KEYS = ["key", "limit", "period"];
+const OPTION_KEYS = ["key", "limit", "period", "delta"];
 const PERIODS = [10, 60];
+const MAX_UINT32 = 4294967295;
 const NAMED_BEHAVIOURS = ["healthy", "throwing", "rejecting", "malformed", "hanging"];
 
 // binding name -> { behaviour, calls, invalid, keys: Map<string, number> }
 const bindingStates = new Map();
-// namespace id -> Map<`${period}:${key}`, { window, count }>
+// namespace id -> Map<`${period}:${key}`, { window, count }>, for a core with no store
 const namespaceCounters = new Map();
 
 function normaliseBehaviour(value) {
@@ -93,20 +104,98 @@ function check(ok, message) {
   if (!ok) throw new Error(message);
 }
 
+// The simulator's conversion of `delta` (a WebIDL unsigned long that must not be 0).
+function toDelta(delta) {
+  const value = +delta;
+  if (!Number.isFinite(value)) {
+    throw new TypeError("The value cannot be converted because it is not an integer.");
+  }
+  if (value < 0) {
+    throw new TypeError(
+      "The value cannot be converted because it is negative and this API expects a positive number.",
+    );
+  }
+  if (value > MAX_UINT32) {
+    throw new TypeError(`Value out of range. Must be less than or equal to ${MAX_UINT32}.`);
+  }
+  const truncated = Math.trunc(value);
+  if (truncated === 0) throw new RangeError("delta must be non-zero");
+  return truncated;
+}
+
+// The harness's own counting core: the simulator's validation, then a count
+// in the shared store (or in this module without one).
+class HarnessCore {
+  #namespace;
+  #limit;
+  #period;
+  #store;
+
+  constructor(namespace, limit, period, store) {
+    this.#namespace = namespace;
+    this.#limit = limit;
+    this.#period = period;
+    this.#store = store;
+  }
+
+  async limit(options) {
+    check(typeof options === "object" && options !== null, "invalid rate limit options");
+    const extra = Object.keys(options).filter((k) => !OPTION_KEYS.includes(k));
+    check(extra.length === 0, `bad rate limit options: [${extra.join(",")}]`);
+    const { key = "", limit = this.#limit, period = this.#period, delta = 1 } = options;
+    check(typeof key === "string", `invalid key: ${key}`);
+    check(typeof limit === "number", `limit must be a number: ${limit}`);
+    check(typeof period === "number", `period must be a number: ${period}`);
+    check(PERIODS.includes(period), `unsupported period: ${period}`);
+    const weight = toDelta(delta);
+
+    if (this.#store !== null) {
+      const body = JSON.stringify({ namespace: this.#namespace, period, limit, key, delta: weight });
+      const response = await this.#store.fetch("http://binding-store/limit", { method: "POST", body });
+      return response.json();
+    }
+    const window = Math.floor(Date.now() / (period * 1000));
+    const map = counters(this.#namespace);
+    const id = `${period}:${key}`;
+    let bucket = map.get(id);
+    if (bucket === undefined || bucket.window !== window) {
+      bucket = { window, count: 0 };
+      map.set(id, bucket);
+    }
+    if (bucket.count >= limit) return { success: false };
+    bucket.count += weight;
+    return { success: true };
+  }
+}
+
+// Resolves or rejects as `promise` did, `ms` later.
+function delayed(promise, ms) {
+  const settled = promise.then(
+    (value) => ({ value }),
+    (error) => ({ error }),
+  );
+  return new Promise((resolve, reject) => {
+    setTimeout(() => {
+      settled.then((s) => ("error" in s ? reject(s.error) : resolve(s.value)));
+    }, ms);
+  });
+}
+
 class Ratelimit {
   #name;
   #namespace;
   #limit;
   #period;
   #state;
-  #store;
+  #core;
 
   constructor(env) {
-    this.#store = env.store ?? null;
     this.#name = String(env.name ?? "RATE_LIMITER");
     this.#namespace = String(env.namespace ?? this.#name);
     this.#limit = env.limit ?? 10;
     this.#period = env.period ?? 60;
+    this.#core =
+      env.core ?? new HarnessCore(this.#namespace, this.#limit, this.#period, env.store ?? null);
     let state = bindingStates.get(this.#name);
     if (state === undefined) {
       state = {
@@ -138,46 +227,14 @@ class Ratelimit {
       case "hanging":
         return new Promise(() => {});
     }
-    let outcome;
-    try {
-      outcome = this.#count(options);
-    } catch (err) {
-      state.invalid++;
-      return Promise.reject(err);
-    }
-    if (typeof behaviour === "object") {
-      return new Promise((resolve) => setTimeout(() => resolve(outcome), behaviour.slow_ms));
-    }
-    return Promise.resolve(outcome);
-  }
-
-  #count(options) {
-    check(typeof options === "object" && options !== null, "invalid rate limit options");
-    const extra = Object.keys(options).filter((k) => !OPTION_KEYS.includes(k));
-    check(extra.length === 0, `bad rate limit options: [${extra.join(",")}]`);
-    const { key = "", limit = this.#limit, period = this.#period } = options;
-    check(typeof key === "string", `invalid key: ${key}`);
-    check(typeof limit === "number", `limit must be a number: ${limit}`);
-    check(typeof period === "number", `period must be a number: ${period}`);
-    check(PERIODS.includes(period), `unsupported period: ${period}`);
-
-    if (this.#store !== null) {
-      const body = JSON.stringify({ namespace: this.#namespace, period, limit, key });
-      return this.#store
-        .fetch("http://binding-store/limit", { method: "POST", body })
-        .then((response) => response.json());
-    }
-    const window = Math.floor(Date.now() / 1000 / period);
-    const map = counters(this.#namespace);
-    const id = `${period}:${key}`;
-    let bucket = map.get(id);
-    if (bucket === undefined || bucket.window !== window) {
-      bucket = { window, count: 0 };
-      map.set(id, bucket);
-    }
-    if (bucket.count >= limit) return { success: false };
-    bucket.count++;
-    return { success: true };
+    // Both cores are async, so a validation error is a rejection, never a throw.
+    const outcome = Promise.resolve()
+      .then(() => this.#core.limit(options))
+      .catch((error) => {
+        state.invalid++;
+        throw error;
+      });
+    return typeof behaviour === "object" ? delayed(outcome, behaviour.slow_ms) : outcome;
   }
 
   __harnessSetBehaviour(behaviour) {

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use harness::engine::Environment;
 use harness::scenario::Behaviour;
-use harness::workerd::config::{IsolateConfig, write_config, write_store_config};
+use harness::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
 use harness::workerd::{EmulatedBinding, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
@@ -306,7 +306,8 @@ impl Bench {
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",
-            store_port,
+            counting: store_port
+                .map_or(Counting::InIsolate, |port| Counting::HarnessStore { port }),
             limiting_off,
         };
         Ok(write_config(&dir, &config, &self.env.deployable)?)

@@ -6,8 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::ops::Range;
 
+use toml::Spanned;
+
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
-use crate::scenario::{Place, Prepared, SendExpectations, expand_statuses, parse_statuses};
+use crate::scenario::{
+    Action, Latency, Place, Prepared, Scenario, ScenarioSource, SendExpectations, SendRequests,
+    expand_statuses, parse_statuses,
+};
 
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,251 +62,421 @@ pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
     })
 }
 
+/// Where failures of one run are collected, pointing into its scenario file.
+struct Failures<'a> {
+    source: &'a ScenarioSource,
+    list: Vec<Failure>,
+}
+
+impl Failures<'_> {
+    fn fail(
+        &mut self,
+        span: Range<usize>,
+        context: String,
+        what: &str,
+        expected: String,
+        actual: String,
+    ) {
+        self.list.push(Failure {
+            place: self.source.place(span),
+            context,
+            what: what.to_owned(),
+            expected,
+            actual,
+        });
+    }
+}
+
+/// A check of the whole run: one kind of expectation.
+type RunCheck = fn(&Scenario, &Observation, &mut Failures<'_>);
+
+/// Every kind of expectation of a scenario with steps, in the order its
+/// failures are reported. A new kind is one function and one row here.
+const RUN_CHECKS: [(&str, RunCheck); 5] = [
+    ("send steps", send_steps),
+    ("raw limit() calls", limit_calls),
+    ("fallback lines", fallback_lines),
+    ("binding keys", binding_keys),
+    ("no key in any log line", no_key_logged),
+];
+
 /// Every failure of one run.
 pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
     let source = &prepared.scenario;
     let scenario = source.scenario.get_ref();
-    let whole = source.scenario.span();
-    let mut failures = Vec::new();
-    let mut fail =
-        |span: Range<usize>, context: String, what: &str, expected: String, actual: String| {
-            failures.push(Failure {
-                place: source.place(span),
-                context,
-                what: what.to_owned(),
-                expected,
-                actual,
-            });
-        };
-
+    let mut failures = Failures {
+        source,
+        list: Vec::new(),
+    };
     if let Some(codes) = &scenario.expect_diagnostics {
-        let expected: BTreeSet<&str> = codes.get_ref().iter().map(String::as_str).collect();
-        let actual: BTreeSet<&str> = observation
-            .diagnostics
-            .iter()
-            .flatten()
-            .map(String::as_str)
-            .collect();
-        if expected != actual {
-            fail(
-                codes.span(),
-                String::new(),
-                "diagnostics differ",
-                format!("{expected:?}"),
-                format!("{actual:?}"),
-            );
+        diagnostics(codes, observation, &mut failures);
+    } else {
+        for (_, run_check) in RUN_CHECKS {
+            run_check(scenario, observation, &mut failures);
         }
-        return failures;
+    }
+    failures.list
+}
+
+/// `expect_diagnostics`: exactly these codes (a scenario with them has no steps).
+fn diagnostics(codes: &Spanned<Vec<String>>, observation: &Observation, out: &mut Failures<'_>) {
+    let expected: BTreeSet<&str> = codes.get_ref().iter().map(String::as_str).collect();
+    let actual: BTreeSet<&str> = observation
+        .diagnostics
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
+    if expected != actual {
+        out.fail(
+            codes.span(),
+            String::new(),
+            "diagnostics differ",
+            format!("{expected:?}"),
+            format!("{actual:?}"),
+        );
+    }
+}
+
+/// One `send` step as its checks see it: its requests' records, in order of arrival.
+struct SendStep<'a> {
+    /// 0-based.
+    index: usize,
+    span: Range<usize>,
+    send: &'a SendRequests,
+    records: Vec<&'a RequestRecord>,
+}
+
+impl SendStep<'_> {
+    fn context(&self, number: usize) -> String {
+        format!("step {} (send), request {number}", self.index + 1)
     }
 
+    fn step_context(&self) -> String {
+        format!("step {} (send)", self.index + 1)
+    }
+}
+
+/// `limit` steps: each raw call gave the outcome its step names.
+fn limit_calls(scenario: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
     for (index, step) in scenario.steps.iter().enumerate() {
-        let Some(send) = &step.get_ref().send else {
+        let Ok(Action::Limit(call)) = step.get_ref().action() else {
             continue;
         };
-        let records: Vec<&RequestRecord> = observation
-            .requests
-            .iter()
-            .filter(|r| r.step == index)
-            .collect();
-        let expect = step.get_ref().expect.as_ref();
-        let defaults = SendExpectations {
-            no_5xx: true,
-            ..SendExpectations::default()
-        };
-        let (expect_span, expectations) = match expect {
-            Some(e) => (e.span(), e.get_ref()),
-            None => (step.span(), &defaults),
-        };
-        let context = |number: usize| format!("step {} (send), request {number}", index + 1);
-        if records.len() != send.requests {
-            fail(
+        let actual = observation.calls.iter().find(|c| c.step == index);
+        if actual.map(|c| &c.outcome) != Some(&call.outcome) {
+            out.fail(
                 step.span(),
-                format!("step {} (send)", index + 1),
-                "requests answered",
-                send.requests.to_string(),
-                records.len().to_string(),
+                format!("step {} (limit), isolate {}", index + 1, call.isolate),
+                &format!("{}.limit() outcome", call.binding),
+                call.outcome.to_string(),
+                actual.map_or_else(|| "not called".to_owned(), |c| c.outcome.to_string()),
             );
         }
-        if expectations.no_5xx {
-            for r in &records {
-                match &r.outcome {
-                    Ok(status) if *status < 500 => {}
-                    Ok(status) => fail(
-                        expect_span.clone(),
-                        context(r.number),
-                        "no 5xx",
-                        "a status below 500".into(),
-                        format!("{status}: {}", short(&r.body)),
-                    ),
-                    Err(error) => fail(
-                        expect_span.clone(),
-                        context(r.number),
-                        "no failed request",
-                        "a response".into(),
-                        error.clone(),
-                    ),
-                }
-            }
-        }
-        if let Some(statuses) = &expectations.statuses {
-            let wanted = parse_statuses(statuses.get_ref())
-                .and_then(|runs| expand_statuses(&runs, send.requests));
-            if let Ok(wanted) = wanted {
-                let mismatches: Vec<(usize, u16, String)> = records
-                    .iter()
-                    .filter_map(|r| {
-                        let expected = *wanted.get(r.number - 1)?;
-                        let actual = status_text(r);
-                        (actual != expected.to_string()).then_some((r.number, expected, actual))
-                    })
-                    .collect();
-                if let Some((number, expected, actual)) = mismatches.first() {
-                    fail(
-                        statuses.span(),
-                        context(*number),
-                        &format!(
-                            "status sequence `{}` ({} of {} requests differ)",
-                            statuses.get_ref(),
-                            mismatches.len(),
-                            records.len()
-                        ),
-                        expected.to_string(),
-                        format!("{actual} (whole step: {})", summarise(&records)),
-                    );
-                }
-            }
-        }
-        if let Some(counts) = &expectations.counts {
-            let mut actual: BTreeMap<String, usize> = BTreeMap::new();
-            for r in &records {
-                *actual.entry(status_text(r)).or_default() += 1;
-            }
-            let expected: BTreeMap<String, usize> = counts
-                .get_ref()
+    }
+}
+
+/// Every `send` step's expectations.
+fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
+    for (index, step) in scenario.steps.iter().enumerate() {
+        let Ok(Action::Send { send, expect }) = step.get_ref().action() else {
+            continue;
+        };
+        let view = SendStep {
+            index,
+            span: step.span(),
+            send,
+            records: observation
+                .requests
                 .iter()
-                .filter(|(_, n)| **n > 0)
-                .map(|(k, v)| (k.clone(), *v))
-                .collect();
-            if expected != actual {
-                fail(
-                    counts.span(),
-                    format!("step {} (send)", index + 1),
-                    "status counts",
-                    format!("{expected:?}"),
-                    format!("{actual:?}"),
+                .filter(|r| r.step == index)
+                .collect(),
+        };
+        answered(&view, out);
+        match expect {
+            Some(expect) => send_expectations(&view, expect.span(), expect.get_ref(), out),
+            None => no_5xx(&view, view.span.clone(), out),
+        }
+    }
+}
+
+/// Each expectation a `send` wrote, judged by its own function. The
+/// destructuring has no `..`: a new field does not compile until it is judged.
+fn send_expectations(
+    view: &SendStep<'_>,
+    span: Range<usize>,
+    expectations: &SendExpectations,
+    out: &mut Failures<'_>,
+) {
+    let SendExpectations {
+        statuses,
+        counts,
+        no_5xx: no_5xx_wanted,
+        retry_after,
+        headers,
+        body,
+        latency,
+    } = expectations;
+    if *no_5xx_wanted {
+        no_5xx(view, span, out);
+    }
+    if let Some(statuses) = statuses {
+        status_sequence(view, statuses, out);
+    }
+    if let Some(counts) = counts {
+        status_counts(view, counts, out);
+    }
+    if let Some(retry_after) = retry_after {
+        retry_after_of_429s(view, retry_after, out);
+    }
+    if let Some(headers) = headers {
+        response_headers(view, headers, out);
+    }
+    if let Some(body) = body {
+        body_fields(view, body, out);
+    }
+    if let Some(latency) = latency {
+        latency_bounds(view, latency, out);
+    }
+}
+
+/// Every request of the step was answered or failed: none went missing.
+fn answered(view: &SendStep<'_>, out: &mut Failures<'_>) {
+    if view.records.len() != view.send.requests {
+        out.fail(
+            view.span.clone(),
+            view.step_context(),
+            "requests answered",
+            view.send.requests.to_string(),
+            view.records.len().to_string(),
+        );
+    }
+}
+
+/// `no_5xx` (on by default): every request got a response below 500.
+fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
+    for r in &view.records {
+        match &r.outcome {
+            Ok(status) if *status < 500 => {}
+            Ok(status) => out.fail(
+                span.clone(),
+                view.context(r.number),
+                "no 5xx",
+                "a status below 500".into(),
+                format!("{status}: {}", short(&r.body)),
+            ),
+            Err(error) => out.fail(
+                span.clone(),
+                view.context(r.number),
+                "no failed request",
+                "a response".into(),
+                error.clone(),
+            ),
+        }
+    }
+}
+
+/// `statuses`: the statuses in request order; the first difference is shown.
+fn status_sequence(view: &SendStep<'_>, statuses: &Spanned<String>, out: &mut Failures<'_>) {
+    let Ok(wanted) = parse_statuses(statuses.get_ref())
+        .and_then(|runs| expand_statuses(&runs, view.send.requests))
+    else {
+        return;
+    };
+    let mismatches: Vec<(usize, u16, String)> = view
+        .records
+        .iter()
+        .filter_map(|r| {
+            let expected = *wanted.get(r.number - 1)?;
+            let actual = status_text(r);
+            (actual != expected.to_string()).then_some((r.number, expected, actual))
+        })
+        .collect();
+    if let Some((number, expected, actual)) = mismatches.first() {
+        out.fail(
+            statuses.span(),
+            view.context(*number),
+            &format!(
+                "status sequence `{}` ({} of {} requests differ)",
+                statuses.get_ref(),
+                mismatches.len(),
+                view.records.len()
+            ),
+            expected.to_string(),
+            format!("{actual} (whole step: {})", summarise(&view.records)),
+        );
+    }
+}
+
+/// `counts`: how many responses had each status, in any order.
+fn status_counts(
+    view: &SendStep<'_>,
+    counts: &Spanned<BTreeMap<String, usize>>,
+    out: &mut Failures<'_>,
+) {
+    let mut actual: BTreeMap<String, usize> = BTreeMap::new();
+    for r in &view.records {
+        *actual.entry(status_text(r)).or_default() += 1;
+    }
+    let expected: BTreeMap<String, usize> = counts
+        .get_ref()
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, v)| (k.clone(), *v))
+        .collect();
+    if expected != actual {
+        out.fail(
+            counts.span(),
+            view.step_context(),
+            "status counts",
+            format!("{expected:?}"),
+            format!("{actual:?}"),
+        );
+    }
+}
+
+/// `retry_after`: the `Retry-After` of every 429.
+fn retry_after_of_429s(view: &SendStep<'_>, retry_after: &Spanned<u32>, out: &mut Failures<'_>) {
+    let wanted = retry_after.get_ref().to_string();
+    for r in view.records.iter().filter(|r| r.outcome == Ok(429)) {
+        let got = r
+            .headers
+            .get("retry-after")
+            .cloned()
+            .unwrap_or_else(|| "(none)".into());
+        if got != wanted {
+            out.fail(
+                retry_after.span(),
+                view.context(r.number),
+                "Retry-After of a 429",
+                wanted.clone(),
+                got,
+            );
+        }
+    }
+}
+
+/// `headers`: these headers, with these values, on every response.
+fn response_headers(
+    view: &SendStep<'_>,
+    headers: &Spanned<BTreeMap<String, String>>,
+    out: &mut Failures<'_>,
+) {
+    for r in &view.records {
+        for (name, value) in headers.get_ref() {
+            let got = r
+                .headers
+                .get(&name.to_ascii_lowercase())
+                .cloned()
+                .unwrap_or_else(|| "(none)".into());
+            if &got != value {
+                out.fail(
+                    headers.span(),
+                    view.context(r.number),
+                    &format!("header {name}"),
+                    value.clone(),
+                    got,
                 );
             }
         }
-        if let Some(retry_after) = &expectations.retry_after {
-            let wanted = retry_after.get_ref().to_string();
-            for r in records.iter().filter(|r| r.outcome == Ok(429)) {
-                let got = r
-                    .headers
-                    .get("retry-after")
-                    .cloned()
-                    .unwrap_or_else(|| "(none)".into());
-                if got != wanted {
-                    fail(
-                        retry_after.span(),
-                        context(r.number),
-                        "Retry-After of a 429",
-                        wanted.clone(),
-                        got,
-                    );
-                }
+    }
+}
+
+/// `body`: these JSON fields, with these values, in every response body.
+fn body_fields(
+    view: &SendStep<'_>,
+    body: &Spanned<BTreeMap<String, toml::Value>>,
+    out: &mut Failures<'_>,
+) {
+    for r in &view.records {
+        let json: serde_json::Value =
+            serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null);
+        for (field, value) in body.get_ref() {
+            let wanted = serde_json::to_value(value).unwrap_or_default();
+            let got = json.get(field).cloned().unwrap_or(serde_json::Value::Null);
+            if got != wanted {
+                out.fail(
+                    body.span(),
+                    view.context(r.number),
+                    &format!("body field `{field}`"),
+                    wanted.to_string(),
+                    format!("{got} in {}", short(&r.body)),
+                );
             }
         }
-        if let Some(headers) = &expectations.headers {
-            for r in &records {
-                for (name, value) in headers.get_ref() {
-                    let got = r
-                        .headers
-                        .get(&name.to_ascii_lowercase())
-                        .cloned()
-                        .unwrap_or_else(|| "(none)".into());
-                    if &got != value {
-                        fail(
-                            headers.span(),
-                            context(r.number),
-                            &format!("header {name}"),
-                            value.clone(),
-                            got,
-                        );
-                    }
-                }
-            }
-        }
-        if let Some(body) = &expectations.body {
-            for r in &records {
-                let json: serde_json::Value =
-                    serde_json::from_str(&r.body).unwrap_or(serde_json::Value::Null);
-                for (field, value) in body.get_ref() {
-                    let wanted = serde_json::to_value(value).unwrap_or_default();
-                    let got = json.get(field).cloned().unwrap_or(serde_json::Value::Null);
-                    if got != wanted {
-                        fail(
-                            body.span(),
-                            context(r.number),
-                            &format!("body field `{field}`"),
-                            wanted.to_string(),
-                            format!("{got} in {}", short(&r.body)),
-                        );
-                    }
-                }
-            }
-        }
-        if let Some(latency) = &expectations.latency {
-            let mut ms: Vec<u64> = records
-                .iter()
-                .map(|r| r.latency.as_millis() as u64)
-                .collect();
-            ms.sort_unstable();
-            let bounds = latency.get_ref();
-            let step_context = format!(
-                "step {} (send), {} requests, latencies {}",
-                index + 1,
-                ms.len(),
-                latency_summary(&ms)
-            );
-            let mut bound = |what: &str, limit: Option<u64>, actual: Option<u64>, at_most: bool| {
-                if let (Some(limit), Some(actual)) = (limit, actual) {
-                    let ok = if at_most {
-                        actual <= limit
-                    } else {
-                        actual >= limit
-                    };
-                    if !ok {
-                        let relation = if at_most { "at most" } else { "at least" };
-                        fail(
-                            latency.span(),
-                            step_context.clone(),
-                            what,
-                            format!("{relation} {limit} ms"),
-                            format!("{actual} ms"),
-                        );
-                    }
-                }
-            };
-            bound("fastest request", bounds.min_ms, ms.first().copied(), false);
-            bound("slowest request", bounds.max_ms, ms.last().copied(), true);
-            bound("median latency", bounds.p50_ms, percentile(&ms, 50), true);
-            bound(
-                "99th percentile latency",
-                bounds.p99_ms,
-                percentile(&ms, 99),
-                true,
+    }
+}
+
+/// `latency`: the step's fastest, slowest, median and 99th percentile.
+fn latency_bounds(view: &SendStep<'_>, latency: &Spanned<Latency>, out: &mut Failures<'_>) {
+    let mut ms: Vec<u64> = view
+        .records
+        .iter()
+        .map(|r| r.latency.as_millis() as u64)
+        .collect();
+    ms.sort_unstable();
+    let Latency {
+        min_ms,
+        max_ms,
+        p50_ms,
+        p99_ms,
+    } = latency.get_ref();
+    let context = format!(
+        "step {} (send), {} requests, latencies {}",
+        view.index + 1,
+        ms.len(),
+        latency_summary(&ms)
+    );
+    let bounds = [
+        ("fastest request", *min_ms, ms.first().copied(), false),
+        ("slowest request", *max_ms, ms.last().copied(), true),
+        ("median latency", *p50_ms, percentile(&ms, 50), true),
+        (
+            "99th percentile latency",
+            *p99_ms,
+            percentile(&ms, 99),
+            true,
+        ),
+    ];
+    for (what, limit, actual, at_most) in bounds {
+        let (Some(limit), Some(actual)) = (limit, actual) else {
+            continue;
+        };
+        let ok = if at_most {
+            actual <= limit
+        } else {
+            actual >= limit
+        };
+        if !ok {
+            let relation = if at_most { "at most" } else { "at least" };
+            out.fail(
+                latency.span(),
+                context.clone(),
+                what,
+                format!("{relation} {limit} ms"),
+                format!("{actual} ms"),
             );
         }
     }
+}
 
+/// `[[expect.fallback]]`: each process that served traffic logged exactly
+/// these fallback lines (none when the list is empty), each well formed.
+fn fallback_lines(scenario: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
     let final_expect = scenario.expect.as_ref();
-    let final_span = final_expect.map_or(whole.clone(), |e| e.span());
-    let expected_fallback: BTreeMap<(String, &'static str), usize> = final_expect
+    let final_span = final_expect.map_or(out.source.scenario.span(), |e| e.span());
+    let expected: BTreeMap<(String, String), usize> = final_expect
         .map(|e| {
             e.get_ref()
                 .fallback
                 .iter()
-                .map(|f| ((f.binding.clone(), f.reason.as_str()), f.per_isolate))
+                .filter(|f| f.per_isolate > 0)
+                .map(|f| {
+                    (
+                        (f.binding.clone(), f.reason.as_str().to_owned()),
+                        f.per_isolate,
+                    )
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -310,7 +485,7 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
         for line in &instance.lines {
             match fallback_line(&line.text) {
                 Some(Ok(f)) => *actual.entry((f.binding, f.reason)).or_default() += 1,
-                Some(Err(message)) => fail(
+                Some(Err(message)) => out.fail(
                     final_span.clone(),
                     instance_name(instance),
                     "fallback line shape",
@@ -320,17 +495,13 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
                 None => {}
             }
         }
-        let wanted: BTreeMap<(String, String), usize> = if instance.served {
-            expected_fallback
-                .iter()
-                .map(|((b, r), n)| ((b.clone(), (*r).to_owned()), *n))
-                .filter(|(_, n)| *n > 0)
-                .collect()
+        let wanted = if instance.served {
+            expected.clone()
         } else {
             BTreeMap::new()
         };
         if actual != wanted {
-            fail(
+            out.fail(
                 final_span.clone(),
                 instance_name(instance),
                 "rate_limits.fallback lines (binding, reason) -> count",
@@ -339,27 +510,39 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
             );
         }
     }
+}
 
-    if let Some(keys) = final_expect.and_then(|e| e.get_ref().binding_keys.as_ref()) {
-        for (binding, wanted) in keys.get_ref() {
-            let wanted: BTreeSet<String> = wanted.iter().cloned().collect();
-            let actual = observation
-                .binding_keys
-                .get(binding)
-                .cloned()
-                .unwrap_or_default();
-            if wanted != actual {
-                fail(
-                    keys.span(),
-                    String::new(),
-                    &format!("keys that reached {binding}"),
-                    format!("{wanted:?}"),
-                    format!("{actual:?}"),
-                );
-            }
+/// `binding_keys`: exactly these keys reached each named binding.
+fn binding_keys(scenario: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
+    let Some(keys) = scenario
+        .expect
+        .as_ref()
+        .and_then(|e| e.get_ref().binding_keys.as_ref())
+    else {
+        return;
+    };
+    for (binding, wanted) in keys.get_ref() {
+        let wanted: BTreeSet<String> = wanted.iter().cloned().collect();
+        let actual = observation
+            .binding_keys
+            .get(binding)
+            .cloned()
+            .unwrap_or_default();
+        if wanted != actual {
+            out.fail(
+                keys.span(),
+                String::new(),
+                &format!("keys that reached {binding}"),
+                format!("{wanted:?}"),
+                format!("{actual:?}"),
+            );
         }
     }
+}
 
+/// Always: no caller id or address the scenario sent appears in any log line.
+fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
+    let whole = out.source.scenario.span();
     for instance in &observation.instances {
         for line in &instance.lines {
             if let Some(key) = observation
@@ -367,7 +550,7 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
                 .iter()
                 .find(|k| line.text.contains(k.as_str()))
             {
-                fail(
+                out.fail(
                     whole.clone(),
                     instance_name(instance),
                     "no key in any log line",
@@ -377,7 +560,6 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
             }
         }
     }
-    failures
 }
 
 fn instance_name(instance: &InstanceRecord) -> String {
@@ -476,6 +658,159 @@ mod tests {
             fallback_line(r#"{"event":"rate_limits.fallback"}"#),
             Some(Err(_))
         ));
+    }
+
+    use std::time::Duration;
+
+    use crate::engine::{InstanceRecord, RequestRecord};
+    use crate::workerd::{LogLine, Stream};
+
+    /// The one scenario of `text`, loaded as the harness loads files.
+    fn prepared(text: &str) -> Prepared {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, text).expect("write");
+        let mut all = crate::scenario::load_file(&path, std::path::Path::new("s.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        all.remove(0)
+    }
+
+    fn request(step: usize, number: usize, status: u16) -> RequestRecord {
+        let mut headers = BTreeMap::new();
+        if status == 429 {
+            headers.insert("retry-after".to_owned(), "60".to_owned());
+        }
+        RequestRecord {
+            step,
+            number,
+            isolate: 0,
+            outcome: Ok(status),
+            headers,
+            body: r#"{"ok":true}"#.to_owned(),
+            latency: Duration::from_millis(10),
+        }
+    }
+
+    fn instance(lines: &[&str]) -> InstanceRecord {
+        InstanceRecord {
+            isolate: 0,
+            generation: 0,
+            lines: lines
+                .iter()
+                .map(|text| LogLine {
+                    at: Duration::ZERO,
+                    stream: Stream::Stdout,
+                    text: (*text).to_owned(),
+                })
+                .collect(),
+            served: true,
+        }
+    }
+
+    const HEAD: &str = "[[scenario]]\nname = \"s\"\napplication_inline = ''\n";
+
+    #[test]
+    fn a_status_sequence_points_at_the_first_differing_request() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 3 }}\nexpect = {{ statuses = \"2 x 200 then 429\" }}\n"
+        ));
+        let observation = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 200), request(0, 3, 200)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let failures = check(&p, &observation);
+        assert_eq!(failures.len(), 1, "{failures:#?}");
+        assert_eq!(failures[0].place.to_string(), "s.toml:6:23");
+        assert_eq!(failures[0].context, "step 1 (send), request 3");
+        assert_eq!(failures[0].expected, "429");
+        assert!(failures[0].actual.starts_with("200 (whole step: 3 x 200)"));
+        let passing = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 200), request(0, 3, 429)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        assert_eq!(check(&p, &passing), []);
+    }
+
+    #[test]
+    fn each_expectation_kind_reports_its_own_failure() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 2 }}\nexpect = {{ counts = {{ 200 = 2 }}, retry_after = 10, headers = {{ \"x-a\" = \"1\" }}, body = {{ ok = false }}, latency = {{ max_ms = 5 }} }}\n"
+        ));
+        let observation = Observation {
+            requests: vec![request(0, 1, 200), request(0, 2, 429)],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let whats: BTreeSet<String> = check(&p, &observation)
+            .into_iter()
+            .map(|f| f.what)
+            .collect();
+        for what in [
+            "status counts",
+            "Retry-After of a 429",
+            "header x-a",
+            "body field `ok`",
+            "slowest request",
+        ] {
+            assert!(whats.contains(what), "no `{what}` in {whats:?}");
+        }
+    }
+
+    #[test]
+    fn a_step_without_expect_still_refuses_a_5xx_and_a_lost_request() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 3 }}\n"
+        ));
+        let mut lost = request(0, 2, 200);
+        lost.outcome = Err("connection refused".into());
+        let observation = Observation {
+            requests: vec![request(0, 1, 503), lost],
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        let whats: Vec<String> = check(&p, &observation)
+            .into_iter()
+            .map(|f| f.what)
+            .collect();
+        assert_eq!(
+            whats,
+            ["requests answered", "no 5xx", "no failed request"],
+            "{whats:?}"
+        );
+    }
+
+    #[test]
+    fn fallback_lines_and_keys_in_logs_are_judged_per_process() {
+        let line = r#"{"message":"{\"event\":\"rate_limits.fallback\",\"binding\":\"B\",\"reason\":\"failed\"}"}"#;
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.expect.fallback]]\nbinding = \"B\"\nreason = \"failed\"\n"
+        ));
+        let mut sent = BTreeSet::new();
+        sent.insert("192.0.2.9".to_owned());
+        let once = Observation {
+            instances: vec![instance(&[line])],
+            sent_subjects: sent.clone(),
+            ..Observation::default()
+        };
+        assert_eq!(check(&p, &once), []);
+        let twice_and_a_key = Observation {
+            instances: vec![instance(&[line, line, "saw 192.0.2.9"])],
+            sent_subjects: sent,
+            ..Observation::default()
+        };
+        let whats: Vec<String> = check(&p, &twice_and_a_key)
+            .into_iter()
+            .map(|f| f.what)
+            .collect();
+        assert_eq!(
+            whats,
+            [
+                "rate_limits.fallback lines (binding, reason) -> count",
+                "no key in any log line"
+            ]
+        );
     }
 
     #[test]

@@ -165,6 +165,76 @@ pub fn markdown(pinned: &Side, newest: &Side, threshold: TimingThreshold) -> Str
     out
 }
 
+/// The drift report's section on the reference: every scenario's verdict on
+/// the emulation's own counting core beside its verdict on Cloudflare's
+/// simulator, both on the same workerd. Informative: the differential check
+/// of `cargo test` is what gates; this shows the nightly state on the newest
+/// workerd.
+pub fn reference_markdown(emulation: &Side, reference: &Side) -> String {
+    let mut out = String::new();
+    let (e, r) = (
+        Counts::of(&emulation.outcomes),
+        Counts::of(&reference.outcomes),
+    );
+    let _ = writeln!(
+        out,
+        "## The reference: Cloudflare's simulator beside the emulation (workerd {})
+",
+        reference.workerd_version
+    );
+    let _ = writeln!(
+        out,
+        "The same scenarios with the emulated binding's counting core swapped for Cloudflare's simulator          (miniflare {}); the fault layer is the same.
+",
+        crate::reference::MINIFLARE_VERSION
+    );
+    let _ = writeln!(out, "| | {} | {} |", emulation.label, reference.label);
+    let _ = writeln!(out, "|---|---:|---:|");
+    let _ = writeln!(out, "| passed | {} | {} |", e.passed, r.passed);
+    let _ = writeln!(out, "| failed | {} | {} |", e.failed, r.failed);
+    let _ = writeln!(
+        out,
+        "| expected failures | {} | {} |",
+        e.expected_failures, r.expected_failures
+    );
+    let _ = writeln!(
+        out,
+        "| unexpected passes | {} | {} |\n",
+        e.unexpected_passes, r.unexpected_passes
+    );
+    let by_name: BTreeMap<&str, &TrialOutcome> = reference
+        .outcomes
+        .iter()
+        .map(|o| (o.name.as_str(), o))
+        .collect();
+    let rows: Vec<(&str, &str, &str)> = emulation
+        .outcomes
+        .iter()
+        .map(|o| {
+            let theirs = by_name
+                .get(o.name.as_str())
+                .map_or("not run", |r| r.verdict.label());
+            (o.name.as_str(), o.verdict.label(), theirs)
+        })
+        .collect();
+    let differing: Vec<String> = rows
+        .iter()
+        .filter(|(_, a, b)| a != b)
+        .map(|(name, a, b)| format!("{name}: {a} on the emulation, {b} on the reference"))
+        .collect();
+    list(&mut out, "Verdicts that differ", &differing);
+    let _ = writeln!(
+        out,
+        "<details><summary>Every verdict</summary>\n\n| scenario | {} | {} |\n|---|---|---|",
+        emulation.label, reference.label
+    );
+    for (name, a, b) in rows {
+        let _ = writeln!(out, "| {name} | {a} | {b} |");
+    }
+    out.push_str("\n</details>\n");
+    out
+}
+
 fn list(out: &mut String, title: &str, names: &[String]) {
     let _ = writeln!(out, "## {title}: {}\n", names.len());
     for name in names {
@@ -235,5 +305,31 @@ mod tests {
         assert!(text.contains("| unexpected passes | 0 | 1 |"), "{text}");
         assert!(text.contains("**REGRESSED**"), "{text}");
         assert!(text.contains("- d (listed because: r)"), "{text}");
+    }
+
+    #[test]
+    fn the_reference_verdicts_stand_beside_the_emulation() {
+        let emulation = side(
+            "emulation",
+            vec![
+                outcome("a", Verdict::Passed, 10),
+                outcome("b", Verdict::Passed, 10),
+            ],
+        );
+        let reference = side(
+            "reference",
+            vec![
+                outcome("a", Verdict::Passed, 10),
+                outcome("b", Verdict::Failed, 10),
+            ],
+        );
+        let text = reference_markdown(&emulation, &reference);
+        assert!(text.contains("| failed | 0 | 1 |"), "{text}");
+        assert!(text.contains("## Verdicts that differ: 1"), "{text}");
+        assert!(
+            text.contains("- b: pass on the emulation, FAIL on the reference"),
+            "{text}"
+        );
+        assert!(text.contains("| a | pass | pass |"), "{text}");
     }
 }

@@ -1,6 +1,7 @@
-//! Runs one scenario: starts its workerd processes, performs its steps, and
-//! records what it observed. Judging what was observed is [`crate::checks`]'s
-//! job; this module only does I/O.
+//! Runs one scenario: starts its workerd processes, sets their clock,
+//! performs its steps, and records what it observed. Judging what was
+//! observed is [`crate::checks`]'s job; the clock's arithmetic is
+//! [`crate::clock`]'s; this module only does I/O.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -10,18 +11,28 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
-use crate::scenario::{ALL_BINDINGS, Behaviour, Prepared, Send, Step};
+use crate::clock::{self, ScenarioClock};
+use crate::probe::{CallOutcome, CallRecord, LimitCall};
+use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
+use crate::scenario::{
+    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
+};
 use crate::wasm::Deployable;
-use crate::workerd::config::{IsolateConfig, write_config, write_store_config};
+use crate::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
 use crate::workerd::process::{LogLine, ProcessError, stderr_text};
 use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 
-/// Fast scenarios start with at least this long left in the current minute,
-/// so 60-second counts never straddle a window boundary.
+/// Wall-clock scenarios start with at least this long left in the current
+/// minute, so their 60-second counts never straddle a real window boundary.
+/// (Scenario-clock scenarios start at a minute's beginning and never wait.)
 pub const MINUTE_ROOM: Duration = Duration::from_secs(20);
+
+/// How far past a real window boundary a wall-clock scenario sleeps, so every
+/// process has surely crossed it.
+pub const WALL_MARGIN: Duration = Duration::from_millis(50);
 
 /// The header the test deployable reads the signed-in caller from
 /// (`harness-deployable`'s `CALLER_HEADER`).
@@ -30,11 +41,13 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 /// The header that carries the harness's control token (see `assets/entry.js`).
 pub const CONTROL_HEADER: &str = "x-harness-control";
 
-/// What every scenario of a run shares: the workerd binary and the built deployable.
+/// What every scenario of a run shares: the workerd binary, the built
+/// deployable and the counting core its emulated bindings wrap.
 #[derive(Debug, Clone)]
 pub struct Environment {
     pub workerd: Workerd,
     pub deployable: Deployable,
+    pub core: CountingCore,
 }
 
 /// One request and its answer.
@@ -70,6 +83,8 @@ pub struct Observation {
     pub instances: Vec<InstanceRecord>,
     /// Distinct keys that reached each emulated binding, over every process.
     pub binding_keys: BTreeMap<String, BTreeSet<String>>,
+    /// The raw `limit()` calls of `limit` steps, in order.
+    pub calls: Vec<CallRecord>,
     /// Every caller id and address the scenario sent: none may appear in a log.
     pub sent_subjects: BTreeSet<String>,
     /// The diagnostics validation reported, for an invalid application.
@@ -80,15 +95,19 @@ pub struct Observation {
 /// Why a scenario could not be run to the end.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
+    /// The run's directory or a workerd config could not be written.
     #[error("could not write the workerd config: {0}")]
     Config(std::io::Error),
+    /// The binding store's workerd did not start.
     #[error("the binding store: {0}")]
     StoreStart(ProcessError),
+    /// An isolate's workerd did not start.
     #[error("isolate {isolate}: {source}")]
     Start {
         isolate: usize,
         source: ProcessError,
     },
+    /// An isolate's workerd exited while the scenario ran.
     #[error(
         "isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}"
     )]
@@ -98,14 +117,55 @@ pub enum EngineError {
         status: String,
         stderr: String,
     },
+    /// The application description does not validate.
     #[error("the application description is invalid:\n{0}")]
     InvalidApplication(String),
+    /// The scenario names a deployable the application lacks.
     #[error("the application has no deployable `{0}`")]
     UnknownDeployable(String),
-    #[error("{0}")]
-    Control(String),
-    #[error("could not build an HTTP client or runtime: {0}")]
-    Setup(String),
+    /// The scenario names a binding the plan does not have.
+    #[error("the scenario names binding `{name}`, which the plan does not have; it has: [{known}]")]
+    UnknownBinding { name: String, known: String },
+    /// A step is not a step (load_file refuses these first).
+    #[error("step {step}: {message}")]
+    InvalidStep { step: usize, message: &'static str },
+    /// A control request to an isolate or the store failed.
+    #[error("{request}: {detail}")]
+    Control {
+        request: ControlRequest,
+        detail: String,
+    },
+    /// The scenario's tokio runtime could not be built.
+    #[error("could not build the scenario's runtime: {0}")]
+    Runtime(std::io::Error),
+    /// The HTTP client could not be built.
+    #[error("could not build the HTTP client: {0}")]
+    HttpClient(reqwest::Error),
+}
+
+/// The harness's requests to its own processes (see `assets/entry.js` and
+/// `assets/binding-store.js`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ControlRequest {
+    /// `POST /bindings` to an isolate.
+    ChangeBindings,
+    /// `GET /bindings` from an isolate.
+    ReadBindings,
+    /// `POST /clock` to an isolate or the binding store.
+    SetClock,
+    /// `POST /limit` to an isolate: one raw `limit()` call.
+    CallLimit,
+}
+
+impl std::fmt::Display for ControlRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ControlRequest::ChangeBindings => "changing bindings",
+            ControlRequest::ReadBindings => "reading bindings",
+            ControlRequest::SetClock => "setting the scenario clock",
+            ControlRequest::CallLimit => "calling limit()",
+        })
+    }
 }
 
 /// A failed run, with what was observed up to the failure (for the log tail).
@@ -118,26 +178,22 @@ pub struct Aborted {
 /// Runs one scenario on its own single-threaded runtime (so each workerd's
 /// parent-death signal is tied to this thread, which lives for the run).
 pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Aborted>> {
+    let aborted = |error| {
+        Box::new(Aborted {
+            error,
+            observation: Observation::default(),
+        })
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| {
-            Box::new(Aborted {
-                error: EngineError::Setup(e.to_string()),
-                observation: Observation::default(),
-            })
-        })?;
+        .map_err(|e| aborted(EngineError::Runtime(e)))?;
     let client = reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(64)
         .build()
-        .map_err(|e| {
-            Box::new(Aborted {
-                error: EngineError::Setup(e.to_string()),
-                observation: Observation::default(),
-            })
-        })?;
-    runtime.block_on(Run::new(env, prepared, client).execute())
+        .map_err(|e| aborted(EngineError::HttpClient(e)))?;
+    runtime.block_on(Runner::new(env, prepared, client).execute())
 }
 
 /// The bindings a scenario's deployable needs, with their starting behaviour.
@@ -156,24 +212,22 @@ pub fn emulated_bindings(
         .as_ref()
         .map(|b| b.get_ref().clone())
         .unwrap_or_default();
-    let changes: Vec<BTreeMap<String, Behaviour>> = scenario
+    let changes: Vec<&BTreeMap<String, Behaviour>> = scenario
         .steps
         .iter()
-        .filter_map(|s| {
-            s.get_ref()
-                .set_bindings
-                .as_ref()
-                .map(|b| b.get_ref().clone())
+        .filter_map(|s| match s.get_ref().action() {
+            Ok(Action::SetBindings(changes)) => Some(changes),
+            _ => None,
         })
         .collect();
     let known: BTreeSet<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
     for name in initial.keys().chain(changes.iter().flat_map(|c| c.keys())) {
         if name != ALL_BINDINGS && !known.contains(name.as_str()) {
             let listed: Vec<&str> = known.iter().copied().collect();
-            return Err(EngineError::Control(format!(
-                "the scenario names binding `{name}`, which the plan does not have; it has: [{}]",
-                listed.join(", ")
-            )));
+            return Err(EngineError::UnknownBinding {
+                name: name.clone(),
+                known: listed.join(", "),
+            });
         }
     }
     let behaviour_in = |map: &BTreeMap<String, Behaviour>, name: &str| {
@@ -206,7 +260,8 @@ struct Isolate {
     config: std::path::PathBuf,
 }
 
-struct Run<'a> {
+/// One scenario being run: its processes, its clock and what it observed.
+struct Runner<'a> {
     env: &'a Environment,
     prepared: &'a Prepared,
     epoch: Instant,
@@ -219,17 +274,22 @@ struct Run<'a> {
     configured: Vec<String>,
     /// The process keeping the emulated bindings' shared count.
     store: Option<WorkerdProcess>,
+    /// Which clock the processes read.
+    clock_kind: ClockKind,
+    /// The scenario clock's offset (zero for the wall clock).
+    clock: ScenarioClock,
     _dir: Option<tempfile::TempDir>,
+    /// The reference core's counters, new for the scenario.
+    _reference_storage: Option<tempfile::TempDir>,
     next_address: u32,
 }
 
-impl<'a> Run<'a> {
-    fn new(env: &'a Environment, prepared: &'a Prepared, client: reqwest::Client) -> Run<'a> {
+impl<'a> Runner<'a> {
+    fn new(env: &'a Environment, prepared: &'a Prepared, client: reqwest::Client) -> Runner<'a> {
         let nanos = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        Run {
+            .map_or(0, |d| d.as_nanos());
+        Runner {
             env,
             prepared,
             epoch: Instant::now(),
@@ -239,7 +299,10 @@ impl<'a> Run<'a> {
             client,
             configured: Vec::new(),
             store: None,
+            clock_kind: prepared.scenario.scenario.get_ref().clock,
+            clock: ScenarioClock::default(),
             _dir: None,
+            _reference_storage: None,
             next_address: 1,
         }
     }
@@ -288,11 +351,16 @@ impl<'a> Run<'a> {
         }
         let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
         self.start_isolates(&bindings, scenario.isolates).await?;
-        wait_for_room(60_000, MINUTE_ROOM.as_millis() as u64).await;
-
-        let client = self.client.clone();
+        self.start_clock().await?;
         for (index, step) in scenario.steps.iter().enumerate() {
-            let done = self.step(&client, index, step.get_ref()).await;
+            let action = step
+                .get_ref()
+                .action()
+                .map_err(|message| EngineError::InvalidStep {
+                    step: index + 1,
+                    message,
+                })?;
+            let done = self.act(index, action).await;
             // A step that failed because a workerd died is reported as that crash.
             self.check_alive(index)?;
             done?;
@@ -300,29 +368,147 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    async fn step(
-        &mut self,
-        client: &reqwest::Client,
-        index: usize,
-        step: &Step,
-    ) -> Result<(), EngineError> {
-        if let Some(send) = &step.send {
-            self.send(client, index, send).await;
-        } else if let Some(changes) = &step.set_bindings {
-            self.set_bindings(client, changes.get_ref()).await?;
-        } else if let Some(window) = step.wait_for_window {
-            wait_for_window(Duration::from_secs(u64::from(window))).await;
-        } else if let Some(room) = step.wait_for_room {
-            wait_for_room(
-                u64::from(room.window) * 1000,
-                u64::from(room.seconds) * 1000,
-            )
-            .await;
-        } else if let Some(isolate) = step.restart_isolate {
-            self.restart(isolate).await?;
-        } else if let Some(ms) = step.sleep_ms {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
+    /// Does one step: each kind of step is one method below.
+    async fn act(&mut self, index: usize, action: Action<'_>) -> Result<(), EngineError> {
+        match action {
+            Action::Send { send, expect: _ } => {
+                self.send(index, send).await;
+                Ok(())
+            }
+            Action::SetBindings(changes) => self.set_bindings(changes).await,
+            Action::WaitForWindow(seconds) => self.wait_for_window(seconds).await,
+            Action::WaitForRoom(room) => self.wait_for_room(room).await,
+            Action::AdvanceClock(seconds) => self.advance_clock(seconds).await,
+            Action::RestartIsolate(isolate) => self.restart(isolate).await,
+            Action::SleepMs(ms) => {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                Ok(())
+            }
+            Action::Limit(call) => self.limit_call(index, call).await,
         }
+    }
+
+    /// Starts the clock: the scenario clock at the beginning of the next
+    /// minute, or (for the wall clock) waits for 20 s of room in this one.
+    async fn start_clock(&mut self) -> Result<(), EngineError> {
+        match self.clock_kind {
+            ClockKind::Scenario => {
+                self.clock = ScenarioClock::starting_at(wall_ms());
+                self.push_clock().await
+            }
+            ClockKind::Wall => {
+                let minute_room = MINUTE_ROOM.as_millis() as u64;
+                self.move_clock(clock::to_room(wall_ms(), clock::MINUTE_MS, minute_room))
+                    .await
+            }
+        }
+    }
+
+    /// The time every process of the scenario reads now, in ms since the epoch.
+    fn now_ms(&self) -> u64 {
+        self.clock.now_ms(wall_ms())
+    }
+
+    /// Moves the scenario's time forward by `by_ms`: at once on the scenario
+    /// clock, by sleeping (past the boundary, by [`WALL_MARGIN`]) on the wall clock.
+    async fn move_clock(&mut self, by_ms: u64) -> Result<(), EngineError> {
+        if by_ms == 0 {
+            return Ok(());
+        }
+        match self.clock_kind {
+            ClockKind::Scenario => {
+                self.clock = self.clock.advanced(by_ms);
+                self.push_clock().await
+            }
+            ClockKind::Wall => {
+                tokio::time::sleep(Duration::from_millis(by_ms) + WALL_MARGIN).await;
+                Ok(())
+            }
+        }
+    }
+
+    /// `wait_for_window`: to the next boundary of a window of `seconds`.
+    async fn wait_for_window(&mut self, seconds: u32) -> Result<(), EngineError> {
+        let by = clock::to_next_boundary(self.now_ms(), u64::from(seconds) * 1000);
+        self.move_clock(by).await
+    }
+
+    /// `wait_for_room`: to the next boundary only if too little is left of the window.
+    async fn wait_for_room(&mut self, room: WaitForRoom) -> Result<(), EngineError> {
+        let by = clock::to_room(
+            self.now_ms(),
+            u64::from(room.window) * 1000,
+            u64::from(room.seconds) * 1000,
+        );
+        self.move_clock(by).await
+    }
+
+    /// `advance_clock`: the scenario clock jumps `seconds` ahead.
+    async fn advance_clock(&mut self, seconds: u32) -> Result<(), EngineError> {
+        self.move_clock(u64::from(seconds) * 1000).await
+    }
+
+    /// Tells every isolate and the binding store the scenario clock's offset
+    /// (`POST /clock`); a wall-clock scenario never calls it, so its processes
+    /// read the real clock through the production path.
+    async fn push_clock(&self) -> Result<(), EngineError> {
+        let body = serde_json::json!({ "offset_ms": self.clock.offset_ms });
+        let urls = self
+            .isolates
+            .iter()
+            .map(|i| i.process.url())
+            .chain(self.store.iter().map(WorkerdProcess::url));
+        for url in urls {
+            self.control(
+                ControlRequest::SetClock,
+                self.client.post(format!("{url}/clock")).json(&body),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Sends one control request with the token and reads its JSON answer.
+    async fn control(
+        &self,
+        request: ControlRequest,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<serde_json::Value, EngineError> {
+        let failed = |detail: String| EngineError::Control { request, detail };
+        let response = builder
+            .header(CONTROL_HEADER, &self.token)
+            .send()
+            .await
+            .map_err(|e| failed(error_chain(&e)))?;
+        let status = response.status();
+        let text = response.text().await.map_err(|e| failed(error_chain(&e)))?;
+        if !status.is_success() {
+            return Err(failed(format!("{status}: {text}")));
+        }
+        serde_json::from_str(&text).map_err(|e| failed(format!("{e} in {text}")))
+    }
+
+    /// `limit`: one raw call through the isolate's control endpoint
+    /// (`assets/entry.js`), its outcome recorded.
+    async fn limit_call(&mut self, step: usize, call: &LimitCall) -> Result<(), EngineError> {
+        let failed = |detail: String| EngineError::Control {
+            request: ControlRequest::CallLimit,
+            detail,
+        };
+        let url = match self.isolates.get(call.isolate) {
+            Some(isolate) => format!("{}/limit", isolate.process.url()),
+            None => return Err(failed(format!("isolate {} does not exist", call.isolate))),
+        };
+        let body = crate::probe::control_body(call);
+        let answer = self
+            .control(ControlRequest::CallLimit, self.client.post(url).json(&body))
+            .await?;
+        let outcome = CallOutcome::from_control(&answer).map_err(|e| failed(e.to_string()))?;
+        self.observation.calls.push(CallRecord {
+            step,
+            isolate: call.isolate,
+            outcome,
+        });
         Ok(())
     }
 
@@ -341,21 +527,44 @@ impl<'a> Run<'a> {
             .tempdir()
             .map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
-        if !bindings.is_empty() {
-            let store_config =
-                write_store_config(dir.path(), &date).map_err(EngineError::Config)?;
-            let store = WorkerdProcess::start(&self.env.workerd.path, &store_config, self.epoch)
-                .await
-                .map_err(EngineError::StoreStart)?;
+        // A store only when some binding is in the config: one missing from
+        // start to end never asks it.
+        if !self.configured.is_empty() {
+            let (store_config, flags) = match &self.env.core {
+                CountingCore::Harness => (write_store_config(dir.path(), &date), &[][..]),
+                CountingCore::Reference(simulator) => {
+                    let storage = fresh_storage().map_err(EngineError::Config)?;
+                    let config = simulator.write_store_config(dir.path(), storage.path());
+                    self._reference_storage = Some(storage);
+                    (config, STORE_FLAGS)
+                }
+            };
+            let store_config = store_config.map_err(EngineError::Config)?;
+            let store = WorkerdProcess::start_with_flags(
+                &self.env.workerd.path,
+                &store_config,
+                flags,
+                self.epoch,
+            )
+            .await
+            .map_err(EngineError::StoreStart)?;
             self.store = Some(store);
         }
+        let counting = match (&self.store, &self.env.core) {
+            (None, _) => Counting::InIsolate,
+            (Some(store), CountingCore::Harness) => Counting::HarnessStore { port: store.port },
+            (Some(store), CountingCore::Reference(simulator)) => Counting::Reference {
+                port: store.port,
+                simulator,
+            },
+        };
         let config = IsolateConfig {
             application_toml: &self.prepared.application_toml,
             deployable: &self.prepared.deployable,
             bindings,
             compatibility_date: &date,
             control_token: &self.token,
-            store_port: self.store.as_ref().map(|s| s.port),
+            counting,
             limiting_off: false,
         };
         let path =
@@ -376,7 +585,9 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    async fn send(&mut self, client: &reqwest::Client, step: usize, send: &Send) {
+    /// `send`: fires the requests (round-robin over the isolates unless one is
+    /// named), `concurrency` at a time, and records every answer.
+    async fn send(&mut self, step: usize, send: &SendRequests) {
         let semaphore = Arc::new(Semaphore::new(send.concurrency));
         let mut tasks = Vec::with_capacity(send.requests);
         for number in 1..=send.requests {
@@ -385,7 +596,9 @@ impl<'a> Run<'a> {
                 continue;
             };
             target.served = true;
-            let mut request = client.get(format!("{}{}", target.process.url(), send.path));
+            let mut request = self
+                .client
+                .get(format!("{}{}", target.process.url(), send.path));
             if let Some(caller) = &send.caller {
                 request = request.header(CALLER_HEADER, caller);
                 self.observation.sent_subjects.insert(caller.clone());
@@ -407,36 +620,17 @@ impl<'a> Run<'a> {
             };
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
-                let result = request.send().await;
-                let record = match result {
-                    Ok(response) => {
-                        let status = response.status().as_u16();
-                        let headers = response
-                            .headers()
-                            .iter()
-                            .map(|(k, v)| {
-                                (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned())
-                            })
-                            .collect();
-                        let body = response.text().await.unwrap_or_default();
-                        (Ok(status), headers, body, started.elapsed())
-                    }
-                    Err(e) => (
-                        Err(error_chain(&e)),
-                        BTreeMap::new(),
-                        String::new(),
-                        started.elapsed(),
-                    ),
-                };
+                let record = answer(request.send().await).await;
+                let latency = started.elapsed();
                 drop(permit);
-                (number, isolate, record)
+                (number, isolate, record, latency)
             }));
             if send.spacing_ms > 0 && number < send.requests {
                 tokio::time::sleep(Duration::from_millis(send.spacing_ms)).await;
             }
         }
         for task in tasks {
-            if let Ok((number, isolate, (outcome, headers, body, latency))) = task.await {
+            if let Ok((number, isolate, (outcome, headers, body), latency)) = task.await {
                 self.observation.requests.push(RequestRecord {
                     step,
                     number,
@@ -470,9 +664,9 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// `set_bindings`: changes the named bindings' behaviour in every isolate.
     async fn set_bindings(
         &mut self,
-        client: &reqwest::Client,
         changes: &BTreeMap<String, Behaviour>,
     ) -> Result<(), EngineError> {
         let mut body = serde_json::Map::new();
@@ -482,23 +676,18 @@ impl<'a> Run<'a> {
             }
         }
         for isolate in &self.isolates {
-            let response = client
-                .post(format!("{}/bindings", isolate.process.url()))
-                .header(CONTROL_HEADER, &self.token)
-                .json(&body)
-                .send()
-                .await
-                .map_err(|e| {
-                    EngineError::Control(format!("changing bindings: {}", error_chain(&e)))
-                })?;
-            if !response.status().is_success() {
-                let text = response.text().await.unwrap_or_default();
-                return Err(EngineError::Control(format!("changing bindings: {text}")));
-            }
+            let url = format!("{}/bindings", isolate.process.url());
+            self.control(
+                ControlRequest::ChangeBindings,
+                self.client.post(url).json(&body),
+            )
+            .await?;
         }
         Ok(())
     }
 
+    /// `restart_isolate`: a new workerd process for the isolate, with empty
+    /// memory, reading the same clock.
     async fn restart(&mut self, index: usize) -> Result<(), EngineError> {
         let old = self.isolates.remove(index);
         let config = old.config.clone();
@@ -519,7 +708,10 @@ impl<'a> Run<'a> {
                 config,
             },
         );
-        Ok(())
+        match self.clock_kind {
+            ClockKind::Scenario => self.push_clock().await,
+            ClockKind::Wall => Ok(()),
+        }
     }
 
     /// Each configured binding's stats in one isolate (`GET /bindings`, see `assets/entry.js`).
@@ -527,17 +719,12 @@ impl<'a> Run<'a> {
         &self,
         base: &str,
     ) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
-        let response = self
-            .client
-            .get(format!("{base}/bindings"))
-            .header(CONTROL_HEADER, &self.token)
-            .send()
-            .await
-            .map_err(|e| EngineError::Control(format!("reading bindings: {}", error_chain(&e))))?;
-        let value: serde_json::Value = response
-            .json()
-            .await
-            .map_err(|e| EngineError::Control(format!("reading bindings: {e}")))?;
+        let value = self
+            .control(
+                ControlRequest::ReadBindings,
+                self.client.get(format!("{base}/bindings")),
+            )
+            .await?;
         Ok(value.as_object().cloned().unwrap_or_default())
     }
 
@@ -571,6 +758,25 @@ impl<'a> Run<'a> {
     }
 }
 
+/// A response's status, headers (names in lower case) and body, or why none came.
+async fn answer(
+    result: Result<reqwest::Response, reqwest::Error>,
+) -> (Result<u16, String>, BTreeMap<String, String>, String) {
+    match result {
+        Ok(response) => {
+            let status = response.status().as_u16();
+            let headers = response
+                .headers()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+                .collect();
+            let body = response.text().await.unwrap_or_default();
+            (Ok(status), headers, body)
+        }
+        Err(e) => (Err(error_chain(&e)), BTreeMap::new(), String::new()),
+    }
+}
+
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
@@ -582,25 +788,9 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-fn now_since_epoch() -> Duration {
+/// The wall clock, in ms since the Unix epoch.
+fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-}
-
-/// Waits until the next boundary of a clock-aligned window, plus a small margin.
-async fn wait_for_window(window: Duration) {
-    let now = now_since_epoch().as_millis() as u64;
-    let window_ms = window.as_millis().max(1) as u64;
-    let wait = window_ms - now % window_ms + 50;
-    tokio::time::sleep(Duration::from_millis(wait)).await;
-}
-
-/// Waits for the next boundary of a `window_ms` window when less than `room_ms` is left in it.
-async fn wait_for_room(window_ms: u64, room_ms: u64) {
-    let now = now_since_epoch().as_millis() as u64;
-    let left = window_ms - now % window_ms;
-    if left < room_ms {
-        tokio::time::sleep(Duration::from_millis(left + 50)).await;
-    }
+        .map_or(0, |d| d.as_millis() as u64)
 }

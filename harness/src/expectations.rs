@@ -27,7 +27,9 @@ struct File {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ExpectedFailure {
-    /// The trial's name, `FILE::NAME`.
+    /// The trial's name, `DIR/FILE::NAME`, where `DIR` is the scenarios
+    /// directory's own name (`scenarios/healthy.toml::...`), however the run
+    /// was told where the directory is.
     pub scenario: String,
     /// The workerd versions (as `workerd --version` prints them, such as
     /// `2026-11-17`) it fails on, or `["*"]` for every version.
@@ -84,8 +86,13 @@ impl Verdict {
 
 impl Expectations {
     /// Reads `dir/expectations.toml` (none is an empty list), checking that
-    /// every entry has a reason and names one of `known_trials`.
-    pub fn load(dir: &Path, known_trials: &[&str]) -> Result<Expectations, ExpectationsError> {
+    /// every entry has a reason and names one of `known_trials`, whose files
+    /// are shown as under `shown_as` (see [`crate::scenario::scenario_files`]).
+    pub fn load(
+        dir: &Path,
+        shown_as: &Path,
+        known_trials: &[&str],
+    ) -> Result<Expectations, ExpectationsError> {
         let path = dir.join(FILE_NAME);
         let Ok(text) = std::fs::read_to_string(&path) else {
             return Ok(Expectations::default());
@@ -104,7 +111,7 @@ impl Expectations {
         let mut entries = Vec::new();
         for entry in file.expected_failure {
             let at = entry.span().start;
-            let entry = entry.into_inner();
+            let mut entry = entry.into_inner();
             if entry.reason.trim().is_empty() {
                 return Err(error(
                     at,
@@ -120,7 +127,8 @@ impl Expectations {
                     ),
                 ));
             }
-            if !known_trials.contains(&entry.scenario.as_str()) {
+            let trial = trial_name(&entry.scenario, dir, shown_as);
+            if !known_trials.contains(&trial.as_str()) {
                 return Err(error(
                     at,
                     format!(
@@ -129,6 +137,7 @@ impl Expectations {
                     ),
                 ));
             }
+            entry.scenario = trial;
             entries.push(entry);
         }
         Ok(Expectations { entries })
@@ -159,6 +168,22 @@ impl Expectations {
     }
 }
 
+/// The trial an entry names (`DIR/FILE::NAME`, `DIR` being `dir`'s own
+/// name) in a run that shows `dir` as `shown_as`; any other entry as written.
+fn trial_name(entry: &str, dir: &Path, shown_as: &Path) -> String {
+    let Some(dir_name) = dir.file_name().and_then(|n| n.to_str()) else {
+        return entry.to_owned();
+    };
+    match entry
+        .strip_prefix(dir_name)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .and_then(|rest| rest.split_once("::"))
+    {
+        Some((file, name)) => format!("{}::{name}", shown_as.join(file).display()),
+        None => entry.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,7 +191,22 @@ mod tests {
     fn load(text: &str, known: &[&str]) -> Result<Expectations, ExpectationsError> {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join(FILE_NAME), text).expect("write");
-        Expectations::load(dir.path(), known)
+        Expectations::load(dir.path(), Path::new(""), known)
+    }
+
+    #[test]
+    fn entries_name_trials_by_the_directorys_own_name_however_it_is_shown() {
+        let dir = Path::new("/work/qa/scenarios");
+        for shown_as in ["scenarios", "../qa/scenarios", "/work/qa/scenarios"] {
+            assert_eq!(
+                trial_name("scenarios/a.toml::x y", dir, Path::new(shown_as)),
+                format!("{shown_as}/a.toml::x y")
+            );
+        }
+        assert_eq!(
+            trial_name("elsewhere/a.toml::x", dir, Path::new("s")),
+            "elsewhere/a.toml::x"
+        );
     }
 
     #[test]

@@ -8,10 +8,14 @@
 //! [`report`] prints it for people and for CI.
 
 pub mod checks;
+pub mod clock;
+pub mod differential;
 pub mod edge;
 pub mod engine;
 pub mod expectations;
 pub mod paths;
+pub mod probe;
+pub mod reference;
 pub mod report;
 pub mod scenario;
 pub mod suite;

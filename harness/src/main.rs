@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use harness::edge::{self, Side, TimingThreshold};
 use harness::engine::Environment;
 use harness::expectations::Verdict;
+use harness::reference::{CoreChoice, CountingCore};
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
@@ -58,6 +59,10 @@ enum Command {
         /// How many scenarios run at once.
         #[arg(long, default_value_t = 2)]
         jobs: usize,
+        /// The counting core the emulated binding wraps: the harness's own
+        /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
+        #[arg(long, value_enum)]
+        binding: Option<CoreChoice>,
         #[command(flatten)]
         workerd: WorkerdArgs,
     },
@@ -135,15 +140,23 @@ fn main() -> ExitCode {
             include_slow,
             junit,
             jobs,
+            binding,
             workerd,
-        } => run(
-            filter.as_deref(),
-            scenarios,
-            include_slow,
-            junit,
-            jobs,
-            &workerd.choice(),
-        ),
+        } => match binding.map_or_else(CoreChoice::from_env, Ok) {
+            Ok(core) => run(
+                filter.as_deref(),
+                scenarios,
+                include_slow,
+                junit,
+                jobs,
+                &workerd.choice(),
+                core,
+            ),
+            Err(e) => {
+                eprintln!("harness: {e}");
+                ExitCode::from(2)
+            }
+        },
         Command::EdgeCompat {
             version,
             scenarios,
@@ -238,16 +251,24 @@ fn write_wrangler_file(path: &PathBuf, file: &Path) -> ExitCode {
     }
 }
 
+/// The suite of `--scenarios DIR`, its trials named by the path as given, or
+/// of the repository's scenarios, named `scenarios/...`.
 fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
-    let dir = scenarios.unwrap_or_else(harness::paths::scenarios_dir);
-    suite::discover(&dir).map_err(|e| {
+    let (dir, shown_as) = match scenarios {
+        Some(dir) => (dir.clone(), dir),
+        None => (
+            harness::paths::scenarios_dir(),
+            PathBuf::from(harness::paths::SCENARIOS_SHOWN_AS),
+        ),
+    };
+    suite::discover(&dir, &shown_as).map_err(|e| {
         eprintln!("cannot read scenarios in {}: {e}", dir.display());
         ExitCode::from(2)
     })
 }
 
-fn environment(choice: &WorkerdChoice) -> Result<Environment, ExitCode> {
-    suite::prepare_environment_with(choice).map_err(|e| {
+fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environment, ExitCode> {
+    suite::prepare_environment_with(choice, core).map_err(|e| {
         eprintln!("harness: cannot start: {e}");
         ExitCode::from(2)
     })
@@ -260,8 +281,9 @@ fn run(
     junit: Option<PathBuf>,
     jobs: usize,
     choice: &WorkerdChoice,
+    core: CoreChoice,
 ) -> ExitCode {
-    let (suite, env) = match (discover(scenarios), environment(choice)) {
+    let (suite, env) = match (discover(scenarios), environment(choice, core)) {
         (Ok(suite), Ok(env)) => (suite, env),
         (Err(code), _) | (_, Err(code)) => return code,
     };
@@ -284,8 +306,9 @@ fn run(
         result.skipped
     );
     println!(
-        "(workerd {}; {} expected failures, {} unexpected passes{})",
+        "(workerd {}, counting core {}; {} expected failures, {} unexpected passes{})",
         env.workerd.version,
+        core.name(),
         counts.expected_failures,
         counts.unexpected_passes,
         if result.skipped > 0 {
@@ -352,8 +375,8 @@ fn edge_compat(
         edge: true,
     };
     let (pinned_env, newest_env) = match (
-        environment(&WorkerdChoice::default()),
-        environment(&newest_choice),
+        environment(&WorkerdChoice::default(), CoreChoice::Harness),
+        environment(&newest_choice, CoreChoice::Harness),
     ) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(code), _) | (_, Err(code)) => return code,
@@ -369,6 +392,22 @@ fn edge_compat(
         newest_env.workerd.version
     );
     let newest = suite.run_all(&newest_env, None, true, jobs);
+    eprintln!(
+        "harness: every scenario on workerd {} with Cloudflare's simulator as the counting core",
+        newest_env.workerd.version
+    );
+    let reference_env =
+        match CountingCore::prepare(CoreChoice::Reference, &harness::paths::pinned_workerd_dir()) {
+            Ok(core) => Environment {
+                core,
+                ..newest_env.clone()
+            },
+            Err(e) => {
+                eprintln!("harness: {e}");
+                return ExitCode::from(2);
+            }
+        };
+    let reference = suite.run_all(&reference_env, None, true, jobs);
 
     let pinned = Side {
         label: "pinned".into(),
@@ -382,7 +421,19 @@ fn edge_compat(
         npm_version,
         outcomes: newest.outcomes,
     };
-    let markdown = edge::markdown(&pinned, &newest, threshold);
+    let reference = Side {
+        label: "reference".into(),
+        workerd_version: newest.workerd_version.clone(),
+        npm_version: newest.npm_version.clone(),
+        outcomes: reference.outcomes,
+    };
+    let emulation = Side {
+        label: "emulation".into(),
+        ..newest.clone()
+    };
+    let markdown = edge::markdown(&pinned, &newest, threshold)
+        + "\n"
+        + &edge::reference_markdown(&emulation, &reference);
     let written = std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(out.join("drift.md"), &markdown))
         .and_then(|()| {
@@ -396,6 +447,13 @@ fn edge_compat(
                     (
                         &format!("newest workerd {}", newest.workerd_version),
                         &newest.outcomes,
+                    ),
+                    (
+                        &format!(
+                            "newest workerd {}, Cloudflare's simulator as the core",
+                            reference.workerd_version
+                        ),
+                        &reference.outcomes,
                     ),
                 ],
             )

@@ -18,6 +18,9 @@ pub fn scenarios_dir() -> PathBuf {
     repo_root().join("scenarios")
 }
 
+/// How trial names and errors show [`scenarios_dir`]: `scenarios/FILE::NAME`.
+pub const SCENARIOS_SHOWN_AS: &str = "scenarios";
+
 /// The harness's own files that go into every workerd config.
 pub fn assets_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("assets")

@@ -123,18 +123,23 @@ pub fn log_tails(instances: &[InstanceRecord]) -> String {
     out
 }
 
-/// The summary table the main job prints.
+/// The widest the summary table gets, in columns: it fits a terminal of
+/// that width, and a narrower terminal gets a narrower table.
+pub const TABLE_WIDTH: u16 = 100;
+
+/// The summary table the main job prints: at most [`TABLE_WIDTH`] columns
+/// (or the terminal's width, if less), long scenario names wrapped, the
+/// same whether it goes to a terminal or a file.
 pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
     let mut table = comfy_table::Table::new();
-    table.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
-    table.set_header([
-        "scenario",
-        "result",
-        "requests",
-        "p50 ms",
-        "p99 ms",
-        "duration s",
-    ]);
+    let width = table.width().map_or(TABLE_WIDTH, |w| w.min(TABLE_WIDTH));
+    table
+        .load_preset(comfy_table::presets::UTF8_BORDERS_ONLY)
+        .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
+        .set_width(width)
+        .set_header([
+            "scenario", "result", "requests", "p50 ms", "p99 ms", "time s",
+        ]);
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     for o in outcomes {
         table.add_row([
@@ -216,5 +221,46 @@ impl Counts {
     /// Whether the run is green: no failure and no unexpected pass.
     pub fn is_ok(&self) -> bool {
         self.failed == 0 && self.unexpected_passes == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn passed(name: &str) -> TrialOutcome {
+        TrialOutcome {
+            name: name.to_owned(),
+            passed: true,
+            verdict: Verdict::Passed,
+            message: String::new(),
+            requests: 601,
+            p50_ms: Some(12),
+            p99_ms: Some(1234),
+            duration: Duration::from_millis(4_800),
+        }
+    }
+
+    #[test]
+    fn the_summary_table_fits_100_columns_and_wraps_long_names() {
+        let long = "scenarios/memory-stores.toml::a deployable serving no API refuses API requests and counts them beside its health checks";
+        let table = summary_table(&[passed(long), passed("scenarios/a.toml::short")]);
+        for line in table.lines() {
+            assert!(
+                line.chars().count() <= 100,
+                "{} columns: {line}",
+                line.chars().count()
+            );
+        }
+        // Every word of the long name is still there, wrapped over lines.
+        let words: Vec<&str> = long.split_whitespace().collect();
+        assert!(words.iter().all(|w| table.contains(w)), "{table}");
+        assert!(
+            table.lines().filter(|l| l.contains("pass")).count() == 2,
+            "{table}"
+        );
+        for value in ["601", "1234", "4.8"] {
+            assert!(table.contains(value), "{table}");
+        }
     }
 }

@@ -50,9 +50,14 @@ pub struct ScenarioFile {
 pub struct Scenario {
     /// Its name; the trial is `FILE::NAME`.
     pub name: String,
-    /// Tags; `slow` marks scenarios that wait for a window, skipped by default.
+    /// Tags; `slow` marks scenarios that wait for real time, skipped by default.
     #[serde(default)]
     pub tags: Vec<String>,
+    /// Which clock the scenario's processes read: the scenario clock (the
+    /// default, started at a minute's beginning and moved by the steps) or the
+    /// wall clock (real windows: tag it slow).
+    #[serde(default)]
+    pub clock: ClockKind,
     /// The application description, a TOML file relative to this file (overrides the file's default).
     #[serde(default)]
     pub application: Option<String>,
@@ -86,6 +91,21 @@ pub struct Scenario {
 
 fn one() -> usize {
     1
+}
+
+/// The clock a scenario's processes (each isolate's deployable and the
+/// binding store) read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ClockKind {
+    /// The wall clock plus an offset the harness sets: the scenario starts at
+    /// the beginning of a minute, and `wait_for_window`, `wait_for_room` and
+    /// `advance_clock` move it instead of sleeping.
+    #[default]
+    Scenario,
+    /// The wall clock itself: windows end on real boundaries and the harness
+    /// waits for them, so a fault in the clock plumbing cannot hide.
+    Wall,
 }
 
 /// How an emulated binding behaves.
@@ -196,34 +216,121 @@ impl JsonSchema for Behaviour {
 }
 
 /// One step. Exactly one action: `send`, `set_bindings`, `wait_for_window`,
-/// `wait_for_room`, `restart_isolate` or `sleep_ms`.
+/// `wait_for_room`, `advance_clock`, `restart_isolate`, `sleep_ms` or `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     /// Fire requests.
     #[serde(default)]
-    pub send: Option<Send>,
+    pub send: Option<SendRequests>,
     /// Change bindings' behaviour (by name, or `*`) in every isolate, without restarting workerd.
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
     pub set_bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
-    /// Wait for the next boundary of a window this many seconds long (10 or 60).
+    /// Move to the next boundary of a window this many seconds long (10 or
+    /// 60): the scenario clock jumps there, the wall clock is waited for.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     pub wait_for_window: Option<u32>,
-    /// Wait for the next window boundary only if less than `seconds` are left
+    /// Move to the next window boundary only if less than `seconds` are left
     /// in the current window: the next sends then fit in one window.
     #[serde(default)]
     pub wait_for_room: Option<WaitForRoom>,
+    /// Move the scenario clock forward, at once (not with `clock = "wall"`).
+    #[serde(default)]
+    pub advance_clock: Option<AdvanceClock>,
     /// Restart this isolate (0-based): a new workerd process, with empty memory.
     #[serde(default)]
     pub restart_isolate: Option<usize>,
     /// Pause.
     #[serde(default)]
     pub sleep_ms: Option<u64>,
+    /// Call one binding's `limit()` directly, with raw options, and say what it must give.
+    #[serde(default)]
+    pub limit: Option<crate::probe::LimitCall>,
     /// What the responses of a `send` must show.
     #[serde(default)]
     #[schemars(with = "Option<SendExpectations>")]
     pub expect: Option<Spanned<SendExpectations>>,
+}
+
+/// How far to move the scenario clock.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AdvanceClock {
+    /// Seconds to add to the scenario clock.
+    #[schemars(range(min = 1))]
+    pub seconds: u32,
+}
+
+/// What one validated step does: exactly one action, matched exhaustively by
+/// the engine, so a new kind of step cannot be forgotten there.
+#[derive(Debug, Clone, Copy)]
+pub enum Action<'a> {
+    /// Fire requests, then judge them against `expect`.
+    Send {
+        /// The requests.
+        send: &'a SendRequests,
+        /// What their responses must show, if written.
+        expect: Option<&'a Spanned<SendExpectations>>,
+    },
+    /// Change bindings' behaviour in every isolate.
+    SetBindings(&'a BTreeMap<String, Behaviour>),
+    /// Move to the next boundary of a window of this many seconds.
+    WaitForWindow(u32),
+    /// Move to the next boundary when too little is left of the window.
+    WaitForRoom(WaitForRoom),
+    /// Move the scenario clock forward by this many seconds.
+    AdvanceClock(u32),
+    /// Restart this isolate.
+    RestartIsolate(usize),
+    /// Pause this many ms of real time.
+    SleepMs(u64),
+    /// One raw `limit()` call on a binding, and what it must give.
+    Limit(&'a crate::probe::LimitCall),
+}
+
+impl Step {
+    /// The one action this step does, or why it is not a step.
+    pub fn action(&self) -> Result<Action<'_>, &'static str> {
+        let Step {
+            send,
+            set_bindings,
+            wait_for_window,
+            wait_for_room,
+            advance_clock,
+            restart_isolate,
+            sleep_ms,
+            limit,
+            expect,
+        } = self;
+        let mut actions = [
+            send.as_ref().map(|send| Action::Send {
+                send,
+                expect: expect.as_ref(),
+            }),
+            set_bindings
+                .as_ref()
+                .map(|b| Action::SetBindings(b.get_ref())),
+            wait_for_window.map(Action::WaitForWindow),
+            wait_for_room.map(Action::WaitForRoom),
+            advance_clock.map(|a| Action::AdvanceClock(a.seconds)),
+            restart_isolate.map(Action::RestartIsolate),
+            sleep_ms.map(Action::SleepMs),
+            limit.as_ref().map(Action::Limit),
+        ]
+        .into_iter()
+        .flatten();
+        let (Some(action), None) = (actions.next(), actions.next()) else {
+            return Err(
+                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
+            );
+        };
+        if expect.is_some() && send.is_none() {
+            return Err("`expect` belongs to a `send` step");
+        }
+        Ok(action)
+    }
 }
 
 /// Room needed in a clock-aligned window.
@@ -240,20 +347,21 @@ pub struct WaitForRoom {
 /// Requests to fire.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Send {
+pub struct SendRequests {
     /// How many requests.
     #[schemars(range(min = 1))]
     pub requests: usize,
     /// The path, `/api/items` by default.
     #[serde(default = "default_path")]
     pub path: String,
-    /// As this signed-in caller (sent in `X-Test-Caller`).
+    /// As this signed-in caller (sent in `X-Test-Caller`); with `address` or
+    /// `distinct_addresses`, a caller from that address.
     #[serde(default)]
     pub caller: Option<String>,
     /// From this address (sent in `CF-Connecting-IP`).
     #[serde(default)]
     pub address: Option<String>,
-    /// From a new address for every request.
+    /// From a new address for every request (not with `address`).
     #[serde(default)]
     pub distinct_addresses: bool,
     /// Extra request headers.
@@ -590,111 +698,161 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
         }
     }
     for step in &s.steps {
-        let st = step.get_ref();
-        let actions = [
-            st.send.is_some(),
-            st.set_bindings.is_some(),
-            st.wait_for_window.is_some(),
-            st.wait_for_room.is_some(),
-            st.restart_isolate.is_some(),
-            st.sleep_ms.is_some(),
-        ];
-        if actions.iter().filter(|a| **a).count() != 1 {
-            return Err(source.error(
-                step.span(),
-                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, restart_isolate, sleep_ms",
-            ));
+        let action = step
+            .get_ref()
+            .action()
+            .map_err(|m| source.error(step.span(), m))?;
+        check_action(s, action)
+            .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
+    }
+    Ok(())
+}
+
+/// One step's own sense; the error's span is `None` for the whole step.
+fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<usize>>, String)> {
+    let whole = |m: &str| Err((None, m.to_owned()));
+    let isolate_exists = |isolate: usize| {
+        if isolate < s.isolates {
+            Ok(())
+        } else {
+            Err((
+                None,
+                format!(
+                    "isolate {isolate} does not exist: the scenario has {} (numbered from 0)",
+                    s.isolates
+                ),
+            ))
         }
-        if st.expect.is_some() && st.send.is_none() {
-            return Err(source.error(step.span(), "`expect` belongs to a `send` step"));
+    };
+    match action {
+        Action::WaitForWindow(0) => whole("a window is a length in seconds, at least 1"),
+        Action::WaitForRoom(room) if room.window == 0 => {
+            whole("a window is a length in seconds, at least 1")
         }
-        let windows = [st.wait_for_window, st.wait_for_room.map(|r| r.window)];
-        if windows.into_iter().flatten().any(|w| w == 0) {
-            return Err(source.error(step.span(), "a window is a length in seconds, at least 1"));
+        Action::WaitForRoom(room) if room.seconds > room.window => {
+            whole("`wait_for_room` cannot need more seconds than the window has")
         }
-        if let Some(room) = st.wait_for_room
-            && room.seconds > room.window
-        {
-            return Err(source.error(
-                step.span(),
-                "`wait_for_room` cannot need more seconds than the window has",
-            ));
+        Action::AdvanceClock(_) if s.clock == ClockKind::Wall => whole(
+            "`advance_clock` moves the scenario clock; a `clock = \"wall\"` scenario waits for real time (use `wait_for_window` or `sleep_ms`)",
+        ),
+        Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
+        Action::RestartIsolate(isolate) => isolate_exists(isolate),
+        Action::Limit(call) => isolate_exists(call.isolate),
+        Action::Send { send, expect } => {
+            if let Some(isolate) = send.isolate {
+                isolate_exists(isolate)?;
+            }
+            check_send(send, expect)
         }
-        for isolate in [st.restart_isolate, st.send.as_ref().and_then(|s| s.isolate)]
-            .into_iter()
-            .flatten()
-        {
-            if isolate >= s.isolates {
-                return Err(source.error(
-                    step.span(),
-                    format!(
-                        "isolate {isolate} does not exist: the scenario has {} (numbered from 0)",
-                        s.isolates
-                    ),
+        Action::SetBindings(_)
+        | Action::WaitForWindow(_)
+        | Action::WaitForRoom(_)
+        | Action::AdvanceClock(_)
+        | Action::SleepMs(_) => Ok(()),
+    }
+}
+
+/// A `send`'s own sense: who sends, how many, and whether its sequence adds up.
+fn check_send(
+    send: &SendRequests,
+    expect: Option<&Spanned<SendExpectations>>,
+) -> Result<(), (Option<Range<usize>>, String)> {
+    if send.address.is_some() && send.distinct_addresses {
+        return Err((
+            None,
+            "send from `address` or from `distinct_addresses`, not both".to_owned(),
+        ));
+    }
+    if send.requests == 0 || send.concurrency == 0 {
+        return Err((
+            None,
+            "`requests` and `concurrency` must be at least 1".to_owned(),
+        ));
+    }
+    let Some(expect) = expect.map(Spanned::get_ref) else {
+        return Ok(());
+    };
+    if let Some(statuses) = &expect.statuses {
+        parse_statuses(statuses.get_ref())
+            .and_then(|runs| expand_statuses(&runs, send.requests))
+            .map_err(|m| (Some(statuses.span()), m))?;
+    }
+    if let Some(counts) = &expect.counts {
+        for status in counts.get_ref().keys() {
+            if status.parse::<u16>().is_err() {
+                return Err((
+                    Some(counts.span()),
+                    format!("`{status}` is not an HTTP status"),
                 ));
-            }
-        }
-        if let Some(send) = &st.send {
-            let subjects = [
-                send.caller.is_some(),
-                send.address.is_some(),
-                send.distinct_addresses,
-            ];
-            if subjects.iter().filter(|s| **s).count() > 1 {
-                return Err(source.error(
-                    step.span(),
-                    "send as at most one of: caller, address, distinct_addresses",
-                ));
-            }
-            if send.requests == 0 || send.concurrency == 0 {
-                return Err(source.error(
-                    step.span(),
-                    "`requests` and `concurrency` must be at least 1",
-                ));
-            }
-            if let Some(statuses) = st
-                .expect
-                .as_ref()
-                .and_then(|e| e.get_ref().statuses.as_ref())
-            {
-                parse_statuses(statuses.get_ref())
-                    .and_then(|runs| expand_statuses(&runs, send.requests))
-                    .map_err(|m| source.error(statuses.span(), m))?;
-            }
-            if let Some(counts) = st.expect.as_ref().and_then(|e| e.get_ref().counts.as_ref()) {
-                for status in counts.get_ref().keys() {
-                    if status.parse::<u16>().is_err() {
-                        return Err(source
-                            .error(counts.span(), format!("`{status}` is not an HTTP status")));
-                    }
-                }
             }
         }
     }
     Ok(())
 }
 
-/// Every scenario file under `dir` (sorted), as `(path, display path)`.
-pub fn scenario_files(dir: &Path) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
+/// Every scenario file under `dir` (sorted), as `(path, shown as)`: the
+/// name in trial names and errors is `shown_as` joined with the file's name
+/// (the directory as the user gave it, or `scenarios` for the repository's).
+pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathBuf, PathBuf)>> {
     let mut files = Vec::new();
-    let display_base = dir.parent().unwrap_or(Path::new(""));
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let is_expectations = path
-            .file_name()
-            .is_some_and(|n| n == crate::expectations::FILE_NAME);
+        let Some(name) = path.file_name() else {
+            continue;
+        };
+        let is_expectations =
+            name == crate::expectations::FILE_NAME || name == crate::differential::FILE_NAME;
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
-            let display = path.strip_prefix(display_base).unwrap_or(&path).to_owned();
-            files.push((path, display));
+            let shown = shown_as.join(name);
+            files.push((path, shown));
         }
     }
     files.sort();
     Ok(files)
 }
 
+/// TOML has no null: an optional field is one left out, never a `null`
+/// branch. Without those branches (`anyOf [T, null]`) an editor's validator
+/// (taplo) names the unknown field in a table instead of saying that nothing
+/// in an `anyOf` matched.
+#[derive(Debug, Clone, Copy)]
+struct NoNullBranches;
+
+impl schemars::transform::Transform for NoNullBranches {
+    fn transform(&mut self, schema: &mut Schema) {
+        schemars::transform::transform_subschemas(self, schema);
+        let Some(object) = schema.as_object_mut() else {
+            return;
+        };
+        let null = serde_json::json!({ "type": "null" });
+        if object.get("default") == Some(&serde_json::Value::Null) {
+            object.remove("default");
+        }
+        if let Some(serde_json::Value::Array(types)) = object.get_mut("type") {
+            types.retain(|t| t != "null");
+            if let [only] = types.as_slice() {
+                let only = only.clone();
+                object.insert("type".to_owned(), only);
+            }
+        }
+        if let Some(serde_json::Value::Array(branches)) = object.get_mut("anyOf") {
+            branches.retain(|b| *b != null);
+            if let [serde_json::Value::Object(only)] = branches.as_slice() {
+                let only = only.clone();
+                object.remove("anyOf");
+                for (key, value) in only {
+                    object.entry(key).or_insert(value);
+                }
+            }
+        }
+    }
+}
+
 /// The JSON Schema (draft-07) of scenario files, as checked in.
 pub fn json_schema() -> String {
-    let generator = schemars::generate::SchemaSettings::draft07().into_generator();
+    let generator = schemars::generate::SchemaSettings::draft07()
+        .with(|settings| settings.transforms.insert(0, Box::new(NoNullBranches)))
+        .into_generator();
     let schema = generator.into_root_schema_for::<ScenarioFile>();
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
 }

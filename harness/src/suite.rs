@@ -5,6 +5,7 @@ use std::path::Path;
 
 use crate::engine::Environment;
 use crate::expectations::{self, Expectations};
+use crate::reference::{CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError};
 use crate::report::{self, TrialOutcome};
 use crate::scenario::{self, Prepared};
 use crate::wasm;
@@ -101,10 +102,11 @@ impl Suite {
     }
 }
 
-/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`.
-pub fn discover(dir: &Path) -> Result<Suite, std::io::Error> {
+/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`;
+/// trials are named after `shown_as` (see [`scenario::scenario_files`]).
+pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
     let mut trials = Vec::new();
-    for (path, display) in scenario::scenario_files(dir)? {
+    for (path, display) in scenario::scenario_files(dir, shown_as)? {
         match scenario::load_file(&path, &display) {
             Ok(prepared) => trials.extend(prepared.into_iter().map(Trial::Scenario)),
             Err(error) => trials.push(Trial::Malformed {
@@ -114,7 +116,7 @@ pub fn discover(dir: &Path) -> Result<Suite, std::io::Error> {
         }
     }
     let names: Vec<&str> = trials.iter().map(Trial::name).collect();
-    let expectations = match Expectations::load(dir, &names) {
+    let expectations = match Expectations::load(dir, shown_as, &names) {
         Ok(expectations) => expectations,
         Err(error) => {
             let name = format!("{}::(file)", expectations::FILE_NAME);
@@ -138,16 +140,23 @@ pub enum EnvironmentError {
     Workerd(#[from] crate::workerd::find::FindError),
     #[error(transparent)]
     Build(#[from] wasm::BuildError),
+    /// The counting core could not be chosen or prepared.
+    #[error(transparent)]
+    Reference(#[from] ReferenceError),
 }
 
-/// Finds workerd as the environment chooses ([`WorkerdChoice::from_env`])
-/// and builds the deployable.
+/// Finds workerd and the counting core as the environment chooses
+/// ([`WorkerdChoice::from_env`], [`CoreChoice::from_env`]) and builds the deployable.
 pub fn prepare_environment() -> Result<Environment, EnvironmentError> {
-    prepare_environment_with(&WorkerdChoice::from_env())
+    prepare_environment_with(&WorkerdChoice::from_env(), CoreChoice::from_env()?)
 }
 
-/// Finds the chosen workerd and builds the deployable, saying which workerd on stderr.
-pub fn prepare_environment_with(choice: &WorkerdChoice) -> Result<Environment, EnvironmentError> {
+/// Finds the chosen workerd, prepares the chosen counting core and builds
+/// the deployable, saying which workerd and core on stderr.
+pub fn prepare_environment_with(
+    choice: &WorkerdChoice,
+    core: CoreChoice,
+) -> Result<Environment, EnvironmentError> {
     let workerd = find_workerd(choice)?;
     eprintln!(
         "harness: workerd {} ({}, from {})",
@@ -155,9 +164,14 @@ pub fn prepare_environment_with(choice: &WorkerdChoice) -> Result<Environment, E
         workerd.path.display(),
         workerd.source
     );
+    let core = CountingCore::prepare(core, &crate::paths::pinned_workerd_dir())?;
+    if let CountingCore::Reference(_) = core {
+        eprintln!("harness: counting core: Cloudflare's simulator (miniflare {MINIFLARE_VERSION})");
+    }
     let deployable = wasm::build_deployable()?;
     Ok(Environment {
         workerd,
         deployable,
+        core,
     })
 }

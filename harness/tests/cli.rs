@@ -165,7 +165,15 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
         "{stdout}{}",
         String::from_utf8_lossy(&edge.stderr)
     );
-    assert!(stdout.contains("(workerd 2020-01-01;"), "{stdout}");
+    // The default run keeps the harness's own counting core.
+    assert!(
+        stdout.contains("(workerd 2020-01-01, counting core harness;"),
+        "{stdout}"
+    );
+    // Trials are named by the scenarios directory as given, not `scenarios/...`.
+    let stderr = String::from_utf8_lossy(&edge.stderr);
+    let named = format!("pass {}::no store", scenarios.join("d.toml").display());
+    assert!(stderr.contains(&named), "no `{named}` in: {stderr}");
 }
 
 /// Runs `harness wrangler APP --write FILE` in `dir`, with `app` as the description.

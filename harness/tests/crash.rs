@@ -60,7 +60,7 @@ serves_api = false
 deployable = "site"
 
 [[scenario.steps]]
-sleep_ms = 3000
+sleep_ms = 6000
 
 [[scenario.steps]]
 send = { requests = 2, path = "/health" }
@@ -84,7 +84,9 @@ send = { requests = 2, path = "/health" }
         assert!(Instant::now() < deadline, "workerd never started");
         std::thread::sleep(Duration::from_millis(50));
     };
-    std::thread::sleep(Duration::from_millis(300));
+    // Long enough for it to listen on a loaded machine (seconds, under
+    // stress), and well inside the scenario's sleep.
+    std::thread::sleep(Duration::from_millis(2500));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(victim as i32),
         nix::sys::signal::Signal::SIGKILL,

@@ -1,8 +1,8 @@
 //! `harness edge-compat` (what `tools/edge-compat` runs nightly), exercised
 //! here against the pinned release on both sides: it installs that release
-//! from npm into a temporary place, runs a small scenarios directory on both,
-//! writes the drift report and JUnit XML, and its exit status follows the
-//! expected failures.
+//! from npm into a temporary place, runs a small scenarios directory on both
+//! and with Cloudflare's simulator as the counting core, writes the drift
+//! report and JUnit XML, and its exit status follows the expected failures.
 
 mod common;
 
@@ -67,7 +67,21 @@ fn expected_failures_keep_the_job_green_and_the_reports_are_written() {
     assert!(drift.contains("| expected failures | 1 | 1 |"), "{drift}");
     assert!(drift.contains("**no regression**"), "{drift}");
     assert!(drift.contains("## Newly failing: 0"), "{drift}");
-    assert_eq!(junit.matches("<testsuite ").count(), 2, "{junit}");
+    // The reference ran too: its verdicts beside the emulation's.
+    assert!(
+        drift.contains("## The reference: Cloudflare's simulator beside the emulation"),
+        "{drift}"
+    );
+    assert!(drift.contains("## Verdicts that differ: 0"), "{drift}");
+    assert!(
+        drift.contains("/edge.toml::passes | pass | pass |"),
+        "{drift}"
+    );
+    assert!(
+        drift.contains("/edge.toml::fails | xfail | xfail |"),
+        "{drift}"
+    );
+    assert_eq!(junit.matches("<testsuite ").count(), 3, "{junit}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use harness::workerd::WorkerdProcess;
-use harness::workerd::config::{IsolateConfig, write_config};
+use harness::workerd::config::{Counting, IsolateConfig, write_config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -127,7 +127,7 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
         bindings: &[],
         compatibility_date: &env.workerd.version,
         control_token: "t",
-        store_port: None,
+        counting: Counting::InIsolate,
         limiting_off: false,
     };
     let path = write_config(dir.path(), &config, &env.deployable).expect("config");

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use harness::paths::scenarios_dir;
+use harness::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
 use harness::scenario::{self, load_file};
 use harness::suite::{self, Trial};
 
@@ -30,7 +30,9 @@ fn the_checked_in_schema_is_current() {
 fn every_scenario_file_references_the_schema_and_validates_against_it() {
     let schema: serde_json::Value = serde_json::from_str(&scenario::json_schema()).expect("json");
     let validator = jsonschema::validator_for(&schema).expect("the schema compiles");
-    for (path, display) in scenario::scenario_files(&scenarios_dir()).expect("scenarios") {
+    for (path, display) in scenario::scenario_files(&scenarios_dir(), Path::new(SCENARIOS_SHOWN_AS))
+        .expect("scenarios")
+    {
         let text = std::fs::read_to_string(&path).expect("read");
         assert!(
             text.starts_with("#:schema ./scenario.schema.json\n"),
@@ -64,7 +66,10 @@ fn malformed(text: &str) -> String {
     let scenarios = dir.path().join("scenarios");
     std::fs::create_dir(&scenarios).expect("dir");
     std::fs::write(scenarios.join("bad.toml"), text).expect("write");
-    let trials = suite::discover(&scenarios).expect("discover").trials;
+    // Trials are named by the directory as given: here, `scenarios`.
+    let trials = suite::discover(&scenarios, Path::new("scenarios"))
+        .expect("discover")
+        .trials;
     assert_eq!(
         trials.len(),
         1,
@@ -121,6 +126,47 @@ fn a_step_doing_two_things_is_refused() {
 }
 
 #[test]
+fn advance_clock_is_refused_on_the_wall_clock() {
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\nclock = \"wall\"\napplication_inline = ''\n[[scenario.steps]]\nadvance_clock = { seconds = 5 }\n",
+    );
+    assert!(error.starts_with("scenarios/bad.toml:5:"), "{error}");
+    assert!(error.contains("advance_clock"), "{error}");
+}
+
+#[test]
+fn an_unknown_clock_is_named() {
+    let error = malformed("[[scenario]]\nname = \"a\"\nclock = \"wal\"\napplication_inline = ''\n");
+    assert!(error.starts_with("scenarios/bad.toml:3:9: "), "{error}");
+    assert!(
+        error.contains("wal") && error.contains("scenario"),
+        "{error}"
+    );
+}
+
+#[test]
+fn one_address_or_a_new_one_for_each_request_not_both() {
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1, address = \"192.0.2.1\", distinct_addresses = true }\n",
+    );
+    assert!(error.starts_with("scenarios/bad.toml:4:"), "{error}");
+    assert!(error.contains("not both"), "{error}");
+}
+
+#[test]
+fn a_caller_may_send_from_an_address() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(
+        &path,
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1, caller = \"c\", address = \"192.0.2.1\" }\n[[scenario.steps]]\nsend = { requests = 2, caller = \"c\", distinct_addresses = true }\n",
+    )
+    .expect("write");
+    let prepared = load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(prepared.len(), 1);
+}
+
+#[test]
 fn not_toml_at_all_is_a_located_error() {
     let error = malformed("[[scenario]\n");
     assert!(error.starts_with("scenarios/bad.toml:1:"), "{error}");
@@ -131,4 +177,126 @@ fn a_missing_application_file_is_named() {
     let error = malformed("application = \"apps/nope.toml\"\n[[scenario]]\nname = \"a\"\n");
     assert!(error.contains("apps/nope.toml"), "{error}");
     assert!(Path::new("scenarios/bad.toml").is_relative());
+}
+
+/// The pinned taplo (the engine of Even Better TOML), installed on first use.
+fn taplo() -> std::path::PathBuf {
+    let dir = harness::paths::repo_root().join("tools/fixtures/taplo");
+    let bin = dir.join("node_modules/.bin/taplo");
+    if !bin.is_file() {
+        harness::workerd::find::npm_ci_saying_so(&dir, "taplo is not installed", &[])
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    bin
+}
+
+/// `taplo check` on files in `dir`, as an editor checks them: (passed, output).
+fn taplo_check(dir: &Path, files: &[&str]) -> (bool, String) {
+    let output = std::process::Command::new(taplo())
+        .args(["check", "--colors", "never"])
+        .args(files)
+        .current_dir(dir)
+        .env_remove("TAPLO_CONFIG")
+        .output()
+        .expect("taplo runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+#[test]
+fn taplo_accepts_every_scenario_file() {
+    let files = scenario::scenario_files(&scenarios_dir(), Path::new(SCENARIOS_SHOWN_AS))
+        .expect("scenarios");
+    let names: Vec<String> = files
+        .iter()
+        .filter_map(|(path, _)| Some(path.file_name()?.to_str()?.to_owned()))
+        .collect();
+    assert!(names.len() > 5, "{names:?}");
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (ok, text) = taplo_check(&scenarios_dir(), &names);
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn taplo_names_the_unknown_field_and_where_it_is() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::copy(schema_path(), dir.path().join("scenario.schema.json")).expect("copy schema");
+    let head = "#:schema ./scenario.schema.json\napplication = \"apps/cloudflare.toml\"\n[[scenario]]\nname = \"a\"\n";
+    let broken = [
+        // (file, body after the head, what taplo must say, the place)
+        (
+            "expect.toml",
+            "[[scenario.steps]]\nsend = { requests = 1 }\nexpect = { retry_afterr = 60 }\n",
+            "'retry_afterr' was unexpected",
+            "expect.toml:7:12",
+        ),
+        (
+            "step.toml",
+            "[[scenario.steps]]\nadvance_clok = { seconds = 5 }\n",
+            "'advance_clok' was unexpected",
+            "step.toml:6:1",
+        ),
+        (
+            "send.toml",
+            "[[scenario.steps]]\nsend = { requests = 1, adress = \"192.0.2.1\" }\n",
+            "'adress' was unexpected",
+            "send.toml:6:24",
+        ),
+        (
+            "final.toml",
+            "[scenario.expect]\nbinding_keyz = {}\n",
+            "'binding_keyz' was unexpected",
+            "final.toml:6:1",
+        ),
+    ];
+    for (file, body, _, _) in broken {
+        std::fs::write(dir.path().join(file), format!("{head}{body}")).expect("write");
+    }
+    // One taplo for every file: each start costs seconds.
+    let files: Vec<&str> = broken.iter().map(|(file, ..)| *file).collect();
+    let (ok, text) = taplo_check(dir.path(), &files);
+    assert!(!ok, "broken files passed: {text}");
+    assert!(!text.contains("anyOf"), "{text}");
+    for (file, _, says, place) in broken {
+        let at = text
+            .find(place)
+            .unwrap_or_else(|| panic!("{file}: nothing at {place}: {text}"));
+        // taplo prints the message, then the place it points at.
+        let before = &text[..at];
+        let message = before.rsplit("error: ").next().unwrap_or_default();
+        assert!(message.contains(says), "{file}: {message}\n---\n{text}");
+    }
+    // A control: the same head with a known field passes, so the failures
+    // above are the typos, not the head.
+    std::fs::write(
+        dir.path().join("good.toml"),
+        format!("{head}[[scenario.steps]]\nadvance_clock = {{ seconds = 5 }}\n"),
+    )
+    .expect("write");
+    let (ok, text) = taplo_check(dir.path(), &["good.toml"]);
+    assert!(ok, "{text}");
+}
+
+#[test]
+fn the_schema_has_no_null_branches() {
+    let schema = scenario::json_schema();
+    assert!(!schema.contains("\"null\""), "{schema}");
+    let json: serde_json::Value = serde_json::from_str(&schema).expect("json");
+    for name in [
+        "Scenario",
+        "Step",
+        "SendRequests",
+        "SendExpectations",
+        "FinalExpectations",
+    ] {
+        assert_eq!(
+            json["definitions"][name]["additionalProperties"],
+            serde_json::Value::Bool(false),
+            "{name} denies unknown fields"
+        );
+    }
 }

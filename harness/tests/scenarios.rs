@@ -7,13 +7,13 @@ use std::sync::OnceLock;
 
 use harness::engine::Environment;
 use harness::expectations::Verdict;
-use harness::paths::scenarios_dir;
+use harness::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
 use harness::suite::{self, Suite, Trial};
 use libtest_mimic::{Arguments, Failed};
 
 fn main() -> ExitCode {
     let args = Arguments::from_args();
-    let suite = match suite::discover(&scenarios_dir()) {
+    let suite = match suite::discover(&scenarios_dir(), std::path::Path::new(SCENARIOS_SHOWN_AS)) {
         Ok(suite) => std::sync::Arc::new(suite),
         Err(e) => {
             eprintln!("cannot read {}: {e}", scenarios_dir().display());

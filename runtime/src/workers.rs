@@ -61,16 +61,26 @@ impl Gate {
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to send.
     /// Never fails for the binding's sake: every binding problem falls back to memory.
+    ///
+    /// `now_ms` is the embedding's clock in ms since the Unix epoch, read when
+    /// the request arrived: a production Worker passes `Date.now()`, a test
+    /// embedding may pass its own clock. It must never go backwards between
+    /// requests of one isolate (the fallback count's windows are aligned to
+    /// it). The 500 ms deadline runs on the isolate's real timers whatever it is.
     pub async fn decide(
         &self,
         env: &JsValue,
         subject: &Subject,
         path: &str,
+        now_ms: u64,
     ) -> Result<(), Refusal> {
         let checks = self.limiter.borrow().checks(subject, path);
         // Every binding is asked at once, so the 500 ms deadline bounds the
         // whole request however many limits count it.
-        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms());
+        // The embedding's clock at arrival, moved on by the real time the asks took,
+        // so the cool-off is measured from when a binding failed.
+        let started = js_sys::Date::now();
+        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms);
         let asks: Vec<(&str, &str)> = checks
             .iter()
             .zip(&asks_now)
@@ -83,10 +93,11 @@ impl Gate {
             .map(|&ask| if ask { asked.next() } else { None })
             .collect();
         // The borrow is never held across an await: requests interleave in an isolate.
+        let settled_ms = now_ms + (js_sys::Date::now() - started).max(0.0) as u64;
         let decision = self
             .limiter
             .borrow_mut()
-            .conclude(&checks, answers, now_ms());
+            .conclude(&checks, answers, settled_ms);
         for log in &decision.logs {
             console_warn(&log.to_json_line());
         }
@@ -137,10 +148,6 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
         .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
-}
-
-fn now_ms() -> u64 {
-    js_sys::Date::now() as u64
 }
 
 /// Asks the bindings `(name, key)` at once with the deadline, turning every

@@ -13,6 +13,10 @@
 //!   `Retry-After`; 404 (counted as refused) when the deployable serves no API.
 //! - anything else: 404.
 //!
+//! The clock is the embedding's: `entry.js` passes `now_ms` (a production
+//! Worker would pass `Date.now()`; the harness's entry adds the scenario
+//! clock's offset it gets on its control channel).
+//!
 //! Benchmarks only: the optional text binding `LIMITING = "off"` switches
 //! limiting off, so `/api/...` answers 200 `{"ok":true}` without asking the
 //! gate (no binding call, no count); everything else is unchanged. Without
@@ -82,9 +86,15 @@ fn counting_name(counting: &Counting) -> &'static str {
     }
 }
 
-/// The Worker's fetch handler, called by the JavaScript entry module.
+/// The Worker's fetch handler, called by the JavaScript entry module with
+/// the time the request arrived, in ms since the Unix epoch (never going
+/// backwards in an isolate: see [`Gate::decide`]).
 #[wasm_bindgen]
-pub async fn fetch(request: web_sys::Request, env: JsValue) -> Result<web_sys::Response, JsValue> {
+pub async fn fetch(
+    request: web_sys::Request,
+    env: JsValue,
+    now_ms: f64,
+) -> Result<web_sys::Response, JsValue> {
     let gate = gate(&env)?;
     let url = web_sys::Url::new(&request.url())?;
     let path = url.pathname();
@@ -114,7 +124,7 @@ pub async fn fetch(request: web_sys::Request, env: JsValue) -> Result<web_sys::R
     }
     let caller = request.headers().get(CALLER_HEADER)?;
     let subject = subject_of(&request, caller.as_deref());
-    match gate.decide(&env, &subject, &path).await {
+    match gate.decide(&env, &subject, &path, now_ms as u64).await {
         Ok(()) => json_response(200, &serde_json::json!({ "ok": true })),
         Err(refusal) => refusal_response(&refusal),
     }

@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::reference::{CLIENT_MODULE, FORWARD_JS, Simulator};
 use crate::scenario::Behaviour;
 use crate::wasm::{Deployable, STEM};
 
@@ -29,12 +30,24 @@ pub struct IsolateConfig<'a> {
     pub bindings: &'a [EmulatedBinding],
     pub compatibility_date: &'a str,
     pub control_token: &'a str,
-    /// The port of the binding store process the emulated bindings count in,
-    /// shared by every isolate; `None` counts in each isolate's binding module.
-    pub store_port: Option<u16>,
+    /// Where the emulated bindings' counting core keeps its count.
+    pub counting: Counting<'a>,
     /// Benchmarks only: emits the text binding `LIMITING = "off"`, so the
     /// deployable answers `/api/` routes without limiting. Scenarios leave it false.
     pub limiting_off: bool,
+}
+
+/// Where an isolate's emulated bindings count: the fault layer
+/// (`assets/ratelimit-binding.js`) wraps the harness's core or the reference.
+#[derive(Debug, Clone, Copy)]
+pub enum Counting<'a> {
+    /// The harness's core, in each isolate's binding module (benchmarks, tests).
+    InIsolate,
+    /// The harness's core, in the binding store process at this port, shared by every isolate.
+    HarnessStore { port: u16 },
+    /// Cloudflare's simulator: its client in each isolate, its count in the
+    /// reference process at this port, shared by every isolate.
+    Reference { port: u16, simulator: &'a Simulator },
 }
 
 const ENTRY_JS: &str = include_str!("../../assets/entry.js");
@@ -75,6 +88,10 @@ pub fn write_config(
 ) -> std::io::Result<std::path::PathBuf> {
     std::fs::write(dir.join("entry.js"), ENTRY_JS)?;
     std::fs::write(dir.join("ratelimit-binding.js"), RATELIMIT_JS)?;
+    if let Counting::Reference { simulator, .. } = config.counting {
+        std::fs::write(dir.join("ratelimit.worker.js"), &simulator.client_js)?;
+        std::fs::write(dir.join("reference-forward.js"), FORWARD_JS)?;
+    }
     std::fs::write(dir.join("application.toml"), config.application_toml)?;
     std::fs::copy(&deployable.glue_js, dir.join(format!("{STEM}.js")))?;
     std::fs::copy(&deployable.wasm, dir.join(format!("{STEM}_bg.wasm")))?;
@@ -139,26 +156,37 @@ pub fn render_with_snippets(config: &IsolateConfig<'_>, snippets: &[&str]) -> St
              \x20     (name = \"limit\", json = {limit}),\n\
              \x20     (name = \"period\", json = {period}),\n\
              \x20     (name = \"behaviour\", json = {behaviour}),\n\
-             {store}\
+             {core}\
              \x20   ])),\n",
             name = quote(&b.name),
             namespace = quote(&b.namespace_id.to_string()),
             limit = quote(&b.limit.to_string()),
             period = quote(&b.period.to_string()),
             behaviour = quote(&initial),
-            store = if config.store_port.is_some() {
-                "      (name = \"store\", service = \"binding-store\"),\n"
-            } else {
-                ""
-            },
+            core = core_binding(config.counting, b),
         );
     }
 
-    let store_service = match config.store_port {
-        Some(port) => format!(
-            ",\n    (name = \"binding-store\", external = (address = \"127.0.0.1:{port}\", http = ()))"
+    let (store_service, core_module) = match config.counting {
+        Counting::InIsolate => (String::new(), ""),
+        Counting::HarnessStore { port } => (
+            format!(
+                ",\n    (name = \"binding-store\", external = (address = \"127.0.0.1:{port}\", http = ()))"
+            ),
+            "",
         ),
-        None => String::new(),
+        Counting::Reference { port, .. } => (
+            format!(
+                ",\n    (name = \"reference-forward\", worker = (\n\
+                 \x20     modules = [ (name = \"reference-forward.js\", esModule = embed \"reference-forward.js\") ],\n\
+                 \x20     compatibilityDate = {date},\n\
+                 \x20     bindings = [ (name = \"STORE\", service = \"reference-store\") ],\n\
+                 \x20   )),\n\
+                 \x20   (name = \"reference-store\", external = (address = \"127.0.0.1:{port}\", http = ()))",
+                date = quote(config.compatibility_date),
+            ),
+            "    (name = \"cloudflare-internal:ratelimit:module\", esModule = embed \"ratelimit.worker.js\", internal = true),\n",
+        ),
     };
     let mut snippet_modules = String::new();
     for name in snippets {
@@ -179,7 +207,7 @@ const config :Workerd.Config = (
   sockets = [ (name = "http", address = "127.0.0.1:0", http = (), service = "deployable") ],
   extensions = [ (modules = [
     (name = "harness:ratelimit", esModule = embed "ratelimit-binding.js", internal = true),
-  ]) ],
+{core_module}  ]) ],
   logging = (structuredLogging = true),
 );
 
@@ -196,6 +224,33 @@ const deployable :Workerd.Worker = (
 "#,
         date = quote(config.compatibility_date),
     )
+}
+
+/// The inner binding that gives one emulated binding its counting core.
+fn core_binding(counting: Counting<'_>, binding: &EmulatedBinding) -> String {
+    match counting {
+        Counting::InIsolate => String::new(),
+        Counting::HarnessStore { .. } => {
+            "      (name = \"store\", service = \"binding-store\"),\n".to_owned()
+        }
+        // As miniflare binds it: the client module, its fetcher with the
+        // namespace in props, the configured limit and period.
+        Counting::Reference { .. } => {
+            let props =
+                serde_json::json!({ "MINIFLARE_NAMESPACE": binding.namespace_id.to_string() });
+            format!(
+                "      (name = \"core\", wrapped = (moduleName = {module}, innerBindings = [\n\
+                 \x20       (name = \"fetcher\", service = (name = \"reference-forward\", props = (json = {props}))),\n\
+                 \x20       (name = \"limit\", json = {limit}),\n\
+                 \x20       (name = \"period\", json = {period}),\n\
+                 \x20     ])),\n",
+                module = quote(CLIENT_MODULE),
+                props = quote(&props.to_string()),
+                limit = quote(&binding.limit.to_string()),
+                period = quote(&binding.period.to_string()),
+            )
+        }
+    }
 }
 
 /// A Cap'n Proto text literal.
@@ -253,7 +308,7 @@ mod tests {
             bindings: &bindings,
             compatibility_date: "2026-11-17",
             control_token: "t",
-            store_port: Some(4242),
+            counting: Counting::HarnessStore { port: 4242 },
             limiting_off: false,
         });
         assert!(
@@ -291,7 +346,7 @@ mod tests {
             bindings: &[],
             compatibility_date: "2026-11-17",
             control_token: "t",
-            store_port: None,
+            counting: Counting::InIsolate,
             limiting_off: false,
         };
         let name = "snippets/runtime-0123/src/ask-bindings.js";
@@ -301,5 +356,40 @@ mod tests {
             "{text}"
         );
         assert!(!render(&config).contains("snippets/"));
+    }
+
+    #[test]
+    fn the_reference_core_is_wired_as_miniflare_wires_its_binding() {
+        let simulator = Simulator::placeholder();
+        let bindings = [EmulatedBinding {
+            name: "LIMITS_120_PER_60S".into(),
+            namespace_id: 1001,
+            limit: 120,
+            period: 60,
+            initial: Behaviour::Healthy,
+            in_config: true,
+        }];
+        let text = render(&IsolateConfig {
+            application_toml: "",
+            deployable: "edge",
+            bindings: &bindings,
+            compatibility_date: "2026-11-17",
+            control_token: "t",
+            counting: Counting::Reference {
+                port: 4243,
+                simulator: &simulator,
+            },
+            limiting_off: false,
+        });
+        for wanted in [
+            r#"(name = "core", wrapped = (moduleName = "cloudflare-internal:ratelimit:module""#,
+            r#"(name = "fetcher", service = (name = "reference-forward", props = (json = "{\"MINIFLARE_NAMESPACE\":\"1001\"}")))"#,
+            r#"(name = "limit", json = "120")"#,
+            r#"(name = "cloudflare-internal:ratelimit:module", esModule = embed "ratelimit.worker.js", internal = true)"#,
+            r#"(name = "reference-store", external = (address = "127.0.0.1:4243""#,
+        ] {
+            assert!(text.contains(wanted), "{wanted}\n{text}");
+        }
+        assert!(!text.contains("binding-store"), "{text}");
     }
 }

@@ -172,9 +172,11 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
     )
 }
 
-/// Runs `npm ci` in the pinned folder, saying so.
+/// Runs `npm ci --ignore-scripts` in the pinned folder, saying so. No
+/// install script is needed: the workerd binary ships inside its platform
+/// package, and miniflare (the reference core's worker files) is read as text.
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
-    npm_ci_saying_so(dir, "workerd is not installed", &[])
+    npm_ci_saying_so(dir, "workerd is not installed", &["--ignore-scripts"])
 }
 
 /// Runs `npm ci` (with `extra` flags) in an npm folder of the repository,

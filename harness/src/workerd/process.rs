@@ -67,6 +67,16 @@ impl WorkerdProcess {
         config: &Path,
         epoch: Instant,
     ) -> Result<WorkerdProcess, ProcessError> {
+        WorkerdProcess::start_with_flags(workerd, config, &[], epoch).await
+    }
+
+    /// [`WorkerdProcess::start`] with extra `serve` flags, such as `--experimental`.
+    pub async fn start_with_flags(
+        workerd: &Path,
+        config: &Path,
+        flags: &[&str],
+        epoch: Instant,
+    ) -> Result<WorkerdProcess, ProcessError> {
         // Close-on-exec, so workerds started by other threads never inherit it.
         let (control_read, control_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| ProcessError::Pipe(e.into()))?;
@@ -76,6 +86,7 @@ impl WorkerdProcess {
             .arg("serve")
             .arg(config)
             .arg("--control-fd=3")
+            .args(flags)
             .current_dir(config.parent().unwrap_or(Path::new(".")))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
