@@ -145,9 +145,7 @@ impl Simulator {
     pub fn load(npm_dir: &Path) -> Result<Simulator, ReferenceError> {
         let package = npm_dir.join("node_modules/miniflare");
         let manifest = package.join("package.json");
-        if !manifest.exists() {
-            install_pinned(npm_dir)?;
-        }
+        install_pinned(npm_dir)?;
         let read = |path: PathBuf| {
             std::fs::read_to_string(&path).map_err(|source| ReferenceError::Read { path, source })
         };

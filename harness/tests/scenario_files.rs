@@ -183,10 +183,8 @@ fn a_missing_application_file_is_named() {
 fn taplo() -> std::path::PathBuf {
     let dir = harness::paths::repo_root().join("tools/fixtures/taplo");
     let bin = dir.join("node_modules/.bin/taplo");
-    if !bin.is_file() {
-        harness::workerd::find::npm_ci_saying_so(&dir, "taplo is not installed", &[])
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    harness::workerd::find::npm_ci_unless(&dir, &[bin.clone()], "taplo is not installed", &[])
+        .unwrap_or_else(|e| panic!("{e}"));
     bin
 }
 

@@ -11,14 +11,13 @@ fn lint_dir() -> PathBuf {
 
 fn validator() -> PathBuf {
     let bin = lint_dir().join("node_modules/.bin/action-validator");
-    if !bin.is_file() {
-        harness::workerd::find::npm_ci_saying_so(
-            &lint_dir(),
-            "action-validator is not installed",
-            &[],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    harness::workerd::find::npm_ci_unless(
+        &lint_dir(),
+        &[bin.clone()],
+        "action-validator is not installed",
+        &[],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     bin
 }
 

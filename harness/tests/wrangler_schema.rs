@@ -14,14 +14,13 @@ fn wrangler_dir() -> PathBuf {
 /// Wrangler's schema, installing the package (without its install scripts) when missing.
 fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
-    if !path.is_file() {
-        harness::workerd::find::npm_ci_saying_so(
-            &wrangler_dir(),
-            "wrangler is not installed",
-            &["--ignore-scripts"],
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    harness::workerd::find::npm_ci_unless(
+        &wrangler_dir(),
+        &[path.clone()],
+        "wrangler is not installed",
+        &["--ignore-scripts"],
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let text = std::fs::read_to_string(&path).expect("config-schema.json");
     serde_json::from_str(&text).expect("the schema is JSON")
 }

@@ -26,6 +26,11 @@ pub enum FindError {
         dir: PathBuf,
         source: std::io::Error,
     },
+    #[error("could not take the install lock {path}: {source}")]
+    InstallLock {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("`{path} --version` failed: {detail}")]
     Version { path: PathBuf, detail: String },
     #[error("could not read {path}: {detail}")]
@@ -123,6 +128,9 @@ fn locate(choice: &WorkerdChoice) -> Result<(PathBuf, &'static str), FindError> 
     }
     let pinned = binary_in(&pinned_workerd_dir());
     if pinned.is_file() {
+        // Completes an install that lacks a package added to the pin since,
+        // under the install lock, so no binary is run while it is written.
+        install_pinned(&pinned_workerd_dir())?;
         return Ok((pinned, "tools/fixtures/workers"));
     }
     if let Ok(path) = which::which("workerd") {
@@ -172,16 +180,51 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
     )
 }
 
-/// Runs `npm ci --ignore-scripts` in the pinned folder, saying so. No
-/// install script is needed: the workerd binary ships inside its platform
-/// package, and miniflare (the reference core's worker files) is read as text.
+/// Runs `npm ci --ignore-scripts` in the pinned folder unless workerd and
+/// miniflare are both installed there, saying so. No install script is
+/// needed: the workerd binary ships inside its platform package, and
+/// miniflare (the reference core's worker files) is read as text.
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
-    npm_ci_saying_so(dir, "workerd is not installed", &["--ignore-scripts"])
+    let ready = [
+        binary_in(dir),
+        dir.join("node_modules/miniflare/package.json"),
+    ];
+    npm_ci_unless(
+        dir,
+        &ready,
+        "workerd is not installed",
+        &["--ignore-scripts"],
+    )
 }
 
-/// Runs `npm ci` (with `extra` flags) in an npm folder of the repository,
-/// saying why on stderr: the harness and its tests install what they need.
-pub fn npm_ci_saying_so(dir: &Path, why: &str, extra: &[&str]) -> Result<(), FindError> {
+/// The lock file `npm_ci_unless` holds in an npm folder while it looks and installs.
+pub const INSTALL_LOCK: &str = ".npm-ci.lock";
+
+/// Runs `npm ci` (with `extra` flags) in an npm folder of the repository
+/// unless every file of `ready` is there, saying why on stderr: the harness
+/// and its tests install what they need. Tests run at once, so the look and
+/// the install happen under an exclusive lock on [`INSTALL_LOCK`] in `dir`:
+/// one of them installs, and none runs a file another is still writing.
+pub fn npm_ci_unless(
+    dir: &Path,
+    ready: &[PathBuf],
+    why: &str,
+    extra: &[&str],
+) -> Result<(), FindError> {
+    let lock_path = dir.join(INSTALL_LOCK);
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .and_then(|file| file.lock().map(|()| file))
+        .map_err(|source| FindError::InstallLock {
+            path: lock_path.clone(),
+            source,
+        })?;
+    if ready.iter().all(|path| path.exists()) {
+        return Ok(());
+    }
     let mut args = vec!["ci"];
     args.extend_from_slice(extra);
     eprintln!(
@@ -189,7 +232,9 @@ pub fn npm_ci_saying_so(dir: &Path, why: &str, extra: &[&str]) -> Result<(), Fin
         args.join(" "),
         dir.display()
     );
-    npm(dir, &args)
+    let installed = npm(dir, &args);
+    drop(lock);
+    installed
 }
 
 fn npm(dir: &Path, args: &[&str]) -> Result<(), FindError> {
