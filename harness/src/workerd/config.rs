@@ -297,7 +297,9 @@ mod tests {
         let name = "snippets/runtime-0123/src/ask-bindings.js";
         let text = render_with_snippets(&config, &[name]);
         assert!(
-            text.contains(&format!("(name = \"{name}\", esModule = embed \"{name}\"),")),
+            text.contains(&format!(
+                "(name = \"{name}\", esModule = embed \"{name}\"),"
+            )),
             "{text}"
         );
         assert!(!render(&config).contains("snippets/"));
