@@ -3,9 +3,9 @@
 //!
 //! Run: `cargo bench -p runtime --bench memory`
 //!
-//! The counter allocates its whole table when it is built (65,536 slots of
+//! The counter allocates its whole table when it is built (32,768 slots of
 //! a 16-byte `(u64, Slot)` entry and a control byte, filled to 7/8, so
-//! `DEFAULT_MAX_KEYS` = 57,344 keys) and its overflow buckets, and says so
+//! `DEFAULT_MAX_KEYS` = 28,672 keys) and its count-min sketches, and says so
 //! in `heap_bytes()`; a sweep (reclaiming ended windows when the table is
 //! full) briefly adds a list of the live entries, at most `max_keys` of them.
 //! The bound checked here is therefore `heap_bytes()` at rest and
@@ -26,6 +26,11 @@
 //!     `/api/search|address:...`), the clock moving 1 ms every 20 requests
 //!     (50 s in all) so 10-second windows end while 60-second ones are
 //!     live and each sweep keeps a full list;
+//!   - in both floods every address sends one request, within its limit,
+//!     so every refusal is an innocent refused; and a heavy hitter sends
+//!     twice its limit in one burst before the table fills (at the flood's
+//!     start) and another from a second address after it filled (half-way):
+//!     each must be let through no more than its limit (+1 %);
 //!   - `worst sweep`: a table full of live 60-second entries but one
 //!     10-second one; once that ends, a new key sweeps and keeps
 //!     `max_keys - 1` entries, the largest list a sweep can build.
@@ -40,7 +45,9 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use runtime::counter::{DEFAULT_MAX_KEYS, OVERFLOW_BUCKETS, Verdict, WindowCounter};
+use runtime::counter::{
+    DEFAULT_MAX_KEYS, SKETCH_ROWS, SKETCH_WIDTH, SKETCHES, Verdict, WindowCounter,
+};
 use runtime::limits::{ADDRESS_LIMIT, Limit};
 
 /// Counts the bytes live on the heap and the most that were at once.
@@ -147,20 +154,23 @@ struct Flood {
     heap_bytes: usize,
     tracked: usize,
     within: u32,
+    /// What the heavy hitters were let through: (before the table filled, after).
+    heavy: (u32, u32),
 }
 
 /// Runs `hits` on a fresh counter and measures its heap.
-fn flood(hits: impl FnOnce(&mut WindowCounter) -> u32) -> Flood {
+fn flood(hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, u32))) -> Flood {
     let base = live();
     reset_peak();
     let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
-    let within = hits(&mut c);
+    let (within, heavy) = hits(&mut c);
     let flood = Flood {
         peak: peak() - base,
         after: live() - base,
         heap_bytes: c.heap_bytes(),
         tracked: c.tracked_keys(),
         within,
+        heavy,
     };
     drop(c);
     flood
@@ -175,7 +185,7 @@ fn main() {
         "| keys N | heap, B | keys tracked | heap / tracked, B | heap_bytes(), B | heap = heap_bytes() | peak while filling, B |"
     );
     println!("|---:|---:|---:|---:|---:|:---:|---:|");
-    for n in [0u32, 1_000, 10_000, 28_672, max as u32, 65_536, FLOOD] {
+    for n in [0u32, 1_000, 10_000, max as u32, 65_536, FLOOD] {
         let base = live();
         reset_peak();
         let mut c = WindowCounter::new(max, SEED);
@@ -207,20 +217,46 @@ fn main() {
 
     // One limit: the address limit only; one sweep, when every entry has ended.
     let one = flood(|c| {
-        let mut within = 0;
+        let (mut within, mut heavy) = (0, (0, 0));
         for i in 0..FLOOD {
+            let burst = |c: &mut WindowCounter, key: &str| {
+                (0..2 * ADDRESS_LIMIT.requests)
+                    .filter(|_| c.hit(ADDRESS_LIMIT, key, now_ms(i)) == Verdict::Within)
+                    .count() as u32
+            };
+            if i == 0 {
+                heavy.0 = burst(c, "heavy-before");
+            } else if i == FLOOD / 5 {
+                // Still before the minute ends (the clock crosses it at 300,000).
+                heavy.1 = burst(c, "heavy-after");
+            }
             address(&mut buf, "", i);
             within += u32::from(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)) == Verdict::Within);
         }
-        within
+        (within, heavy)
     });
 
     // A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
     let route = flood(|c| {
-        let mut within = 0;
+        let (mut within, mut heavy) = (0, (0, 0));
         let mut route_key = String::with_capacity(48);
         for i in 0..FLOOD {
             let now = MINUTE_MS + 5_000 + u64::from(i) / 20;
+            let burst = |c: &mut WindowCounter, address: &str| {
+                let key = format!("/api/search|address:{address}");
+                (0..2 * ROUTE_LIMIT.requests)
+                    .filter(|_| {
+                        c.hit(ADDRESS_LIMIT, address, now) == Verdict::Within
+                            && c.hit(ROUTE_LIMIT, &key, now) == Verdict::Within
+                    })
+                    .count() as u32
+            };
+            if i == 0 {
+                heavy.0 = burst(c, "heavy-before");
+            } else if i == 100_001 {
+                // 5 s later, past the table's 28,672 keys, in the same 10-second window.
+                heavy.1 = burst(c, "heavy-after");
+            }
             let at = address(&mut buf, "address:", i);
             route_key.clear();
             route_key.push_str("/api/search|");
@@ -229,7 +265,7 @@ fn main() {
             let r = c.hit(ROUTE_LIMIT, &route_key, now);
             within += u32::from(a == Verdict::Within && r == Verdict::Within);
         }
-        within
+        (within, heavy)
     });
 
     // The largest sweep: max - 1 live entries kept.
@@ -248,7 +284,7 @@ fn main() {
             max,
             "the sweep kept max - 1 and took the new key"
         );
-        u32::from(v == Verdict::Within)
+        (u32::from(v == Verdict::Within), (0, 0))
     });
 
     let base = live();
@@ -308,6 +344,24 @@ fn main() {
         one.within, route.within, worst.within
     );
     println!(
+        "| innocents refused | {} ({:.3} %) | {} ({:.3} %) | | {} ({:.3} %) |",
+        FLOOD - one.within,
+        f64::from(FLOOD - one.within) / f64::from(FLOOD) * 100.0,
+        FLOOD - route.within,
+        f64::from(FLOOD - route.within) / f64::from(FLOOD) * 100.0,
+        FLOOD - g_within,
+        f64::from(FLOOD - g_within) / f64::from(FLOOD) * 100.0,
+    );
+    println!(
+        "| heavy hitter let through, before / after the table filled (limit) | {} / {} ({}) | {} / {} ({}) | | |",
+        one.heavy.0,
+        one.heavy.1,
+        ADDRESS_LIMIT.requests,
+        route.heavy.0,
+        route.heavy.1,
+        ROUTE_LIMIT.requests,
+    );
+    println!(
         "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} |",
         one.peak as f64 / bound as f64,
         route.peak as f64 / bound as f64,
@@ -316,7 +370,7 @@ fn main() {
     );
     println!();
     println!(
-        "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {OVERFLOW_BUCKETS} buckets, allocated once); \
+        "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {SKETCHES} sketches of {SKETCH_ROWS} x {SKETCH_WIDTH} counters, allocated once); \
          with a sweep's list of at most max_keys x {ENTRY} B = {} B, {bound} B ({}) at the peak.",
         mib(at_rest),
         (max / 7 * 8).next_power_of_two(),

@@ -5,9 +5,11 @@
 //! (with stable diagnostic codes) and [`plan`] turns its limits into
 //! Cloudflare bindings and Wrangler entries. Request time: [`limiter`]
 //! decides each request without doing I/O, counting in [`counter`] when the
-//! binding can't be asked; on wasm32, [`workers`] does the I/O in workerd.
+//! binding can't be asked and leaving a troubled binding alone for a
+//! cool-off ([`breaker`]); on wasm32, [`workers`] does the I/O in workerd.
 
 pub mod address;
+pub mod breaker;
 pub mod config;
 pub mod counter;
 pub mod limiter;

@@ -1,0 +1,197 @@
+//! The cool-off of one store connection (a Cloudflare binding, later a Redis
+//! server), with no I/O inside: a store that timed out or failed is not asked
+//! again for [`COOL_OFF_MS`], so a troubled store costs one wait, not one per
+//! request; then one request at a time probes it.
+//!
+//! Call order, per request and per store the request would ask:
+//! 1. [`Breaker::route`] with the time: ask the store ([`Route::Ask`]), probe
+//!    it ([`Route::Probe`]: ask it, and this request's answer decides), or
+//!    count in memory without asking ([`Route::CoolingOff`]).
+//! 2. When the request asked (`Ask` or `Probe`), [`Breaker::record`] with the
+//!    same route, whether the store answered in time, and the time.
+//!
+//! `now_ms` is milliseconds since any fixed origin (the Unix epoch on
+//! Workers) and should not go backwards between calls; if it does, a
+//! cool-off lasts longer by as much, never shorter. A probe whose request
+//! never records (cancelled by the runtime) holds the breaker for at most
+//! [`PROBE_LEASE_MS`], after which another request probes.
+
+use crate::limiter::BINDING_DEADLINE_MS;
+
+/// How long a store that timed out or failed is left alone: requests it
+/// would count are counted in memory at once meanwhile.
+pub const COOL_OFF_MS: u64 = 10_000;
+
+/// How long a probe may go unrecorded before another request probes:
+/// twice the deadline, so a recorded probe always comes first.
+pub const PROBE_LEASE_MS: u64 = 2 * BINDING_DEADLINE_MS as u64;
+
+/// What one request does about one store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// Ask the store, with the deadline: it is healthy as far as we know.
+    Ask,
+    /// Ask the store, with the deadline: the cool-off is over and this
+    /// request is the one that finds out whether it recovered.
+    Probe,
+    /// Don't ask: count in memory now, without waiting or logging.
+    CoolingOff,
+}
+
+/// How an asked store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// It answered in time (whatever it answered).
+    Answered,
+    /// It threw, rejected, answered malformed, or missed the deadline.
+    Troubled,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Asked on every request.
+    Closed,
+    /// Not asked until `until_ms`.
+    Open { until_ms: u64 },
+    /// One request is probing; the others count in memory until it records
+    /// or its lease ends at `lease_ends_ms`.
+    Probing { lease_ends_ms: u64 },
+}
+
+/// The cool-off state of one store in one isolate (or process).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Breaker {
+    state: State,
+}
+
+impl Default for Breaker {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Breaker {
+    /// A breaker for a store not yet known to be in trouble.
+    pub const fn new() -> Breaker {
+        Breaker {
+            state: State::Closed,
+        }
+    }
+
+    /// Whether the store is asked on every request (no cool-off or probe under way).
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Closed
+    }
+
+    /// What this request does about the store at `now_ms`. A `Probe` is
+    /// handed to one request at a time: the caller must ask the store and
+    /// [`record`](Self::record) its outcome.
+    pub fn route(&mut self, now_ms: u64) -> Route {
+        match self.state {
+            State::Closed => Route::Ask,
+            State::Open { until_ms } | State::Probing { lease_ends_ms: until_ms }
+                if now_ms >= until_ms =>
+            {
+                self.state = State::Probing {
+                    lease_ends_ms: now_ms.saturating_add(PROBE_LEASE_MS),
+                };
+                Route::Probe
+            }
+            State::Open { .. } | State::Probing { .. } => Route::CoolingOff,
+        }
+    }
+
+    /// Records how the store did for a request routed `route`. A trouble
+    /// while closed starts a cool-off; a probe's outcome closes the breaker
+    /// or starts a new cool-off. Requests asked before a cool-off began
+    /// change nothing when they end, and `CoolingOff` records nothing.
+    pub fn record(&mut self, route: Route, outcome: Outcome, now_ms: u64) {
+        let cool_off = State::Open {
+            until_ms: now_ms.saturating_add(COOL_OFF_MS),
+        };
+        self.state = match (route, outcome, self.state) {
+            (Route::Ask, Outcome::Troubled, State::Closed) => cool_off,
+            (Route::Probe, Outcome::Answered, State::Probing { .. }) => State::Closed,
+            (Route::Probe, Outcome::Troubled, State::Probing { .. }) => cool_off,
+            (Route::Ask | Route::Probe | Route::CoolingOff, _, state) => state,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: u64 = 1_800_000_000_000;
+
+    #[test]
+    fn a_healthy_store_is_always_asked() {
+        let mut b = Breaker::new();
+        for t in 0..100 {
+            assert_eq!(b.route(T0 + t), Route::Ask);
+            b.record(Route::Ask, Outcome::Answered, T0 + t);
+        }
+        assert!(b.is_closed());
+    }
+
+    #[test]
+    fn one_trouble_cools_off_for_ten_seconds_then_one_request_probes() {
+        let mut b = Breaker::new();
+        assert_eq!(b.route(T0), Route::Ask);
+        b.record(Route::Ask, Outcome::Troubled, T0 + 500);
+        assert_eq!(b.route(T0 + 501), Route::CoolingOff);
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS - 1), Route::CoolingOff);
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS), Route::Probe);
+        // Only one probe at a time: the others keep counting in memory.
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 1), Route::CoolingOff);
+        b.record(Route::Probe, Outcome::Answered, T0 + 500 + COOL_OFF_MS + 3);
+        assert!(b.is_closed());
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 4), Route::Ask);
+    }
+
+    #[test]
+    fn a_failed_probe_starts_a_new_cool_off() {
+        let mut b = Breaker::new();
+        b.record(Route::Ask, Outcome::Troubled, T0);
+        assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
+        b.record(Route::Probe, Outcome::Troubled, T0 + COOL_OFF_MS + 500);
+        assert_eq!(b.route(T0 + COOL_OFF_MS + 501), Route::CoolingOff);
+        assert_eq!(b.route(T0 + 2 * COOL_OFF_MS + 499), Route::CoolingOff);
+        assert_eq!(b.route(T0 + 2 * COOL_OFF_MS + 500), Route::Probe);
+    }
+
+    #[test]
+    fn requests_asked_before_the_cool_off_change_nothing() {
+        let mut b = Breaker::new();
+        // Eight requests asked at once; the first to time out opens.
+        for _ in 0..8 {
+            assert_eq!(b.route(T0), Route::Ask);
+        }
+        b.record(Route::Ask, Outcome::Troubled, T0 + 500);
+        // The others time out later, or one answers: the cool-off stands as begun.
+        b.record(Route::Ask, Outcome::Troubled, T0 + 900);
+        b.record(Route::Ask, Outcome::Answered, T0 + 901);
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS - 1), Route::CoolingOff);
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS), Route::Probe);
+        // A late ask does not decide the probe either.
+        b.record(Route::Ask, Outcome::Answered, T0 + 500 + COOL_OFF_MS + 1);
+        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 2), Route::CoolingOff);
+    }
+
+    #[test]
+    fn an_unrecorded_probe_is_replaced_after_its_lease() {
+        let mut b = Breaker::new();
+        b.record(Route::Ask, Outcome::Troubled, T0);
+        assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
+        assert_eq!(b.route(T0 + COOL_OFF_MS + PROBE_LEASE_MS - 1), Route::CoolingOff);
+        assert_eq!(b.route(T0 + COOL_OFF_MS + PROBE_LEASE_MS), Route::Probe);
+    }
+
+    #[test]
+    fn time_going_backwards_only_lengthens_a_cool_off() {
+        let mut b = Breaker::new();
+        b.record(Route::Ask, Outcome::Troubled, T0);
+        assert_eq!(b.route(T0 - 60_000), Route::CoolingOff);
+        assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
+    }
+}
