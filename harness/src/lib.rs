@@ -12,6 +12,7 @@ pub mod edge;
 pub mod engine;
 pub mod expectations;
 pub mod paths;
+pub mod redis;
 pub mod report;
 pub mod scenario;
 pub mod suite;

@@ -178,8 +178,20 @@ pub enum Target {
 pub enum StoreDriver {
     /// Cloudflare's Rate Limiting binding; bindings are numbered from `namespace`.
     CloudflareRateLimits { namespace: u64 },
-    /// Redis. Its driver has no caches yet, so it counts in memory for now.
-    Redis,
+    /// Redis: a native deployable counts in it ([`Counting::Redis`]); a
+    /// Workers one holds no connection pool and counts in memory.
+    Redis(RedisEndpoint),
+}
+
+/// Where a Redis connection reaches its server(s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisEndpoint {
+    /// One server at `url` (`redis://host:port`); `None` when the connection
+    /// names none, so every request falls back to memory as `missing`.
+    Single { url: Option<String> },
+    /// A Redis Cluster, by the URLs of some of its nodes (the connection's
+    /// `nodes = [...]` field, instead of `url`).
+    Cluster { nodes: Vec<String> },
 }
 
 /// The connection `rate_limits.store` names.
@@ -210,8 +222,15 @@ pub struct Route {
 pub enum Counting {
     /// Through Cloudflare's binding, falling back to memory when it can't be asked.
     Binding { connection: String, namespace: u64 },
-    /// In the isolate's (or process's) own memory: a Redis store, whose driver has no caches yet.
+    /// In the isolate's (or process's) own memory: a Workers deployable with
+    /// a Redis store, or a native one without a store.
     InMemory,
+    /// In Redis, shared by every instance of a native deployable, falling
+    /// back to the process's memory when Redis can't be asked.
+    Redis {
+        connection: String,
+        endpoint: RedisEndpoint,
+    },
     /// No API: nothing is limited; the requests it refuses are counted beside its health checks.
     NoApi,
 }
@@ -267,10 +286,17 @@ impl Application {
                 connection: connection.clone(),
                 namespace: *namespace,
             },
-            // A valid application has a store for every deployable serving an API on
-            // Workers; a native one without a store counts in its own memory too.
             Some(Store {
-                driver: StoreDriver::Redis,
+                connection,
+                driver: StoreDriver::Redis(endpoint),
+            }) if deployable.target == Target::Native => Counting::Redis {
+                connection: connection.clone(),
+                endpoint: endpoint.clone(),
+            },
+            // A Worker holds no Redis connection pool, so it counts in its
+            // own memory; a native deployable without a store does too.
+            Some(Store {
+                driver: StoreDriver::Redis(_),
                 ..
             })
             | None => Counting::InMemory,
@@ -301,8 +327,10 @@ struct RawConnection {
     #[serde(default)]
     namespace: Option<Spanned<toml::Value>>,
     #[serde(default)]
-    #[allow(dead_code)] // Read by the Redis driver, not by rate limits.
     url: Option<String>,
+    /// A Redis Cluster's node URLs, instead of `url`.
+    #[serde(default)]
+    nodes: Option<Spanned<Vec<String>>>,
 }
 
 #[derive(Deserialize)]
@@ -470,10 +498,31 @@ fn validate_store(
     };
     let driver = connection.get_ref().driver.get_ref();
     match driver.as_str() {
-        REDIS_DRIVER => StoreCheck::Valid(Store {
-            connection: name.clone(),
-            driver: StoreDriver::Redis,
-        }),
+        REDIS_DRIVER => {
+            let raw = connection.get_ref();
+            let endpoint = match (&raw.url, &raw.nodes) {
+                (None, Some(nodes)) if !nodes.get_ref().is_empty() => RedisEndpoint::Cluster {
+                    nodes: nodes.get_ref().clone(),
+                },
+                (url, None) => RedisEndpoint::Single { url: url.clone() },
+                (_, Some(nodes)) => {
+                    report.add(
+                        Code::StoreInvalid,
+                        Some(nodes.span()),
+                        format!(
+                            "connection `{name}` gives `nodes` {}; a Redis connection has either \
+                             `url` (one server) or a non-empty `nodes` list (a cluster's node URLs)",
+                            if raw.url.is_some() { "beside `url`" } else { "empty" }
+                        ),
+                    );
+                    return StoreCheck::Invalid;
+                }
+            };
+            StoreCheck::Valid(Store {
+                connection: name.clone(),
+                driver: StoreDriver::Redis(endpoint),
+            })
+        }
         CLOUDFLARE_DRIVER => match namespaces.get(name) {
             Some(&namespace) => StoreCheck::Valid(Store {
                 connection: name.clone(),
@@ -552,7 +601,7 @@ fn validate_deployables(
                         ),
                     )
                 }
-                (Target::Workers, StoreCheck::Valid(Store { connection, driver: StoreDriver::Redis }))
+                (Target::Workers, StoreCheck::Valid(Store { connection, driver: StoreDriver::Redis(_) }))
                     if !declines.contains(&Code::CountedInMemory) =>
                 {
                     report.add(
