@@ -31,8 +31,13 @@ const DEADLINE: Duration = Duration::from_millis(BINDING_DEADLINE_MS as u64);
 
 /// Where the store's connection goes.
 enum Target {
-    /// One Redis server, through a lazily connecting, reconnecting manager.
-    Single(ConnectionManager),
+    /// One Redis server, through a reconnecting manager made on first use
+    /// (inside the server's runtime, which the manager needs).
+    Single {
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        manager: OnceCell<ConnectionManager>,
+    },
     /// A Redis Cluster, connected on first use (and retried until it connects).
     Cluster {
         client: ClusterClient,
@@ -63,7 +68,7 @@ pub struct RedisStore {
 impl std::fmt::Debug for RedisStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let target = match &self.target {
-            Target::Single(_) => "single",
+            Target::Single { .. } => "single",
             Target::Cluster { .. } => "cluster",
             Target::Nowhere(_) => "nowhere",
         };
@@ -105,10 +110,12 @@ impl RedisStore {
                     .set_response_timeout(Some(DEADLINE))
                     .set_number_of_retries(0)
                     .set_max_delay(DEADLINE);
-                match redis::Client::open(url.as_str())
-                    .and_then(|client| ConnectionManager::new_lazy_with_config(client, config))
-                {
-                    Ok(manager) => Target::Single(manager),
+                match redis::Client::open(url.as_str()) {
+                    Ok(client) => Target::Single {
+                        client,
+                        config,
+                        manager: OnceCell::new(),
+                    },
                     Err(_) => Target::Nowhere(FallbackReason::Failed),
                 }
             }
@@ -230,7 +237,18 @@ impl RedisStore {
 
     async fn query(&self, pipe: &Pipeline) -> Result<Vec<bool>, RedisError> {
         let replies: Vec<i64> = match &self.target {
-            Target::Single(manager) => pipe.query_async(&mut manager.clone()).await?,
+            Target::Single {
+                client,
+                config,
+                manager,
+            } => {
+                let manager = manager
+                    .get_or_try_init(|| async {
+                        ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                    })
+                    .await?;
+                pipe.query_async(&mut manager.clone()).await?
+            }
             Target::Cluster { client, connection } => {
                 let connection = connection
                     .get_or_try_init(|| client.get_async_connection())
