@@ -11,6 +11,7 @@ pub mod checks;
 pub mod edge;
 pub mod engine;
 pub mod expectations;
+pub mod native;
 pub mod paths;
 pub mod redis;
 pub mod report;
