@@ -4,6 +4,8 @@
 //! its `tracing` JSON lines kept with timestamps, killed when dropped and
 //! never outliving the harness ([`die_with_harness`]).
 
+pub mod serve;
+
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
