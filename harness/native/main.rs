@@ -2,7 +2,7 @@
 //! `runtime::native`, with the Workers fixture's routes, started by the
 //! harness as real processes.
 //!
-//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare]`
+//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]`
 //!
 //! - It listens on `127.0.0.1:0` and reports its port as the first line on
 //!   stdout: `{"event":"listen","port":N}`.
@@ -16,6 +16,9 @@
 //! `--behind-cloudflare` the `CF-Connecting-IP` header (the harness sends
 //! every request from 127.0.0.1, so its scenarios run behind Cloudflare).
 //! Logs are `tracing` JSON lines on stderr, one object per event.
+//!
+//! Benchmarks only: `--limiting-off` answers `/api/...` 200 without asking
+//! the gate, the baseline the limiter's cost is measured against.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -77,6 +80,7 @@ fn counting_name(counting: &Counting) -> &'static str {
 }
 
 async fn route(
+    limiting_off: bool,
     gate: Arc<NativeGate>,
     deployable: Arc<str>,
     peer: SocketAddr,
@@ -103,6 +107,9 @@ async fn route(
         gate.record_refused();
         return Ok(json(404, &serde_json::json!({ "error": "no_api" })));
     }
+    if limiting_off {
+        return Ok(json(200, &serde_json::json!({ "ok": true })));
+    }
     let caller = request
         .headers()
         .get(CALLER_HEADER)
@@ -125,7 +132,9 @@ async fn main() -> ExitCode {
         .init();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(application), Some(deployable)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare]");
+        eprintln!(
+            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]"
+        );
         return ExitCode::from(2);
     };
     let addresses = if args.iter().any(|a| a == "--behind-cloudflare") {
@@ -133,6 +142,7 @@ async fn main() -> ExitCode {
     } else {
         AddressSource::Peer
     };
+    let limiting_off = args.iter().any(|a| a == "--limiting-off");
     let source = match std::fs::read_to_string(application) {
         Ok(source) => source,
         Err(error) => {
@@ -165,7 +175,7 @@ async fn main() -> ExitCode {
         let deployable = deployable.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                route(gate.clone(), deployable.clone(), peer, request)
+                route(limiting_off, gate.clone(), deployable.clone(), peer, request)
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

@@ -240,3 +240,21 @@ async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
         assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "node {} holds no key", node.port());
     }
 }
+
+#[tokio::test]
+async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
+    let (lines, _guard) = Lines::capture();
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 1);
+    let subject = address("192.0.2.5");
+    assert_eq!(passed(&gates, &subject, "/api/items", 3).await, 3);
+    server.pause(1_500).await.expect("CLIENT PAUSE");
+    let started = Instant::now();
+    assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(450), "waited {waited:?}");
+    assert!(waited < Duration::from_millis(1_400), "waited {waited:?}");
+    let logs = lines.fallbacks();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["reason"], "timed_out");
+}

@@ -73,11 +73,23 @@ impl NativeProcess {
         deployable: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
+        Self::start_with(fixture, application, deployable, &[], epoch).await
+    }
+
+    /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
+    pub async fn start_with(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        extra: &[&str],
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
         let mut command = Command::new(fixture);
         command
             .arg(application)
             .arg(deployable)
             .arg("--behind-cloudflare")
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
