@@ -12,8 +12,10 @@ use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
 use harness::workerd::find::{binary_in, install_version, newest_npm_version, pinned_npm_version};
-use runtime::config::Application;
+use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
+
+mod wrangler_file;
 
 #[derive(Parser)]
 #[command(
@@ -29,11 +31,16 @@ struct Cli {
 enum Command {
     /// Validate an application description: every diagnostic as `CODE: file:line:col: message`, or `ok`.
     Check { application: PathBuf },
-    /// Print the Wrangler `ratelimits` entries of an application description.
+    /// Print the Wrangler `ratelimits` entries of an application description,
+    /// or write them into a Wrangler file.
     Wrangler {
         application: PathBuf,
-        #[arg(long, value_enum, default_value_t = Format::Jsonc)]
+        #[arg(long, value_enum, default_value_t = Format::Jsonc, conflicts_with = "write")]
         format: Format,
+        /// Replace the application's entries in this wrangler.jsonc, .json or
+        /// .toml (created when absent), keeping everything else and its comments.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
     },
     /// Run the conformance scenarios and print the summary table (the main job).
     Run {
@@ -127,7 +134,13 @@ fn main() -> ExitCode {
         Command::Wrangler {
             application,
             format,
+            write: None,
         } => wrangler(&application, format),
+        Command::Wrangler {
+            application,
+            write: Some(file),
+            ..
+        } => write_wrangler_file(&application, &file),
         Command::Run {
             filter,
             scenarios,
@@ -224,6 +237,44 @@ fn wrangler(path: &PathBuf, format: Format) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(code) => code,
+    }
+}
+
+/// `wrangler --write FILE`: nothing is written for an invalid description.
+fn write_wrangler_file(path: &PathBuf, file: &Path) -> ExitCode {
+    let app = match load(path) {
+        Ok(app) => app,
+        Err(code) => return code,
+    };
+    let Some(connection) = app.store.as_ref().and_then(|store| match store.driver {
+        StoreDriver::CloudflareRateLimits { .. } => Some(store.connection.as_str()),
+        StoreDriver::Redis(_) => None,
+    }) else {
+        println!(
+            "{}: left as it was: the application counts through no Cloudflare binding",
+            file.display()
+        );
+        return ExitCode::SUCCESS;
+    };
+    let entries = BindingPlan::for_application(&app).wrangler_entries();
+    match wrangler_file::write(file, connection, &entries) {
+        Ok(written) => {
+            let what = match written {
+                wrangler_file::Written::Created => "created",
+                wrangler_file::Written::Changed => "updated",
+                wrangler_file::Written::Unchanged => "unchanged",
+            };
+            println!(
+                "{}: {what} ({} ratelimits entries of connection `{connection}`)",
+                file.display(),
+                entries.len()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("harness: {e}");
+            ExitCode::from(2)
+        }
     }
 }
 

@@ -167,3 +167,285 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
     );
     assert!(stdout.contains("(workerd 2020-01-01;"), "{stdout}");
 }
+
+/// Runs `harness wrangler APP --write FILE` in `dir`, with `app` as the description.
+fn write_into(dir: &Path, app: &str, file: &str) -> (Option<i32>, String, String) {
+    let app_path = dir.join("app.toml");
+    std::fs::write(&app_path, app).expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("wrangler")
+        .arg(&app_path)
+        .arg("--write")
+        .arg(dir.join(file))
+        .output()
+        .expect("harness runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).replace(&format!("{}/", dir.display()), "");
+    (
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+/// The application with a route of its own: three bindings, numbered from 1001.
+fn with_route() -> String {
+    format!(
+        "{VALID}\n[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = 10 }}\n"
+    )
+}
+
+const JSONC_BEFORE: &str = r#"{
+  // The Worker's name
+  "name": "edge",
+  "main": "src/index.js", // entry
+  "ratelimits": [
+    // someone else's limiter
+    { "name": "MY_LIMITER", "namespace_id": "5", "simple": { "limit": 1, "period": 10 } },
+    {
+      "name": "LIMITS_120_PER_60S", // ours
+      "namespace_id": "999",
+      "simple": { "limit": 120, "period": 60 }
+    } // after ours
+  ],
+  "vars": { "A": 1 } /* the end */
+}
+"#;
+
+const JSONC_AFTER: &str = r#"{
+  // The Worker's name
+  "name": "edge",
+  "main": "src/index.js", // entry
+  "ratelimits": [
+    // someone else's limiter
+    { "name": "MY_LIMITER", "namespace_id": "5", "simple": { "limit": 1, "period": 10 } },
+    {
+      "name": "LIMITS_20_PER_10S", // ours
+      "namespace_id": "1001",
+      "simple": { "limit": 20, "period": 10 }
+    }, // after ours
+    {
+      "name": "LIMITS_120_PER_60S",
+      "namespace_id": "1002",
+      "simple": {
+        "limit": 120,
+        "period": 60
+      }
+    },
+    {
+      "name": "LIMITS_600_PER_60S",
+      "namespace_id": "1003",
+      "simple": {
+        "limit": 600,
+        "period": 60
+      }
+    }
+  ],
+  "vars": { "A": 1 } /* the end */
+}
+"#;
+
+#[test]
+fn wrangler_write_replaces_the_applications_entries_in_a_jsonc_file_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("wrangler.jsonc"), JSONC_BEFORE).expect("write");
+    let (code, stdout, stderr) = write_into(dir.path(), &with_route(), "wrangler.jsonc");
+    assert_eq!((code, stderr.as_str()), (Some(0), ""), "{stdout}");
+    assert_eq!(
+        stdout,
+        "wrangler.jsonc: updated (3 ratelimits entries of connection `limits`)\n"
+    );
+    let written = std::fs::read_to_string(dir.path().join("wrangler.jsonc")).expect("read");
+    assert_eq!(written, JSONC_AFTER);
+
+    let (code, stdout, _) = write_into(dir.path(), &with_route(), "wrangler.jsonc");
+    assert_eq!(code, Some(0));
+    assert!(stdout.contains(": unchanged"), "{stdout}");
+    let again = std::fs::read(dir.path().join("wrangler.jsonc")).expect("read");
+    assert_eq!(again, written.as_bytes(), "a second run changes nothing");
+}
+
+const TOML_BEFORE: &str = r#"# top comment
+name = "edge"
+main = "src/index.js"
+
+[vars]
+A = "1" # a var
+
+# someone else's
+[[ratelimits]]
+name = "MY_LIMITER"
+namespace_id = "5"
+simple = { limit = 1, period = 10 }
+
+# ours, from an older plan
+[[ratelimits]]
+name = "LIMITS_120_PER_60S" # the built-in one
+namespace_id = "999"
+burst = 3
+[ratelimits.simple]
+limit = 120
+period = 60 # a minute
+
+[observability]
+enabled = true
+"#;
+
+const TOML_AFTER: &str = r#"# top comment
+name = "edge"
+main = "src/index.js"
+
+[vars]
+A = "1" # a var
+
+# someone else's
+[[ratelimits]]
+name = "MY_LIMITER"
+namespace_id = "5"
+simple = { limit = 1, period = 10 }
+
+# ours, from an older plan
+[[ratelimits]]
+name = "LIMITS_120_PER_60S" # the built-in one
+namespace_id = "1001"
+[ratelimits.simple]
+limit = 120
+period = 60 # a minute
+
+[[ratelimits]]
+name = "LIMITS_600_PER_60S"
+namespace_id = "1002"
+simple = { limit = 600, period = 60 }
+
+[observability]
+enabled = true
+"#;
+
+#[test]
+fn wrangler_write_replaces_the_applications_entries_in_a_toml_file_and_keeps_the_rest() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("wrangler.toml"), TOML_BEFORE).expect("write");
+    let (code, _, stderr) = write_into(dir.path(), VALID, "wrangler.toml");
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
+    let written = std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read");
+    assert_eq!(written, TOML_AFTER);
+    let (_, stdout, _) = write_into(dir.path(), VALID, "wrangler.toml");
+    assert!(stdout.contains(": unchanged"), "{stdout}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read"),
+        written
+    );
+}
+
+#[test]
+fn wrangler_write_edits_an_inline_toml_list_and_a_plain_json_file_in_their_own_form() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let inline = "name = \"edge\"\nratelimits = [\n  { name = \"MY_LIMITER\", namespace_id = \"5\", simple = { limit = 1, period = 10 } },\n]\n";
+    std::fs::write(dir.path().join("wrangler.toml"), inline).expect("write");
+    assert_eq!(write_into(dir.path(), VALID, "wrangler.toml").0, Some(0));
+    let written = std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read");
+    assert!(
+        written.starts_with("name = \"edge\"\nratelimits = [\n  { name = \"MY_LIMITER\""),
+        "{written}"
+    );
+    let value: toml::Table = toml::from_str(&written).expect("toml");
+    let names: Vec<&str> = value["ratelimits"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|e| e.get("name")?.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["MY_LIMITER", "LIMITS_120_PER_60S", "LIMITS_600_PER_60S"]
+    );
+    let before = written;
+    write_into(dir.path(), VALID, "wrangler.toml");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read"),
+        before
+    );
+
+    // A .json file stays plain JSON: no comments, no trailing commas.
+    let json = "{\n  \"name\": \"edge\",\n  \"compatibility_date\": \"2026-11-17\"\n}\n";
+    std::fs::write(dir.path().join("wrangler.json"), json).expect("write");
+    assert_eq!(write_into(dir.path(), VALID, "wrangler.json").0, Some(0));
+    let written = std::fs::read_to_string(dir.path().join("wrangler.json")).expect("read");
+    let value: serde_json::Value = serde_json::from_str(&written).expect("strict JSON");
+    assert_eq!(value["name"], "edge");
+    assert_eq!(value["ratelimits"][1]["namespace_id"], "1002");
+    assert!(
+        written.starts_with(json.trim_end_matches("\n}\n")),
+        "{written}"
+    );
+}
+
+#[test]
+fn wrangler_write_creates_the_file_when_absent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for file in ["wrangler.jsonc", "wrangler.json", "wrangler.toml"] {
+        let (code, stdout, _) = write_into(dir.path(), VALID, file);
+        assert_eq!(code, Some(0), "{file}");
+        assert!(stdout.starts_with(&format!("{file}: created")), "{stdout}");
+        let written = std::fs::read_to_string(dir.path().join(file)).expect("created");
+        assert!(written.contains("LIMITS_600_PER_60S"), "{written}");
+        write_into(dir.path(), VALID, file);
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(file)).expect("read"),
+            written,
+            "{file}: a second run changes nothing"
+        );
+    }
+}
+
+#[test]
+fn wrangler_write_writes_nothing_for_an_invalid_description_or_file() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let invalid = VALID.replace("namespace = 1001", "namespace = 0");
+    let (code, stdout, _) = write_into(dir.path(), &invalid, "wrangler.jsonc");
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.starts_with("rate_limits.namespace_invalid: "),
+        "{stdout}"
+    );
+    assert!(
+        !dir.path().join("wrangler.jsonc").exists(),
+        "no file created"
+    );
+
+    std::fs::write(dir.path().join("wrangler.toml"), TOML_BEFORE).expect("write");
+    assert_eq!(write_into(dir.path(), &invalid, "wrangler.toml").0, Some(1));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read"),
+        TOML_BEFORE,
+        "an existing file is left as it was"
+    );
+
+    for (file, text, says) in [
+        ("wrangler.yaml", None, "ends in .jsonc, .json or .toml"),
+        ("broken.jsonc", Some("{ \"name\": "), "not valid JSON"),
+        ("broken.toml", Some("name = "), "not valid TOML"),
+        ("list.json", Some("[1, 2]"), "top level is not an object"),
+        (
+            "odd.toml",
+            Some("ratelimits = 3\n"),
+            "is not a list of entries",
+        ),
+    ] {
+        if let Some(text) = text {
+            std::fs::write(dir.path().join(file), text).expect("write");
+        }
+        let (code, _, stderr) = write_into(dir.path(), VALID, file);
+        assert_eq!(code, Some(2), "{file}");
+        assert!(
+            stderr.contains(says) && stderr.contains(file),
+            "{file}: {stderr}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(file))
+                .ok()
+                .as_deref(),
+            text,
+            "{file} untouched"
+        );
+    }
+}

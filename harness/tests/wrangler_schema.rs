@@ -100,3 +100,80 @@ fn the_schema_really_checks_ratelimits() {
         );
     }
 }
+
+/// A whole Wrangler file as JSON: its format told by its extension.
+fn read_wrangler_file(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).expect("written");
+    match path.extension().and_then(|e| e.to_str()) {
+        Some("toml") => serde_json::to_value(toml::from_str::<toml::Value>(&text).expect("toml"))
+            .expect("as json"),
+        Some("json") => serde_json::from_str(&text).expect("strict JSON"),
+        _ => jsonc_parser::cst::CstRootNode::parse(&text, &Default::default())
+            .expect("jsonc")
+            .value()
+            .and_then(|value| value.to_serde_value())
+            .expect("a value"),
+    }
+}
+
+#[test]
+fn files_written_by_wrangler_write_pass_wranglers_schema() {
+    let validator = validator();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = dir.path().join("app.toml");
+    std::fs::write(
+        &app,
+        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
+         [rate_limits]\nstore = \"limits\"\n\
+         [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n\
+         [[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n",
+    )
+    .expect("write");
+    let existing = [
+        (
+            "wrangler.jsonc",
+            "{\n  // the Worker\n  \"name\": \"edge\",\n  \"main\": \"src/index.js\",\n  \"compatibility_date\": \"2026-11-17\",\n  \"ratelimits\": [\n    { \"name\": \"LIMITS_1_PER_10S\", \"namespace_id\": \"9\", \"simple\": { \"limit\": 1, \"period\": 10 }, \"old\": true }\n  ]\n}\n",
+        ),
+        (
+            "wrangler.json",
+            "{\n  \"name\": \"edge\",\n  \"main\": \"src/index.js\",\n  \"compatibility_date\": \"2026-11-17\"\n}\n",
+        ),
+        (
+            "wrangler.toml",
+            "# the Worker\nname = \"edge\"\nmain = \"src/index.js\"\ncompatibility_date = \"2026-11-17\"\n\n[[ratelimits]]\nname = \"LIMITS_1_PER_10S\"\nnamespace_id = \"9\"\nold = true\n[ratelimits.simple]\nlimit = 1\nperiod = 10\n",
+        ),
+    ];
+    for (name, text) in existing {
+        for created in [true, false] {
+            let path = dir.path().join(if created {
+                format!("new-{name}")
+            } else {
+                name.to_owned()
+            });
+            if !created {
+                std::fs::write(&path, text).expect("write");
+            }
+            let status = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+                .arg("wrangler")
+                .arg(&app)
+                .arg("--write")
+                .arg(&path)
+                .status()
+                .expect("harness runs");
+            assert!(status.success(), "{}", path.display());
+            let file = read_wrangler_file(&path);
+            assert_eq!(
+                file["ratelimits"].as_array().map(Vec::len),
+                Some(3),
+                "{}: {file}",
+                path.display()
+            );
+            assert_eq!(
+                errors(&validator, &file),
+                Vec::<String>::new(),
+                "{}: {file}",
+                path.display()
+            );
+        }
+    }
+}

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::limits::{BUILT_IN_LIMITS, Limit};
+use crate::plan::{binding_name, binding_prefix};
 
 /// The windows Cloudflare's binding can count, in seconds.
 pub const BINDING_WINDOWS: [u32; 2] = [10, 60];
@@ -41,11 +42,15 @@ pub enum Code {
     DeclineUnknown,
     /// Two deployables share a name.
     DeployableDuplicate,
+    /// Two routes share a path.
+    RouteDuplicate,
+    /// A Cloudflare connection's name gives binding names that are no JavaScript identifiers.
+    BindingNameInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 10] = [
+    pub const ALL: [Code; 12] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -56,6 +61,8 @@ impl Code {
         Code::LimitInvalid,
         Code::DeclineUnknown,
         Code::DeployableDuplicate,
+        Code::RouteDuplicate,
+        Code::BindingNameInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -71,6 +78,8 @@ impl Code {
             Code::LimitInvalid => "rate_limits.limit_invalid",
             Code::DeclineUnknown => "deployable.decline_unknown",
             Code::DeployableDuplicate => "deployable.duplicate",
+            Code::RouteDuplicate => "rate_limits.route_duplicate",
+            Code::BindingNameInvalid => "rate_limits.binding_name_invalid",
         }
     }
 
@@ -307,6 +316,10 @@ impl Application {
 const CLOUDFLARE_DRIVER: &str = "cloudflare_rate_limits";
 const REDIS_DRIVER: &str = "redis";
 
+/// The largest namespace id the plan may write: 2^53 - 1, the largest whole
+/// number every JSON tool (JavaScript's numbers included) reads exactly.
+pub const MAX_NAMESPACE_ID: u64 = (1 << 53) - 1;
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawApplication {
@@ -320,18 +333,10 @@ struct RawApplication {
     routes: Vec<Spanned<RawRoute>>,
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawConnection {
-    driver: Spanned<String>,
-    #[serde(default)]
-    namespace: Option<Spanned<toml::Value>>,
-    #[serde(default)]
-    url: Option<String>,
-    /// A Redis Cluster's node URLs, instead of `url`.
-    #[serde(default)]
-    nodes: Option<Spanned<Vec<String>>>,
-}
+/// A connection's settings as written, each with its place. Rate limits own
+/// only `driver`, a Cloudflare connection's `namespace` and a Redis
+/// connection's `url`; every other setting belongs to its driver.
+type RawConnection = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -358,11 +363,15 @@ struct RawRoute {
     rate_limit: Option<Spanned<RawRouteLimit>>,
 }
 
+/// Values, not numbers, so a wrong type is a diagnostic with its place
+/// that hides nothing else.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRouteLimit {
-    requests: Spanned<i64>,
-    window: Spanned<i64>,
+    #[serde(default)]
+    requests: Option<Spanned<toml::Value>>,
+    #[serde(default)]
+    window: Option<Spanned<toml::Value>>,
 }
 
 /// Collects diagnostics with their places while the rules run.
@@ -382,94 +391,287 @@ impl Report<'_> {
     }
 }
 
+/// What rate limits know of one connection.
+enum ConnectionKind {
+    /// Cloudflare's binding, with its namespace (and the namespace's place)
+    /// when that is a whole number of at least 1.
+    Cloudflare {
+        namespace: Option<(u64, Range<usize>)>,
+    },
+    /// Redis, and where it is.
+    Redis(RedisEndpoint),
+    /// Another driver (`None`: no usable driver, already reported).
+    Other(Option<String>),
+}
+
+/// The store `rate_limits.store` names, as far as it could be checked.
+enum StoreCheck {
+    /// No `rate_limits.store`.
+    Absent,
+    /// A store that is no usable connection (already reported).
+    Invalid,
+    /// A store whose driver is known; a Cloudflare one's namespace may still be invalid.
+    Known {
+        connection: String,
+        driver: KnownDriver,
+    },
+}
+
+/// A store's driver, known even when its settings are not valid, so the
+/// rules that depend only on the driver still run.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum KnownDriver {
+    Cloudflare { namespace: Option<u64> },
+    Redis,
+}
+
 fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostics> {
     let mut report = Report {
         source,
         diagnostics: Vec::new(),
     };
 
-    let namespaces = validate_namespaces(&mut report, &raw.connections);
-    let store = validate_store(&mut report, &raw, &namespaces);
+    let connections = validate_connections(&mut report, &raw.connections);
+    let store = validate_store(&mut report, &raw, &connections);
     let deployables = validate_deployables(&mut report, &raw.deployables, &store);
-    let routes = validate_routes(&mut report, &raw.routes, &store);
+    let binding_store = matches!(
+        store,
+        StoreCheck::Known {
+            driver: KnownDriver::Cloudflare { .. },
+            ..
+        }
+    );
+    let routes = validate_routes(&mut report, &raw.routes, binding_store);
+    validate_namespace_ids(&mut report, &connections, &routes);
 
-    if report.diagnostics.is_empty() {
-        // A store that failed validation already produced a diagnostic.
-        let store = match store {
-            StoreCheck::Valid(store) => Some(store),
-            StoreCheck::Absent | StoreCheck::Invalid => None,
-        };
-        Ok(Application {
-            store,
-            deployables,
-            routes,
-        })
-    } else {
-        Err(Diagnostics(report.diagnostics))
+    if !report.diagnostics.is_empty() {
+        return Err(Diagnostics(report.diagnostics));
     }
+    let store = match store {
+        StoreCheck::Known {
+            connection,
+            driver:
+                KnownDriver::Cloudflare {
+                    namespace: Some(namespace),
+                },
+        } => Some(Store {
+            connection,
+            driver: StoreDriver::CloudflareRateLimits { namespace },
+        }),
+        StoreCheck::Known {
+            connection,
+            driver: KnownDriver::Redis,
+        } => {
+            let endpoint = match connections.get(&connection) {
+                Some(ConnectionKind::Redis(endpoint)) => endpoint.clone(),
+                _ => RedisEndpoint::Single { url: None },
+            };
+            Some(Store {
+                connection,
+                driver: StoreDriver::Redis(endpoint),
+            })
+        }
+        // A store without a valid namespace, or invalid, was reported.
+        StoreCheck::Known {
+            driver: KnownDriver::Cloudflare { namespace: None },
+            ..
+        }
+        | StoreCheck::Absent
+        | StoreCheck::Invalid => None,
+    };
+    Ok(Application {
+        store,
+        deployables,
+        routes,
+    })
 }
 
-/// Each cloudflare_rate_limits connection's namespace, for those that are valid.
-fn validate_namespaces(
+/// What each connection is to rate limits, reporting what rate limits own:
+/// the driver, a Cloudflare connection (all of it) and a Redis connection's `url`.
+fn validate_connections(
     report: &mut Report<'_>,
     connections: &BTreeMap<String, Spanned<RawConnection>>,
-) -> BTreeMap<String, u64> {
-    let mut namespaces = BTreeMap::new();
+) -> BTreeMap<String, ConnectionKind> {
+    let mut kinds = BTreeMap::new();
     for (name, connection) in connections {
         let span = connection.span();
-        let connection = connection.get_ref();
-        if connection.driver.get_ref() != CLOUDFLARE_DRIVER {
-            continue;
-        }
-        let Some(namespace) = &connection.namespace else {
+        let settings = connection.get_ref();
+        let setting = |key: &str| settings.iter().find(|(k, _)| k.get_ref() == key);
+        let driver = match setting("driver") {
+            Some((_, value)) => match value.get_ref() {
+                toml::Value::String(driver) => Some(driver.as_str()),
+                other => {
+                    report.add(
+                        Code::InvalidToml,
+                        Some(value.span()),
+                        format!(
+                            "connection `{name}` has driver {other}, a {}; a driver is a string \
+                             such as \"{CLOUDFLARE_DRIVER}\" or \"{REDIS_DRIVER}\"",
+                            other.type_str()
+                        ),
+                    );
+                    None
+                }
+            },
+            None => {
+                report.add(
+                    Code::InvalidToml,
+                    Some(span.clone()),
+                    format!("connection `{name}` has no `driver`"),
+                );
+                None
+            }
+        };
+        let kind = match driver {
+            Some(CLOUDFLARE_DRIVER) => {
+                for key in settings.keys() {
+                    if !matches!(key.get_ref().as_str(), "driver" | "namespace") {
+                        report.add(
+                            Code::InvalidToml,
+                            Some(key.span()),
+                            format!(
+                                "unknown field `{}` in connection `{name}`: a {CLOUDFLARE_DRIVER} \
+                                 connection has only `driver` and `namespace`",
+                                key.get_ref()
+                            ),
+                        );
+                    }
+                }
+                check_binding_name(report, name, span.clone());
+                ConnectionKind::Cloudflare {
+                    namespace: namespace(report, name, span, setting("namespace").map(|(_, v)| v)),
+                }
+            }
+            Some(REDIS_DRIVER) => {
+                if let Some((_, url)) = setting("url")
+                    && !url.get_ref().is_str()
+                {
+                    report.add(
+                        Code::InvalidToml,
+                        Some(url.span()),
+                        format!(
+                            "connection `{name}` has url {}, a {}; a Redis url is a string such \
+                             as \"redis://127.0.0.1:6379\"",
+                            url.get_ref(),
+                            url.get_ref().type_str()
+                        ),
+                    );
+                }
+                ConnectionKind::Redis(redis_endpoint(report, name, setting("url"), setting("nodes")))
+            }
+            other => ConnectionKind::Other(other.map(str::to_owned)),
+        };
+        kinds.insert(name.clone(), kind);
+    }
+    kinds
+}
+
+/// A Cloudflare connection's namespace when it is a whole number of at least 1.
+fn namespace(
+    report: &mut Report<'_>,
+    name: &str,
+    connection_span: Range<usize>,
+    value: Option<&Spanned<toml::Value>>,
+) -> Option<(u64, Range<usize>)> {
+    let Some(value) = value else {
+        report.add(
+            Code::NamespaceInvalid,
+            Some(connection_span),
+            format!(
+                "connection `{name}` uses {CLOUDFLARE_DRIVER} and has no `namespace`: \
+                 give it a whole number of at least 1, such as `namespace = 1001`"
+            ),
+        );
+        return None;
+    };
+    match value.get_ref() {
+        toml::Value::Integer(n) if *n >= 1 => Some((n.unsigned_abs(), value.span())),
+        other => {
             report.add(
                 Code::NamespaceInvalid,
-                Some(span),
-                format!(
-                    "connection `{name}` uses {CLOUDFLARE_DRIVER} and has no `namespace`: \
-                     give it a whole number of at least 1, such as `namespace = 1001`"
-                ),
-            );
-            continue;
-        };
-        match namespace.get_ref() {
-            toml::Value::Integer(n) if *n >= 1 => {
-                namespaces.insert(name.clone(), *n as u64);
-            }
-            other => report.add(
-                Code::NamespaceInvalid,
-                Some(namespace.span()),
+                Some(value.span()),
                 format!(
                     "connection `{name}` has namespace {other}, which is not a whole number \
                      of at least 1"
                 ),
-            ),
+            );
+            None
         }
     }
-    namespaces
 }
 
-enum StoreCheck {
-    Absent,
-    Invalid,
-    Valid(Store),
+/// A Cloudflare connection's name must give binding names that are
+/// JavaScript identifiers, or the Worker cannot reach `env.NAME`.
+fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
+    let prefix = binding_prefix(name);
+    let starts_with_digit = prefix.starts_with(|c: char| c.is_ascii_digit());
+    let no_letter_or_digit = !prefix.contains(|c: char| c.is_ascii_alphanumeric());
+    if starts_with_digit || no_letter_or_digit {
+        let example = binding_name(name, BUILT_IN_LIMITS[1]);
+        let why = if starts_with_digit {
+            "starts with a digit, so it is no JavaScript identifier"
+        } else {
+            "has no letter or digit of the connection's name in it"
+        };
+        report.add(
+            Code::BindingNameInvalid,
+            Some(span),
+            format!(
+                "connection `{name}` gives binding names such as `{example}`, which {why}; \
+                 name the connection with a letter first, such as `limits`"
+            ),
+        );
+    }
+}
+
+/// A Redis connection's endpoint: `url` for one server, or `nodes` (a
+/// non-empty list of URLs) for a cluster; both, or an empty list, is
+/// `rate_limits.store_invalid` at `nodes`.
+fn redis_endpoint(
+    report: &mut Report<'_>,
+    name: &str,
+    url: Option<(&Spanned<String>, &Spanned<toml::Value>)>,
+    nodes: Option<(&Spanned<String>, &Spanned<toml::Value>)>,
+) -> RedisEndpoint {
+    let url = url.and_then(|(_, v)| v.get_ref().as_str().map(str::to_owned));
+    let Some((_, nodes)) = nodes else {
+        return RedisEndpoint::Single { url };
+    };
+    let list: Option<Vec<String>> = nodes.get_ref().as_array().and_then(|items| {
+        items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect()
+    });
+    match list {
+        Some(list) if !list.is_empty() && url.is_none() => RedisEndpoint::Cluster { nodes: list },
+        _ => {
+            report.add(
+                Code::StoreInvalid,
+                Some(nodes.span()),
+                format!(
+                    "connection `{name}` has `nodes = {}`{}; a Redis connection has either `url` \
+                     (one server) or `nodes`, a non-empty list of its cluster's node URLs",
+                    nodes.get_ref(),
+                    if url.is_some() { " beside `url`" } else { "" }
+                ),
+            );
+            RedisEndpoint::Single { url }
+        }
+    }
 }
 
 fn validate_store(
     report: &mut Report<'_>,
     raw: &RawApplication,
-    namespaces: &BTreeMap<String, u64>,
+    connections: &BTreeMap<String, ConnectionKind>,
 ) -> StoreCheck {
     let Some(store) = raw.rate_limits.as_ref().and_then(|r| r.store.as_ref()) else {
         return StoreCheck::Absent;
     };
-    let known: Vec<&str> = raw
-        .connections
+    let known: Vec<&str> = connections
         .iter()
-        .filter(|(_, c)| {
-            let driver = c.get_ref().driver.get_ref();
-            driver == REDIS_DRIVER || driver == CLOUDFLARE_DRIVER
-        })
+        .filter(|(_, kind)| !matches!(kind, ConnectionKind::Other(_)))
         .map(|(name, _)| name.as_str())
         .collect();
     let hint = if known.is_empty() {
@@ -488,7 +690,7 @@ fn validate_store(
         );
         return StoreCheck::Invalid;
     };
-    let Some(connection) = raw.connections.get(name) else {
+    let Some(kind) = connections.get(name) else {
         report.add(
             Code::StoreInvalid,
             Some(store.span()),
@@ -496,42 +698,14 @@ fn validate_store(
         );
         return StoreCheck::Invalid;
     };
-    let driver = connection.get_ref().driver.get_ref();
-    match driver.as_str() {
-        REDIS_DRIVER => {
-            let raw = connection.get_ref();
-            let endpoint = match (&raw.url, &raw.nodes) {
-                (None, Some(nodes)) if !nodes.get_ref().is_empty() => RedisEndpoint::Cluster {
-                    nodes: nodes.get_ref().clone(),
-                },
-                (url, None) => RedisEndpoint::Single { url: url.clone() },
-                (_, Some(nodes)) => {
-                    report.add(
-                        Code::StoreInvalid,
-                        Some(nodes.span()),
-                        format!(
-                            "connection `{name}` gives `nodes` {}; a Redis connection has either \
-                             `url` (one server) or a non-empty `nodes` list (a cluster's node URLs)",
-                            if raw.url.is_some() { "beside `url`" } else { "empty" }
-                        ),
-                    );
-                    return StoreCheck::Invalid;
-                }
-            };
-            StoreCheck::Valid(Store {
-                connection: name.clone(),
-                driver: StoreDriver::Redis(endpoint),
-            })
-        }
-        CLOUDFLARE_DRIVER => match namespaces.get(name) {
-            Some(&namespace) => StoreCheck::Valid(Store {
-                connection: name.clone(),
-                driver: StoreDriver::CloudflareRateLimits { namespace },
-            }),
-            // Its namespace diagnostic is already reported.
-            None => StoreCheck::Invalid,
+    let driver = match kind {
+        ConnectionKind::Cloudflare { namespace } => KnownDriver::Cloudflare {
+            namespace: namespace.as_ref().map(|(n, _)| *n),
         },
-        other => {
+        ConnectionKind::Redis(_) => KnownDriver::Redis,
+        // Its driver's problem is already reported.
+        ConnectionKind::Other(None) => return StoreCheck::Invalid,
+        ConnectionKind::Other(Some(other)) => {
             report.add(
                 Code::StoreInvalid,
                 Some(store.span()),
@@ -540,8 +714,12 @@ fn validate_store(
                      is {REDIS_DRIVER} or {CLOUDFLARE_DRIVER}"
                 ),
             );
-            StoreCheck::Invalid
+            return StoreCheck::Invalid;
         }
+    };
+    StoreCheck::Known {
+        connection: name.clone(),
+        driver,
     }
 }
 
@@ -580,46 +758,7 @@ fn validate_deployables(
             }
         }
         if d.serves_api {
-            match (d.target, store) {
-                (Target::Workers, StoreCheck::Absent) => report.add(
-                    Code::StoreRequired,
-                    Some(span.clone()),
-                    format!(
-                        "deployable `{name}` is built for Workers and serves an API, so its rate \
-                         limits need a store every instance can reach: set `rate_limits.store` to a \
-                         connection with driver {CLOUDFLARE_DRIVER} (or {REDIS_DRIVER})"
-                    ),
-                ),
-                (Target::Native, StoreCheck::Valid(Store { connection, driver: StoreDriver::CloudflareRateLimits { .. } })) => {
-                    report.add(
-                        Code::TargetUnsupported,
-                        Some(span.clone()),
-                        format!(
-                            "deployable `{name}` is native and serves an API, but the store \
-                             `{connection}` is Cloudflare's binding, which runs only on Workers; \
-                             use a Redis connection as the store for a native deployable"
-                        ),
-                    )
-                }
-                (Target::Workers, StoreCheck::Valid(Store { connection, driver: StoreDriver::Redis(_) }))
-                    if !declines.contains(&Code::CountedInMemory) =>
-                {
-                    report.add(
-                        Code::CountedInMemory,
-                        Some(span.clone()),
-                        format!(
-                            "deployable `{name}` is built for Workers and serves an API with the \
-                             Redis store `{connection}`, which counts in each instance's own memory \
-                             until Redis's driver comes with caches, and Workers' instances share no \
-                             memory. Either make the store a connection with driver \
-                             {CLOUDFLARE_DRIVER} (Cloudflare's binding), or keep Redis by adding \
-                             the decline line `declines = [\"{}\"]` to this deployable",
-                            Code::CountedInMemory
-                        ),
-                    );
-                }
-                _ => {}
-            }
+            check_api_store(report, name, d.target, &declines, store, span);
         }
         deployables.push(Deployable {
             name: name.clone(),
@@ -631,42 +770,98 @@ fn validate_deployables(
     deployables
 }
 
+/// The store rules of a deployable that serves an API.
+fn check_api_store(
+    report: &mut Report<'_>,
+    name: &str,
+    target: Target,
+    declines: &[Code],
+    store: &StoreCheck,
+    span: Range<usize>,
+) {
+    match (target, store) {
+        (Target::Workers, StoreCheck::Absent) => report.add(
+            Code::StoreRequired,
+            Some(span),
+            format!(
+                "deployable `{name}` is built for Workers and serves an API, so its rate \
+                 limits need a store every instance can reach: set `rate_limits.store` to a \
+                 connection with driver {CLOUDFLARE_DRIVER} (or {REDIS_DRIVER})"
+            ),
+        ),
+        (
+            Target::Native,
+            StoreCheck::Known {
+                connection,
+                driver: KnownDriver::Cloudflare { .. },
+            },
+        ) => report.add(
+            Code::TargetUnsupported,
+            Some(span),
+            format!(
+                "deployable `{name}` is native and serves an API, but the store \
+                 `{connection}` is Cloudflare's binding, which runs only on Workers; \
+                 use a Redis connection as the store for a native deployable"
+            ),
+        ),
+        (
+            Target::Workers,
+            StoreCheck::Known {
+                connection,
+                driver: KnownDriver::Redis,
+            },
+        ) if !declines.contains(&Code::CountedInMemory) => report.add(
+            Code::CountedInMemory,
+            Some(span),
+            format!(
+                "deployable `{name}` is built for Workers and serves an API with the \
+                 Redis store `{connection}`, which counts in each instance's own memory \
+                 until Redis's driver comes with caches, and Workers' instances share no \
+                 memory. Either make the store a connection with driver \
+                 {CLOUDFLARE_DRIVER} (Cloudflare's binding), or keep Redis by adding \
+                 the decline line `declines = [\"{}\"]` to this deployable",
+                Code::CountedInMemory
+            ),
+        ),
+        (Target::Workers, StoreCheck::Known { .. } | StoreCheck::Invalid)
+        | (Target::Native, StoreCheck::Absent | StoreCheck::Invalid)
+        | (
+            Target::Native,
+            StoreCheck::Known {
+                driver: KnownDriver::Redis,
+                ..
+            },
+        ) => {}
+    }
+}
+
 fn validate_routes(
     report: &mut Report<'_>,
     raw: &[Spanned<RawRoute>],
-    store: &StoreCheck,
+    binding_store: bool,
 ) -> Vec<Route> {
-    let binding_store = matches!(
-        store,
-        StoreCheck::Valid(Store {
-            driver: StoreDriver::CloudflareRateLimits { .. },
-            ..
-        })
-    );
+    let mut first_entry: BTreeMap<&str, usize> = BTreeMap::new();
     let mut routes = Vec::new();
     for spanned in raw {
         let route = spanned.get_ref();
         let path = &route.path;
-        let rate_limit = route.rate_limit.as_ref().and_then(|limit| {
-            let requests = positive(report, path, "requests", &limit.get_ref().requests);
-            let window = positive(report, path, "window", &limit.get_ref().window);
-            let (requests, window) = (requests?, window?);
-            if binding_store && !BINDING_WINDOWS.contains(&window) {
-                report.add(
-                    Code::WindowUnsupported,
-                    Some(limit.get_ref().window.span()),
-                    format!(
-                        "route `{path}` has a rate_limit window of {window} s, but the store is \
-                         Cloudflare's binding, which counts windows of 10 or 60 seconds only"
-                    ),
-                );
-                return None;
-            }
-            Some(Limit {
-                requests,
-                window_seconds: window,
-            })
-        });
+        if let Some(&first) = first_entry.get(path.as_str()) {
+            let first_line = Location::of_offset(report.source, first).line;
+            report.add(
+                Code::RouteDuplicate,
+                Some(spanned.span()),
+                format!(
+                    "route `{path}` is listed again (first at line {first_line}); every entry \
+                     of a path counts each of its requests, so keep one `[[routes]]` per path"
+                ),
+            );
+        } else {
+            first_entry.insert(path, spanned.span().start);
+        }
+        let rate_limit = route
+            .rate_limit
+            .as_ref()
+            .and_then(|limit| route_limit(report, path, limit, binding_store));
         routes.push(Route {
             path: path.clone(),
             rate_limit,
@@ -675,22 +870,136 @@ fn validate_routes(
     routes
 }
 
-/// A route limit's field as a whole number from 1 up, or a diagnostic.
-fn positive(report: &mut Report<'_>, path: &str, field: &str, value: &Spanned<i64>) -> Option<u32> {
-    match u32::try_from(*value.get_ref()) {
-        Ok(n) if n >= 1 => Some(n),
-        _ => {
+/// A route's own limit, each of its fields checked whatever the other's state.
+fn route_limit(
+    report: &mut Report<'_>,
+    path: &str,
+    limit: &Spanned<RawRouteLimit>,
+    binding_store: bool,
+) -> Option<Limit> {
+    let RawRouteLimit { requests, window } = limit.get_ref();
+    let requests = route_limit_field(report, path, "requests", requests, limit.span());
+    let window = route_limit_field(report, path, "window", window, limit.span());
+    if let (Some(window), Some(span)) = (window, window_span(limit))
+        && binding_store
+        && !BINDING_WINDOWS.contains(&window)
+    {
+        report.add(
+            Code::WindowUnsupported,
+            Some(span),
+            format!(
+                "route `{path}` has a rate_limit window of {window} s, but the store is \
+                 Cloudflare's binding, which counts windows of 10 or 60 seconds only"
+            ),
+        );
+        return None;
+    }
+    Some(Limit {
+        requests: requests?,
+        window_seconds: window?,
+    })
+}
+
+fn window_span(limit: &Spanned<RawRouteLimit>) -> Option<Range<usize>> {
+    limit.get_ref().window.as_ref().map(Spanned::span)
+}
+
+/// A route limit's field as a whole number from 1 to `u32::MAX`, or a
+/// diagnostic: `rate_limits.limit_invalid`, or for a window that is no
+/// whole number at all, `rate_limits.window_unsupported`.
+fn route_limit_field(
+    report: &mut Report<'_>,
+    path: &str,
+    field: &str,
+    value: &Option<Spanned<toml::Value>>,
+    limit_span: Range<usize>,
+) -> Option<u32> {
+    let Some(value) = value else {
+        report.add(
+            Code::LimitInvalid,
+            Some(limit_span),
+            format!("route `{path}` has a rate_limit without `{field}`"),
+        );
+        return None;
+    };
+    let range = format!("a whole number from 1 to {}", u32::MAX);
+    match value.get_ref() {
+        toml::Value::Integer(n) => match u32::try_from(*n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                report.add(
+                    Code::LimitInvalid,
+                    Some(value.span()),
+                    format!("route `{path}` has rate_limit {field} = {n}; it must be {range}"),
+                );
+                None
+            }
+        },
+        other => {
+            let code = if field == "window" {
+                Code::WindowUnsupported
+            } else {
+                Code::LimitInvalid
+            };
+            let hint = whole_number_in(other)
+                .map(|n| format!(": write `{field} = {n}`"))
+                .unwrap_or_default();
             report.add(
-                Code::LimitInvalid,
+                code,
                 Some(value.span()),
                 format!(
-                    "route `{path}` has rate_limit {field} = {}; it must be a whole number from 1 \
-                     to {}",
-                    value.get_ref(),
-                    u32::MAX
+                    "route `{path}` has rate_limit {field} = {other}, a {}; it must be {range}{hint}",
+                    other.type_str()
                 ),
             );
             None
+        }
+    }
+}
+
+/// The whole number a float or string plainly means (`20.0`, `"60"`), for the hint.
+fn whole_number_in(value: &toml::Value) -> Option<u32> {
+    match value {
+        toml::Value::Float(f) if f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(u32::MAX) => {
+            Some(*f as u32)
+        }
+        toml::Value::String(s) => s.trim().parse().ok().filter(|n| *n >= 1),
+        _ => None,
+    }
+}
+
+/// The largest id a Cloudflare connection's plan writes (namespace + bindings - 1)
+/// must be at most [`MAX_NAMESPACE_ID`].
+fn validate_namespace_ids(
+    report: &mut Report<'_>,
+    connections: &BTreeMap<String, ConnectionKind>,
+    routes: &[Route],
+) {
+    let bindings: BTreeSet<Limit> = BUILT_IN_LIMITS
+        .into_iter()
+        .chain(routes.iter().filter_map(|r| r.rate_limit))
+        .collect();
+    let more = bindings.len() as u64 - 1;
+    for (name, kind) in connections {
+        let ConnectionKind::Cloudflare {
+            namespace: Some((namespace, span)),
+        } = kind
+        else {
+            continue;
+        };
+        let last = namespace.saturating_add(more);
+        if last > MAX_NAMESPACE_ID {
+            report.add(
+                Code::NamespaceInvalid,
+                Some(span.clone()),
+                format!(
+                    "connection `{name}` has namespace {namespace}, so its {} bindings are \
+                     numbered up to {last}, above 2^53 - 1 = {MAX_NAMESPACE_ID}, the largest id \
+                     every JSON tool reads exactly; use a namespace of at most {}",
+                    bindings.len(),
+                    MAX_NAMESPACE_ID - more
+                ),
+            );
         }
     }
 }

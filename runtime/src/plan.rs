@@ -70,7 +70,7 @@ impl BindingPlan {
     /// The `ratelimits` entries of a wrangler.jsonc, as a JSON object.
     pub fn wrangler_jsonc(&self) -> String {
         let file = WranglerFile {
-            ratelimits: self.entries(),
+            ratelimits: self.wrangler_entries(),
         };
         // Serialising plain strings and numbers cannot fail.
         serde_json::to_string_pretty(&file).unwrap_or_default() + "\n"
@@ -79,12 +79,13 @@ impl BindingPlan {
     /// The `[[ratelimits]]` tables of a wrangler.toml.
     pub fn wrangler_toml(&self) -> String {
         let file = WranglerFile {
-            ratelimits: self.entries(),
+            ratelimits: self.wrangler_entries(),
         };
         toml::to_string(&file).unwrap_or_default()
     }
 
-    fn entries(&self) -> Vec<WranglerEntry> {
+    /// The `ratelimits` entries of the Wrangler file, in namespace order.
+    pub fn wrangler_entries(&self) -> Vec<WranglerEntry> {
         self.bindings
             .iter()
             .map(|b| WranglerEntry {
@@ -101,7 +102,18 @@ impl BindingPlan {
 
 /// `LIMITS_120_PER_60S` for connection `limits` and 120 requests per 60 s.
 pub fn binding_name(connection: &str, limit: Limit) -> String {
-    let connection: String = connection
+    format!(
+        "{}_{}_PER_{}S",
+        binding_prefix(connection),
+        limit.requests,
+        limit.window_seconds
+    )
+}
+
+/// The part of a binding name taken from the connection's name: ASCII
+/// letters and digits upper-cased, anything else `_`.
+pub fn binding_prefix(connection: &str) -> String {
+    connection
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -110,11 +122,19 @@ pub fn binding_name(connection: &str, limit: Limit) -> String {
                 '_'
             }
         })
-        .collect();
-    format!(
-        "{connection}_{}_PER_{}S",
-        limit.requests, limit.window_seconds
-    )
+        .collect()
+}
+
+/// Whether `name` is one of the binding names [`binding_name`] gives
+/// `connection` (`LIMITS_<requests>_PER_<window>S`), so a Wrangler file's
+/// entries for this connection can be told from everyone else's.
+pub fn is_binding_name_of(connection: &str, name: &str) -> bool {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    name.strip_prefix(&binding_prefix(connection))
+        .and_then(|rest| rest.strip_prefix('_'))
+        .and_then(|rest| rest.strip_suffix('S'))
+        .and_then(|rest| rest.split_once("_PER_"))
+        .is_some_and(|(requests, window)| digits(requests) && digits(window))
 }
 
 #[derive(Serialize)]
@@ -122,15 +142,19 @@ struct WranglerFile {
     ratelimits: Vec<WranglerEntry>,
 }
 
-#[derive(Serialize)]
-struct WranglerEntry {
-    name: String,
-    namespace_id: String,
-    simple: Simple,
+/// One `ratelimits` entry of a Wrangler file, as Wrangler's schema has it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WranglerEntry {
+    /// The binding's name, as the Worker sees it in `env`.
+    pub name: String,
+    /// A string holding a positive integer.
+    pub namespace_id: String,
+    pub simple: Simple,
 }
 
-#[derive(Serialize)]
-struct Simple {
-    limit: u32,
-    period: u32,
+/// A binding's limit: `limit` requests per `period` seconds (10 or 60).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Simple {
+    pub limit: u32,
+    pub period: u32,
 }

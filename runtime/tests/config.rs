@@ -316,3 +316,249 @@ fn rendering_names_the_code_file_and_place() {
         "{text}"
     );
 }
+
+/// The diagnostics of `source`, each as `code line:col`.
+fn placed(source: &str) -> Vec<String> {
+    match Application::from_toml(source) {
+        Ok(_) => Vec::new(),
+        Err(d) => {
+            d.0.iter()
+                .map(|d| match d.location {
+                    Some(at) => format!("{} {at}", d.code),
+                    None => d.code.to_string(),
+                })
+                .collect()
+        }
+    }
+}
+
+#[test]
+fn an_invalid_namespace_hides_no_other_diagnostic() {
+    // The issue's example: the driver is known, so every rule that needs only the driver runs.
+    let source = r#"[connections.limits]
+driver = "cloudflare_rate_limits"
+namespace = 0
+
+[rate_limits]
+store = "limits"
+
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+
+[[routes]]
+path = "/api/search"
+rate_limit = { requests = 20, window = 1 }
+"#;
+    assert_eq!(
+        placed(source),
+        [
+            "rate_limits.namespace_invalid 3:13",
+            "deployable.target_unsupported 8:1",
+            "rate_limits.window_unsupported 15:40",
+        ]
+    );
+}
+
+#[test]
+fn an_invalid_request_count_still_gets_its_window_checked() {
+    let source = app(
+        "\"limits\"",
+        &format!(
+            "{WORKERS_API}[[routes]]\npath = \"/x\"\nrate_limit = {{ requests = 0, window = 30 }}\n"
+        ),
+    );
+    assert_eq!(
+        codes(&source),
+        [Code::LimitInvalid, Code::WindowUnsupported]
+    );
+}
+
+#[test]
+fn a_route_listed_twice_is_reported_at_the_second_entry_naming_the_first() {
+    let routes = "[[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n\n\
+                  [[routes]]\npath = \"/api/other\"\n\n\
+                  [[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n";
+    let source = app("\"limits\"", &format!("{WORKERS_API}{routes}"));
+    // The 1-based line of the first entry's `[[routes]]`, just above its path.
+    let first_line = source
+        .lines()
+        .position(|l| l == "path = \"/api/search\"")
+        .expect("the first entry");
+    let d = diagnostics(&source);
+    assert_eq!(d.codes(), [Code::RouteDuplicate]);
+    let at = d.0[0].location.expect("placed");
+    assert_eq!(source.lines().nth(at.line - 1), Some("[[routes]]"));
+    assert!(
+        at.line > first_line + 4,
+        "at the second entry, not the first"
+    );
+    assert!(
+        d.0[0].message.contains(&format!("line {first_line}"))
+            && d.0[0].message.contains("/api/search"),
+        "{}",
+        d.0[0].message
+    );
+    // Even without limits of their own, two entries of one path are one too many.
+    let bare = app(
+        "\"limits\"",
+        &format!("{WORKERS_API}[[routes]]\npath = \"/a\"\n[[routes]]\npath = \"/a\"\n"),
+    );
+    assert_eq!(codes(&bare), [Code::RouteDuplicate]);
+}
+
+#[test]
+fn connections_of_other_drivers_keep_their_own_settings() {
+    let others = "[connections.db]\ndriver = \"postgres\"\nhost = \"db.internal\"\nport = 5432\n\n\
+                  [connections.queue]\ndriver = \"sqs\"\nregion = { name = \"eu\" }\n";
+    let source = format!("{others}{}", app("\"limits\"", WORKERS_API));
+    assert_eq!(codes(&source), []);
+    // A Redis connection's settings beyond `url` belong to the Redis driver.
+    let redis = CLOUDFLARE.replace(
+        "url = \"redis://127.0.0.1:6379\"",
+        "url = \"redis://127.0.0.1:6379\"\npool_size = 8\ntls = true",
+    );
+    let declined = WORKERS_API.replace(
+        "serves_api = true",
+        "serves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]",
+    );
+    assert_eq!(
+        codes(&format!(
+            "{redis}\n[rate_limits]\nstore = \"cache\"\n\n{declined}"
+        )),
+        []
+    );
+}
+
+#[test]
+fn what_rate_limits_own_on_a_connection_is_still_checked_with_its_place() {
+    // A Cloudflare connection is all rate limits': a typo is an error, with
+    // its place, and hides nothing else.
+    let source =
+        app("\"limits\"", NATIVE_API).replace("namespace = 1001", "namespace = 1001\nnamespce = 3");
+    assert_eq!(
+        placed(&source),
+        [
+            "application.invalid_toml 5:1",
+            "deployable.target_unsupported 15:1"
+        ]
+    );
+    assert!(diagnostics(&source).0[0].message.contains("namespce"));
+    // A Redis url is a string; a connection has a string driver.
+    let bad = CLOUDFLARE.replace("url = \"redis://127.0.0.1:6379\"", "url = 6379")
+        + "[connections.db]\nhost = \"x\"\n";
+    assert_eq!(
+        placed(&format!(
+            "{bad}[rate_limits]\nstore = \"limits\"\n{WORKERS_API}"
+        )),
+        [
+            "application.invalid_toml 8:7",
+            "application.invalid_toml 9:1"
+        ]
+    );
+    // Unknown fields elsewhere stay errors with line and column.
+    for (extra, line) in [
+        (
+            "[[deployables]]\nname = \"b\"\ntarget = \"workers\"\nserves_api = false\ncolour = 1\n",
+            5,
+        ),
+        ("[[routes]]\npath = \"/x\"\nmethod = \"GET\"\n", 3),
+        (
+            "[[routes]]\npath = \"/x\"\nrate_limit = { requests = 1, window = 10, burst = 2 }\n",
+            3,
+        ),
+    ] {
+        let d = diagnostics(&format!("{extra}{}", app("\"limits\"", WORKERS_API)));
+        assert_eq!(d.codes(), [Code::InvalidToml], "{extra}");
+        assert_eq!(d.0[0].location.map(|l| l.line), Some(line), "{extra}");
+    }
+}
+
+#[test]
+fn wrong_types_on_a_route_limit_are_limit_diagnostics_with_their_place() {
+    let source = format!(
+        "[[routes]]\npath = \"/x\"\nrate_limit = {{ requests = 20.0, window = \"60\" }}\n{}",
+        app("\"limits\"", "")
+    )
+    .replace("store = \"limits\"", "store = \"nowhere\"");
+    let d = diagnostics(&source);
+    assert_eq!(
+        placed(&source),
+        [
+            "rate_limits.store_invalid 14:9",
+            "rate_limits.limit_invalid 3:27",
+            "rate_limits.window_unsupported 3:42",
+        ],
+        "neither hides the other, nor the store's"
+    );
+    assert!(
+        d.0[1].message.contains("write `requests = 20`"),
+        "{}",
+        d.0[1].message
+    );
+    assert!(
+        d.0[2].message.contains("write `window = 60`"),
+        "{}",
+        d.0[2].message
+    );
+}
+
+#[test]
+fn a_connection_name_must_give_javascript_identifiers() {
+    for (name, ok) in [
+        ("limits", true),
+        ("rate-limits", true),
+        ("_limits", true),
+        ("1limits", false),
+        ("--", false),
+        ("", false),
+    ] {
+        let source = app("\"limits\"", WORKERS_API)
+            .replace("[connections.limits]", &format!("[connections.\"{name}\"]"))
+            .replace("store = \"limits\"", &format!("store = \"{name}\""));
+        let got = diagnostics_or_none(&source);
+        if ok {
+            assert_eq!(got, None, "{name:?}");
+        } else {
+            let d = got.unwrap_or_else(|| panic!("{name:?} should be refused"));
+            assert_eq!(d.codes(), [Code::BindingNameInvalid], "{name:?}");
+            assert!(
+                d.0[0].message.contains(&format!("`{name}`")),
+                "names the connection"
+            );
+            assert_eq!(d.0[0].location.map(|l| l.line), Some(2));
+        }
+    }
+}
+
+fn diagnostics_or_none(source: &str) -> Option<runtime::Diagnostics> {
+    Application::from_toml(source).err()
+}
+
+#[test]
+fn the_largest_namespace_id_fits_every_json_tool() {
+    let max = runtime::config::MAX_NAMESPACE_ID;
+    assert_eq!(max, 9_007_199_254_740_991);
+    let with_namespace = |n: u64, routes: &str| {
+        app("\"limits\"", &format!("{WORKERS_API}{routes}"))
+            .replace("namespace = 1001", &format!("namespace = {n}"))
+    };
+    // Two built-in bindings: ids n and n + 1.
+    assert_eq!(codes(&with_namespace(max - 1, "")), []);
+    let d = diagnostics(&with_namespace(max, ""));
+    assert_eq!(d.codes(), [Code::NamespaceInvalid]);
+    assert!(d.0[0].message.contains("2^53 - 1"), "{}", d.0[0].message);
+    assert!(d.0[0].message.contains(&format!("at most {}", max - 1)));
+    // A route's limit adds a binding, and so lowers the bound.
+    let route = "[[routes]]\npath = \"/x\"\nrate_limit = { requests = 5, window = 10 }\n";
+    assert_eq!(
+        codes(&with_namespace(max - 1, route)),
+        [Code::NamespaceInvalid]
+    );
+    assert_eq!(codes(&with_namespace(max - 2, route)), []);
+    assert_eq!(
+        codes(&with_namespace(i64::MAX as u64, "")),
+        [Code::NamespaceInvalid]
+    );
+}

@@ -131,3 +131,21 @@ proptest! {
         prop_assert_eq!(plan.bindings.len(), distinct.len());
     }
 }
+
+#[test]
+fn a_connections_binding_names_are_told_from_everyone_elses() {
+    use runtime::plan::is_binding_name_of;
+    for (name, ours) in [
+        ("LIMITS_120_PER_60S", true),
+        ("LIMITS_20_PER_10S", true),
+        ("LIMITS_120_PER_60", false),
+        ("LIMITS__PER_60S", false),
+        ("LIMITS_X_PER_60S", false),
+        ("OTHER_120_PER_60S", false),
+        ("LIMITS_EXTRA_120_PER_60S", false),
+        ("MY_LIMITER", false),
+    ] {
+        assert_eq!(is_binding_name_of("limits", name), ours, "{name}");
+    }
+    assert!(is_binding_name_of("rate-limits", "RATE_LIMITS_5_PER_10S"));
+}

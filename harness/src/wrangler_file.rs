@@ -1,0 +1,459 @@
+//! `harness wrangler APP.toml --write FILE`: writes the application's
+//! bindings into a Wrangler file (`wrangler.jsonc`, `wrangler.json` or
+//! `wrangler.toml`), as the spec says `jadpo build` does.
+//!
+//! It replaces the application's `ratelimits` entries (those named for its
+//! store connection, such as `LIMITS_120_PER_60S`) where the first of them
+//! stood, and keeps every other key, every other entry, and every comment
+//! and its layout: `toml_edit` edits TOML and `jsonc-parser`'s CST edits
+//! JSON(C), both keeping what they do not touch byte for byte. A file whose
+//! entries are already the plan's is left as it is, so a second run changes
+//! nothing. A file or key that is absent is created.
+
+use std::path::{Path, PathBuf};
+
+use jsonc_parser::ParseOptions;
+use jsonc_parser::cst::{CstInputValue, CstNode, CstObject, CstRootNode};
+use runtime::plan::{WranglerEntry, is_binding_name_of};
+
+/// The key Wrangler reads Rate Limiting bindings from.
+const KEY: &str = "ratelimits";
+
+/// A Wrangler file's format, told by its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileFormat {
+    /// `.jsonc`: JSON with comments.
+    Jsonc,
+    /// `.json`: plain JSON (no comments are added, none are expected).
+    Json,
+    /// `.toml`.
+    Toml,
+}
+
+impl FileFormat {
+    /// The format of the file at `path`, by its extension.
+    pub fn of_path(path: &Path) -> Option<FileFormat> {
+        match path.extension()?.to_str()? {
+            "jsonc" => Some(FileFormat::Jsonc),
+            "json" => Some(FileFormat::Json),
+            "toml" => Some(FileFormat::Toml),
+            _ => None,
+        }
+    }
+}
+
+/// Why a Wrangler file could not be edited.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    /// The file is not valid JSON or JSONC.
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    /// The file is not valid TOML.
+    #[error("not valid TOML: {0}")]
+    Toml(String),
+    /// The file's top level is not an object (JSON) — nothing to add a key to.
+    #[error("its top level is not an object")]
+    NotAnObject,
+    /// `ratelimits` is there, but is not a list of entries.
+    #[error("its `ratelimits` is not a list of entries")]
+    NotAList,
+}
+
+/// Why `--write` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// The file's extension names no Wrangler format.
+    #[error("{}: a Wrangler file's name ends in .jsonc, .json or .toml", .0.display())]
+    UnknownFormat(PathBuf),
+    /// The file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is there but could not be edited; it is left as it was.
+    #[error("{}: {source}; it is left as it was", path.display())]
+    Edit {
+        path: PathBuf,
+        #[source]
+        source: EditError,
+    },
+}
+
+/// What `--write` did to the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Written {
+    /// There was no file: it now holds the entries alone.
+    Created,
+    /// The file's entries were replaced.
+    Changed,
+    /// The file already held exactly these entries; not a byte was written.
+    Unchanged,
+}
+
+/// Writes `entries`, the bindings of `connection`, into the Wrangler file at `path`.
+pub fn write(
+    path: &Path,
+    connection: &str,
+    entries: &[WranglerEntry],
+) -> Result<Written, WriteError> {
+    let format =
+        FileFormat::of_path(path).ok_or_else(|| WriteError::UnknownFormat(path.to_owned()))?;
+    let existing = match std::fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(source) => {
+            return Err(WriteError::Io {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let edited = update(existing.as_deref(), format, connection, entries).map_err(|source| {
+        WriteError::Edit {
+            path: path.to_owned(),
+            source,
+        }
+    })?;
+    let Some(text) = edited else {
+        return Ok(Written::Unchanged);
+    };
+    std::fs::write(path, text).map_err(|source| WriteError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    Ok(if existing.is_some() {
+        Written::Changed
+    } else {
+        Written::Created
+    })
+}
+
+/// The file's new text with `entries` in place of `connection`'s, or `None`
+/// when it already holds exactly them. `existing` is `None` for no file.
+pub fn update(
+    existing: Option<&str>,
+    format: FileFormat,
+    connection: &str,
+    entries: &[WranglerEntry],
+) -> Result<Option<String>, EditError> {
+    match format {
+        FileFormat::Jsonc | FileFormat::Json => update_json(existing, connection, entries),
+        FileFormat::Toml => update_toml(existing, connection, entries),
+    }
+}
+
+/// Where the connection's entries are in the list of entries: their indices
+/// and whether they already are `entries`, in order and side by side.
+fn ours(
+    current: &[Option<String>],
+    current_values: &[serde_json::Value],
+    connection: &str,
+    entries: &[WranglerEntry],
+) -> (Vec<usize>, bool) {
+    let indices: Vec<usize> = current
+        .iter()
+        .enumerate()
+        .filter(|(_, name)| {
+            name.as_deref()
+                .is_some_and(|n| is_binding_name_of(connection, n))
+        })
+        .map(|(i, _)| i)
+        .collect();
+    let wanted: Vec<serde_json::Value> = entries.iter().map(entry_json).collect();
+    let side_by_side = indices.windows(2).all(|w| w[1] == w[0] + 1);
+    let same = side_by_side
+        && indices.len() == wanted.len()
+        && indices
+            .iter()
+            .zip(&wanted)
+            .all(|(&i, want)| current_values.get(i) == Some(want));
+    (indices, same)
+}
+
+fn entry_json(entry: &WranglerEntry) -> serde_json::Value {
+    serde_json::json!({
+        "name": entry.name,
+        "namespace_id": entry.namespace_id,
+        "simple": { "limit": entry.simple.limit, "period": entry.simple.period },
+    })
+}
+
+fn entry_cst(entry: &WranglerEntry) -> CstInputValue {
+    CstInputValue::Object(vec![
+        ("name".into(), entry.name.clone().into()),
+        ("namespace_id".into(), entry.namespace_id.clone().into()),
+        ("simple".into(), simple_cst(entry)),
+    ])
+}
+
+fn simple_cst(entry: &WranglerEntry) -> CstInputValue {
+    CstInputValue::Object(vec![
+        ("limit".into(), entry.simple.limit.into()),
+        ("period".into(), entry.simple.period.into()),
+    ])
+}
+
+fn update_json(
+    existing: Option<&str>,
+    connection: &str,
+    entries: &[WranglerEntry],
+) -> Result<Option<String>, EditError> {
+    let text = existing.unwrap_or("{}\n");
+    let root = CstRootNode::parse(text, &ParseOptions::default())
+        .map_err(|e| EditError::Json(e.to_string()))?;
+    let object = match root.value() {
+        None => root.object_value_or_set(),
+        Some(value) => value.as_object().ok_or(EditError::NotAnObject)?,
+    };
+    let Some(property) = object.get(KEY) else {
+        let list = entries.iter().map(entry_cst).collect();
+        object.append(KEY, CstInputValue::Array(list));
+        return Ok(Some(root.to_string()));
+    };
+    let array = property.array_value().ok_or(EditError::NotAList)?;
+    let elements = array.elements();
+    let values: Vec<serde_json::Value> = elements
+        .iter()
+        .map(|e| e.to_serde_value().unwrap_or_default())
+        .collect();
+    let names = names_of(&values);
+    let (indices, same) = ours(&names, &values, connection, entries);
+    if same {
+        return Ok(None);
+    }
+    let edits = Edits::new(&indices, entries.len(), elements.len());
+    for (&i, entry) in edits.replaced.iter().zip(entries) {
+        if let Some(object) = elements.get(i).and_then(CstNode::as_object) {
+            set_entry(&object, entry);
+        }
+    }
+    for (offset, entry) in entries.iter().skip(edits.replaced.len()).enumerate() {
+        array.insert(edits.insert_at + offset, entry_cst(entry));
+    }
+    for &i in edits.removed.iter().rev() {
+        if let Some(element) = elements.get(i) {
+            element.clone().remove();
+        }
+    }
+    Ok(Some(root.to_string()))
+}
+
+/// How the connection's old entries become the new ones, keeping what is
+/// written around each (comments, blank lines): the first old entries are
+/// replaced one for one, further new ones go right after the last old one
+/// (or at the end of the list), and old ones left over are removed.
+struct Edits<'a> {
+    /// The indices of old entries replaced by new ones, in order.
+    replaced: &'a [usize],
+    /// Where the new entries beyond the old ones' count go.
+    insert_at: usize,
+    /// The indices of old entries with no new one to take their place.
+    removed: &'a [usize],
+}
+
+impl<'a> Edits<'a> {
+    fn new(old: &'a [usize], new_count: usize, list_len: usize) -> Edits<'a> {
+        let (replaced, removed) = old.split_at(new_count.min(old.len()));
+        Edits {
+            replaced,
+            insert_at: old.last().map_or(list_len, |&last| last + 1),
+            removed,
+        }
+    }
+}
+
+/// Makes an existing entry's object say `entry`, value by value, so its
+/// layout and the comments in and around it stay.
+fn set_entry(object: &CstObject, entry: &WranglerEntry) {
+    let set = |object: &CstObject, key: &str, value: CstInputValue| match object.get(key) {
+        Some(property) => property.set_value(value),
+        None => {
+            object.append(key, value);
+        }
+    };
+    for property in object.properties() {
+        let known = property
+            .name()
+            .and_then(|n| n.decoded_value().ok())
+            .is_some_and(|n| matches!(n.as_str(), "name" | "namespace_id" | "simple"));
+        if !known {
+            property.remove();
+        }
+    }
+    set(object, "name", entry.name.clone().into());
+    set(object, "namespace_id", entry.namespace_id.clone().into());
+    match object.get("simple").and_then(|p| p.object_value()) {
+        Some(simple) => {
+            for property in simple.properties() {
+                let known = property
+                    .name()
+                    .and_then(|n| n.decoded_value().ok())
+                    .is_some_and(|n| matches!(n.as_str(), "limit" | "period"));
+                if !known {
+                    property.remove();
+                }
+            }
+            set(&simple, "limit", entry.simple.limit.into());
+            set(&simple, "period", entry.simple.period.into());
+        }
+        None => set(object, "simple", simple_cst(entry)),
+    }
+}
+
+fn update_toml(
+    existing: Option<&str>,
+    connection: &str,
+    entries: &[WranglerEntry],
+) -> Result<Option<String>, EditError> {
+    let text = existing.unwrap_or_default();
+    let mut document: toml_edit::DocumentMut = text
+        .parse()
+        .map_err(|e: toml_edit::TomlError| EditError::Toml(e.to_string()))?;
+    // What the current entries mean, in order, whichever way they are written.
+    let values: Vec<serde_json::Value> = toml::from_str::<toml::Table>(text)
+        .ok()
+        .and_then(|mut table| table.remove(KEY))
+        .and_then(|list| serde_json::to_value(list).ok())
+        .and_then(|list| list.as_array().cloned())
+        .unwrap_or_default();
+    let names = names_of(&values);
+    let (indices, same) = ours(&names, &values, connection, entries);
+    let Some(item) = document.get_mut(KEY) else {
+        let mut tables = toml_edit::ArrayOfTables::new();
+        for entry in entries {
+            tables.push(toml_table(entry));
+        }
+        document.insert(KEY, toml_edit::Item::ArrayOfTables(tables));
+        return Ok(Some(document.to_string()));
+    };
+    match item {
+        toml_edit::Item::ArrayOfTables(tables) => {
+            if same {
+                return Ok(None);
+            }
+            let edits = Edits::new(&indices, entries.len(), tables.len());
+            for (&i, entry) in edits.replaced.iter().zip(entries) {
+                if let Some(table) = tables.get_mut(i) {
+                    set_toml_entry(table, entry);
+                }
+            }
+            // New tables take no position of their own, so each is written
+            // right after the table (or sub-table) before it in the list.
+            for (offset, entry) in entries.iter().skip(edits.replaced.len()).enumerate() {
+                tables.insert(edits.insert_at + offset, toml_table(entry));
+            }
+            for &i in edits.removed.iter().rev() {
+                tables.remove(i);
+            }
+        }
+        toml_edit::Item::Value(toml_edit::Value::Array(array)) => {
+            if same {
+                return Ok(None);
+            }
+            let inline =
+                |entry| toml_edit::Value::InlineTable(toml_table(entry).into_inline_table());
+            let edits = Edits::new(&indices, entries.len(), array.len());
+            for (&i, entry) in edits.replaced.iter().zip(entries) {
+                if let Some(table) = array
+                    .get_mut(i)
+                    .and_then(toml_edit::Value::as_inline_table_mut)
+                {
+                    set_toml_entry(table, entry);
+                }
+            }
+            // A new entry goes on a line of its own when the old one did.
+            let indent = edits
+                .replaced
+                .last()
+                .and_then(|&i| array.get(i))
+                .and_then(|value| value.decor().prefix()?.as_str())
+                .and_then(|prefix| Some(prefix[prefix.rfind('\n')?..].to_owned()));
+            for (offset, entry) in entries.iter().skip(edits.replaced.len()).enumerate() {
+                let mut value = inline(entry);
+                if let Some(indent) = &indent {
+                    value.decor_mut().set_prefix(indent.clone());
+                }
+                array.insert(edits.insert_at + offset, value);
+            }
+            for &i in edits.removed.iter().rev() {
+                array.remove(i);
+            }
+        }
+        _ => return Err(EditError::NotAList),
+    }
+    Ok(Some(document.to_string()))
+}
+
+/// Makes an existing entry's table say `entry`, value by value, keeping its
+/// layout (a `[ratelimits.simple]` table stays one) and its comments.
+fn set_toml_entry(table: &mut dyn toml_edit::TableLike, entry: &WranglerEntry) {
+    keep_only(table, &["name", "namespace_id", "simple"]);
+    set_toml_value(table, "name", entry.name.as_str().into());
+    set_toml_value(table, "namespace_id", entry.namespace_id.as_str().into());
+    match table
+        .get_mut("simple")
+        .and_then(toml_edit::Item::as_table_like_mut)
+    {
+        Some(simple) => {
+            keep_only(simple, &["limit", "period"]);
+            set_toml_value(simple, "limit", i64::from(entry.simple.limit).into());
+            set_toml_value(simple, "period", i64::from(entry.simple.period).into());
+        }
+        None => {
+            table.insert("simple", toml_edit::value(toml_simple(entry)));
+        }
+    }
+}
+
+fn keep_only(table: &mut dyn toml_edit::TableLike, keys: &[&str]) {
+    let others: Vec<String> = table
+        .iter()
+        .map(|(key, _)| key.to_owned())
+        .filter(|key| !keys.contains(&key.as_str()))
+        .collect();
+    for key in others {
+        table.remove(&key);
+    }
+}
+
+/// Sets one value, keeping the whitespace and comment around the old one.
+fn set_toml_value(table: &mut dyn toml_edit::TableLike, key: &str, value: toml_edit::Value) {
+    match table.get_mut(key).and_then(toml_edit::Item::as_value_mut) {
+        Some(old) => {
+            let decor = old.decor().clone();
+            *old = value;
+            *old.decor_mut() = decor;
+        }
+        None => {
+            table.insert(key, toml_edit::Item::Value(value));
+        }
+    }
+}
+
+fn names_of(values: &[serde_json::Value]) -> Vec<Option<String>> {
+    values
+        .iter()
+        .map(|v| v.get("name").and_then(|n| n.as_str()).map(str::to_owned))
+        .collect()
+}
+
+/// `name`, `namespace_id` and `simple = { limit, period }`.
+fn toml_table(entry: &WranglerEntry) -> toml_edit::Table {
+    let mut table = toml_edit::Table::new();
+    table.insert("name", toml_edit::value(entry.name.as_str()));
+    table.insert(
+        "namespace_id",
+        toml_edit::value(entry.namespace_id.as_str()),
+    );
+    table.insert("simple", toml_edit::value(toml_simple(entry)));
+    table
+}
+
+fn toml_simple(entry: &WranglerEntry) -> toml_edit::InlineTable {
+    let mut simple = toml_edit::InlineTable::new();
+    simple.insert("limit", i64::from(entry.simple.limit).into());
+    simple.insert("period", i64::from(entry.simple.period).into());
+    simple
+}
