@@ -19,22 +19,33 @@
 //!   - `on, in-isolate binding`: healthy emulated bindings counting in the
 //!     binding module inside the deployable's isolate (no store process);
 //!   - `on, memory`: the bindings missing, so the limiter counts in the
-//!     isolate's memory (`WindowCounter`) and asks nobody.
+//!     isolate's memory (`WindowCounter`) and asks nobody;
+//!   - `JS gate, in-isolate binding`: the config of `on, in-isolate binding`
+//!     with its entry module replaced by `js-gate-worker.js`, a plain
+//!     JavaScript Worker asking the same binding with its own 500 ms race:
+//!     what asking the binding costs JavaScript, beside the Rust gate.
 //!
 //!   The load generator is the same for all: closed loop, `CONCURRENCY`
 //!   keep-alive HTTP/1.1 connections with one request in flight each
 //!   (hyper, on this one thread), a warm-up then a fixed duration per target
 //!   and round, several rounds with the targets' order rotated each round.
 //!   Every ratio is taken within a round and summarised by its median.
-//! - `deadline`: every binding hanging, so every request waits for the
-//!   500 ms deadline and is then counted in memory; latency min/p50/p99/max.
+//! - `deadline`: every binding hanging, in one isolate (built first by a
+//!   `/health` request, which asks no binding). A burst of
+//!   `BENCH_DEADLINE_REQUESTS` requests at concurrency 8: the first ones,
+//!   in flight together, wait for the 500 ms deadline, and the binding's
+//!   cool-off spares the rest. Then a paced run, one request every 100 ms
+//!   for `BENCH_DEADLINE_PACED_SECONDS`, so cool-offs end and probes wait
+//!   too. Each run reports the requests that waited (>= 400 ms: firsts and
+//!   probes) and the others apart.
 //! - `starts`: workerd's spawn to listen (`WorkerdProcess::start_to_listen`)
 //!   and spawn to the first 200 (cold start), one process at a time, for the
 //!   deployable, the binding store (listen only) and the bare Worker.
 //!
 //! Knobs (environment variables, defaults in brackets): `BENCH_ROUNDS` [6],
 //! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
-//! `BENCH_DEADLINE_REQUESTS` [200], `BENCH_STARTS` [30], `BENCH_TARGETS`
+//! `BENCH_DEADLINE_REQUESTS` [200], `BENCH_DEADLINE_PACED_SECONDS` [25],
+//! `BENCH_STARTS` [30], `BENCH_TARGETS`
 //! [all; else the throughput targets' names, separated by `;`].
 
 use std::collections::BTreeMap;
@@ -64,6 +75,9 @@ const API_PATH: &str = "/api/items";
 /// Addresses are used in turn from this many, far below 120 a minute each.
 const ADDRESS_POOL: u64 = 50_000;
 const BARE_JS: &str = include_str!("bare-worker.js");
+const JS_GATE_JS: &str = include_str!("js-gate-worker.js");
+/// A request that took this long waited for the binding's deadline.
+const WAITED_US: u32 = 400_000;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 
@@ -342,6 +356,14 @@ const config :Workerd.Config = (
         Ok(path)
     }
 
+    /// The in-isolate deployable config with `js-gate-worker.js` as its entry module.
+    fn js_gate_config(&mut self) -> Result<PathBuf, Error> {
+        let config = self.deployable_config(&Behaviour::Healthy, None, false)?;
+        let dir = config.parent().ok_or("a config has a directory")?;
+        std::fs::write(dir.join("entry.js"), JS_GATE_JS)?;
+        Ok(config)
+    }
+
     async fn start(&self, config: &Path) -> Result<WorkerdProcess, Error> {
         Ok(WorkerdProcess::start(&self.env.workerd.path, config, Instant::now()).await?)
     }
@@ -475,6 +497,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
             "on, memory",
             bench.deployable_config(&Behaviour::Missing, None, false)?,
         ),
+        ("JS gate, in-isolate binding", bench.js_gate_config()?),
     ];
     let store_pid = pid_of(&store_config);
     let mut targets = Vec::new();
@@ -691,14 +714,17 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
 
 async fn deadline(bench: &mut Bench) -> Result<(), Error> {
     let requests = knob("BENCH_DEADLINE_REQUESTS", 200);
+    let paced_seconds = knob("BENCH_DEADLINE_PACED_SECONDS", 25);
     let concurrency = 8;
     let config = bench.deployable_config(&Behaviour::Hanging, None, false)?;
     let process = bench.start(&config).await?;
     let next = Arc::new(AtomicU64::new(0));
-    eprintln!("deadline: {requests} requests at concurrency {concurrency}, every binding hanging");
-    // One request first, so the isolate is built before the timed ones.
-    generate(process.port, API_PATH, 1, Stop::After(1), &next).await;
-    let mut load = generate(
+    eprintln!(
+        "deadline: {requests} requests at concurrency {concurrency}, then one every 100 ms for {paced_seconds} s, every binding hanging"
+    );
+    // The isolate is built first by a route that asks no binding.
+    generate(process.port, "/health", 1, Stop::After(1), &next).await;
+    let burst = generate(
         process.port,
         API_PATH,
         concurrency,
@@ -706,30 +732,93 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
         &next,
     )
     .await;
-    let quantiles = [0.0, 0.50, 0.99, 1.0].map(|q| load.quantile_ms(q));
+    let paced = paced(
+        process.port,
+        Duration::from_millis(100),
+        Duration::from_secs(paced_seconds),
+        &next,
+    )
+    .await;
     println!(
-        "### Deadline precision (every binding hanging, `GET {API_PATH}`, {requests} requests, concurrency {concurrency})\n"
+        "### A hanging binding (every binding hanging, `GET {API_PATH}`, one isolate; cool-off {} s)\n",
+        runtime::breaker::COOL_OFF_MS / 1000
     );
-    println!("| answered | statuses | errors | min, ms | p50, ms | p99, ms | max, ms | wall, s |");
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| {} | {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |",
-        load.answered(),
-        load.statuses
-            .iter()
-            .map(|(s, n)| format!("{n} x {s}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        load.errors,
-        quantiles[0],
-        quantiles[1],
-        quantiles[2],
-        quantiles[3],
-        load.elapsed.as_secs_f64(),
+        "| run | answered | statuses | errors | p50, ms | waited (>= 400 ms) | their min-max, ms | the others: p99, ms | their max, ms | wall, s |"
     );
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (name, mut load) in [
+        (
+            format!("burst of {requests}, concurrency {concurrency}"),
+            burst,
+        ),
+        (format!("one every 100 ms for {paced_seconds} s"), paced),
+    ] {
+        let p50 = load.quantile_ms(0.50);
+        let (waited, others): (Vec<u32>, Vec<u32>) =
+            load.latencies_us.iter().partition(|&&us| us >= WAITED_US);
+        let ms = |us: Option<&u32>| us.map_or(f64::NAN, |&us| f64::from(us) / 1000.0);
+        let others_p99 = if others.is_empty() {
+            f64::NAN
+        } else {
+            ms(others
+                .get(((0.99 * others.len() as f64).ceil() as usize).clamp(1, others.len()) - 1))
+        };
+        println!(
+            "| {name} | {} | {} | {} | {p50:.1} | {} | {:.1}-{:.1} | {others_p99:.1} | {:.1} | {:.1} |",
+            load.answered(),
+            load.statuses
+                .iter()
+                .map(|(s, n)| format!("{n} x {s}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            load.errors,
+            waited.len(),
+            ms(waited.first()),
+            ms(waited.last()),
+            ms(others.last()),
+            load.elapsed.as_secs_f64(),
+        );
+    }
     println!();
     process.stop().await;
     Ok(())
+}
+
+/// One request every `every` for `duration`, each on its own connection so a
+/// request that waits does not hold up the next.
+async fn paced(
+    port: u16,
+    every: Duration,
+    duration: Duration,
+    next_address: &Arc<AtomicU64>,
+) -> Load {
+    let started = Instant::now();
+    let mut ticks = tokio::time::interval(every);
+    let mut tasks = Vec::new();
+    while started.elapsed() < duration {
+        ticks.tick().await;
+        let address = address(next_address.fetch_add(1, Relaxed));
+        tasks.push(tokio::spawn(async move {
+            let began = Instant::now();
+            let mut sender = connect(port).await?;
+            let status = get(&mut sender, API_PATH, Some(address)).await?;
+            Ok::<_, Error>((status, began.elapsed()))
+        }));
+    }
+    let mut load = Load::default();
+    for task in tasks {
+        match task.await {
+            Ok(Ok((status, took))) => {
+                load.latencies_us
+                    .push(u32::try_from(took.as_micros()).unwrap_or(u32::MAX));
+                *load.statuses.entry(status).or_default() += 1;
+            }
+            _ => load.errors += 1,
+        }
+    }
+    load.elapsed = started.elapsed();
+    load
 }
 
 /// Spawn to the first `200` on `path`, asking as soon as workerd listens.

@@ -35,11 +35,15 @@ pub enum BuildError {
     },
 }
 
-/// The glued deployable: the JS module and the wasm module beside it.
+/// The glued deployable: the JS module, the wasm module beside it, and the
+/// JavaScript snippets the glue imports (`#[wasm_bindgen(module = ...)]`).
 #[derive(Debug, Clone)]
 pub struct Deployable {
     pub glue_js: PathBuf,
     pub wasm: PathBuf,
+    /// Each snippet as (its module name beside the glue, e.g.
+    /// `snippets/runtime-HASH/src/ask-bindings.js`, and its file).
+    pub snippets: Vec<(String, PathBuf)>,
 }
 
 /// Builds the deployable when its sources changed (cargo decides) and re-runs
@@ -88,11 +92,18 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
         .join("release")
         .join(format!("{}.wasm", CRATE.replace('-', "_")));
     let out_dir = target_dir.join("bindgen");
-    let glued = Deployable {
-        glue_js: out_dir.join(format!("{STEM}.js")),
-        wasm: out_dir.join(format!("{STEM}_bg.wasm")),
-    };
-    if is_newer(&raw, &glued.wasm) {
+    let glue_js = out_dir.join(format!("{STEM}.js"));
+    let wasm = out_dir.join(format!("{STEM}_bg.wasm"));
+    if is_newer(&raw, &wasm) {
+        // Snippets live in folders named by a hash: drop the old ones so only
+        // those the new glue imports are carried.
+        let snippets = out_dir.join(SNIPPETS);
+        if snippets.exists() {
+            std::fs::remove_dir_all(&snippets).map_err(|source| BuildError::Io {
+                path: snippets,
+                source,
+            })?;
+        }
         let mut bindgen = wasm_bindgen_cli_support::Bindgen::new();
         bindgen
             .input_path(&raw)
@@ -102,7 +113,49 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
             .generate(&out_dir)
             .map_err(|e| BuildError::Bindgen(format!("{e:#}")))?;
     }
-    Ok(glued)
+    let mut snippets = Vec::new();
+    collect_files(&out_dir, Path::new(SNIPPETS), &mut snippets)?;
+    Ok(Deployable {
+        glue_js,
+        wasm,
+        snippets,
+    })
+}
+
+/// The folder wasm-bindgen writes the crates' JavaScript snippets into, beside the glue.
+const SNIPPETS: &str = "snippets";
+
+/// Every file under `root/relative`, as (its `/`-separated path from `root`, its path).
+fn collect_files(
+    root: &Path,
+    relative: &Path,
+    found: &mut Vec<(String, PathBuf)>,
+) -> Result<(), BuildError> {
+    let dir = root.join(relative);
+    let entries = match std::fs::read_dir(&dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(source) => return Err(BuildError::Io { path: dir, source }),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|source| BuildError::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let relative = relative.join(entry.file_name());
+        if entry.path().is_dir() {
+            collect_files(root, &relative, found)?;
+        } else {
+            let name = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy())
+                .collect::<Vec<_>>()
+                .join("/");
+            found.push((name, entry.path()));
+        }
+    }
+    found.sort();
+    Ok(())
 }
 
 /// Adds the wasm32 target with rustup when it is missing, saying so.

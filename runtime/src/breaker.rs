@@ -7,8 +7,10 @@
 //! 1. [`Breaker::route`] with the time: ask the store ([`Route::Ask`]), probe
 //!    it ([`Route::Probe`]: ask it, and this request's answer decides), or
 //!    count in memory without asking ([`Route::CoolingOff`]).
-//! 2. When the request asked (`Ask` or `Probe`), [`Breaker::record`] with the
-//!    same route, whether the store answered in time, and the time.
+//! 2. When the request asked (`Ask` or `Probe`), [`Breaker::record`] with
+//!    whether the store answered in time, and the time. While a probe is
+//!    under way only the probe asks (an ask begun before the cool-off ended
+//!    its deadline 9.5 s earlier), so whatever is recorded then decides it.
 //!
 //! `now_ms` is milliseconds since any fixed origin (the Unix epoch on
 //! Workers) and should not go backwards between calls; if it does, a
@@ -89,9 +91,10 @@ impl Breaker {
     pub fn route(&mut self, now_ms: u64) -> Route {
         match self.state {
             State::Closed => Route::Ask,
-            State::Open { until_ms } | State::Probing { lease_ends_ms: until_ms }
-                if now_ms >= until_ms =>
-            {
+            State::Open { until_ms }
+            | State::Probing {
+                lease_ends_ms: until_ms,
+            } if now_ms >= until_ms => {
                 self.state = State::Probing {
                     lease_ends_ms: now_ms.saturating_add(PROBE_LEASE_MS),
                 };
@@ -101,19 +104,18 @@ impl Breaker {
         }
     }
 
-    /// Records how the store did for a request routed `route`. A trouble
-    /// while closed starts a cool-off; a probe's outcome closes the breaker
-    /// or starts a new cool-off. Requests asked before a cool-off began
-    /// change nothing when they end, and `CoolingOff` records nothing.
-    pub fn record(&mut self, route: Route, outcome: Outcome, now_ms: u64) {
+    /// Records how the store did for a request that asked it. A trouble
+    /// while closed starts a cool-off; while probing, the outcome closes the
+    /// breaker or starts a new cool-off. During a cool-off nothing changes:
+    /// requests asked before it began, ending late, do not lengthen or end it.
+    pub fn record(&mut self, outcome: Outcome, now_ms: u64) {
         let cool_off = State::Open {
             until_ms: now_ms.saturating_add(COOL_OFF_MS),
         };
-        self.state = match (route, outcome, self.state) {
-            (Route::Ask, Outcome::Troubled, State::Closed) => cool_off,
-            (Route::Probe, Outcome::Answered, State::Probing { .. }) => State::Closed,
-            (Route::Probe, Outcome::Troubled, State::Probing { .. }) => cool_off,
-            (Route::Ask | Route::Probe | Route::CoolingOff, _, state) => state,
+        self.state = match (outcome, self.state) {
+            (Outcome::Troubled, State::Closed | State::Probing { .. }) => cool_off,
+            (Outcome::Answered, State::Probing { .. }) => State::Closed,
+            (Outcome::Answered, State::Closed) | (_, State::Open { .. }) => self.state,
         };
     }
 }
@@ -129,7 +131,7 @@ mod tests {
         let mut b = Breaker::new();
         for t in 0..100 {
             assert_eq!(b.route(T0 + t), Route::Ask);
-            b.record(Route::Ask, Outcome::Answered, T0 + t);
+            b.record(Outcome::Answered, T0 + t);
         }
         assert!(b.is_closed());
     }
@@ -138,13 +140,13 @@ mod tests {
     fn one_trouble_cools_off_for_ten_seconds_then_one_request_probes() {
         let mut b = Breaker::new();
         assert_eq!(b.route(T0), Route::Ask);
-        b.record(Route::Ask, Outcome::Troubled, T0 + 500);
+        b.record(Outcome::Troubled, T0 + 500);
         assert_eq!(b.route(T0 + 501), Route::CoolingOff);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS - 1), Route::CoolingOff);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS), Route::Probe);
         // Only one probe at a time: the others keep counting in memory.
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 1), Route::CoolingOff);
-        b.record(Route::Probe, Outcome::Answered, T0 + 500 + COOL_OFF_MS + 3);
+        b.record(Outcome::Answered, T0 + 500 + COOL_OFF_MS + 3);
         assert!(b.is_closed());
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 4), Route::Ask);
     }
@@ -152,9 +154,9 @@ mod tests {
     #[test]
     fn a_failed_probe_starts_a_new_cool_off() {
         let mut b = Breaker::new();
-        b.record(Route::Ask, Outcome::Troubled, T0);
+        b.record(Outcome::Troubled, T0);
         assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
-        b.record(Route::Probe, Outcome::Troubled, T0 + COOL_OFF_MS + 500);
+        b.record(Outcome::Troubled, T0 + COOL_OFF_MS + 500);
         assert_eq!(b.route(T0 + COOL_OFF_MS + 501), Route::CoolingOff);
         assert_eq!(b.route(T0 + 2 * COOL_OFF_MS + 499), Route::CoolingOff);
         assert_eq!(b.route(T0 + 2 * COOL_OFF_MS + 500), Route::Probe);
@@ -167,30 +169,30 @@ mod tests {
         for _ in 0..8 {
             assert_eq!(b.route(T0), Route::Ask);
         }
-        b.record(Route::Ask, Outcome::Troubled, T0 + 500);
+        b.record(Outcome::Troubled, T0 + 500);
         // The others time out later, or one answers: the cool-off stands as begun.
-        b.record(Route::Ask, Outcome::Troubled, T0 + 900);
-        b.record(Route::Ask, Outcome::Answered, T0 + 901);
+        b.record(Outcome::Troubled, T0 + 900);
+        b.record(Outcome::Answered, T0 + 901);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS - 1), Route::CoolingOff);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS), Route::Probe);
-        // A late ask does not decide the probe either.
-        b.record(Route::Ask, Outcome::Answered, T0 + 500 + COOL_OFF_MS + 1);
-        assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 2), Route::CoolingOff);
     }
 
     #[test]
     fn an_unrecorded_probe_is_replaced_after_its_lease() {
         let mut b = Breaker::new();
-        b.record(Route::Ask, Outcome::Troubled, T0);
+        b.record(Outcome::Troubled, T0);
         assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
-        assert_eq!(b.route(T0 + COOL_OFF_MS + PROBE_LEASE_MS - 1), Route::CoolingOff);
+        assert_eq!(
+            b.route(T0 + COOL_OFF_MS + PROBE_LEASE_MS - 1),
+            Route::CoolingOff
+        );
         assert_eq!(b.route(T0 + COOL_OFF_MS + PROBE_LEASE_MS), Route::Probe);
     }
 
     #[test]
     fn time_going_backwards_only_lengthens_a_cool_off() {
         let mut b = Breaker::new();
-        b.record(Route::Ask, Outcome::Troubled, T0);
+        b.record(Outcome::Troubled, T0);
         assert_eq!(b.route(T0 - 60_000), Route::CoolingOff);
         assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
     }

@@ -190,8 +190,9 @@ impl WindowCounter {
     pub fn hit(&mut self, limit: Limit, key: &str, now_ms: u64) -> Verdict {
         let digest = self.digest(limit, key);
         let window_s = limit.window_seconds.max(1);
-        let ends_at_s = u32::try_from((now_ms / 1000 / u64::from(window_s) + 1) * u64::from(window_s))
-            .unwrap_or(u32::MAX);
+        let ends_at_s =
+            u32::try_from((now_ms / 1000 / u64::from(window_s) + 1) * u64::from(window_s))
+                .unwrap_or(u32::MAX);
 
         if let Some(slot) = self.tracked.get_mut(&digest) {
             if !slot.is_live(now_ms) {

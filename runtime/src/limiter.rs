@@ -2,21 +2,27 @@
 //! store (Cloudflare's binding) and passes in its answer and the time, so the
 //! same code runs in native unit tests and in wasm inside workerd.
 //!
-//! A request goes through two steps, an input and an output:
+//! A request goes through three steps, two inputs and an output:
 //! 1. [`Limiter::checks`] says which limits count it, under which key, and
 //!    which binding (if any) to ask for each.
-//! 2. The I/O layer asks the bindings (all at once, so one deadline bounds
+//! 2. [`Limiter::asks`] says which of those bindings to ask now: a binding
+//!    that timed out or failed is left alone for a cool-off
+//!    ([`crate::breaker::COOL_OFF_MS`]), then probed by one request at a time
+//!    ([`crate::breaker`]), so a troubled binding costs one wait, not one per request.
+//! 3. The I/O layer asks those bindings (all at once, so one deadline bounds
 //!    the request) and hands every answer, in the checks' order, to
 //!    [`Limiter::conclude`], which settles every check (falling back to the
-//!    isolate's memory for a binding that can't be asked) and returns the
-//!    [`Decision`]: the refusal, if any limit refused, and the fallback log
-//!    lines to write. Every I/O layer (Workers today, native and Redis next)
-//!    calls these two and nothing else, so the decision exists once.
+//!    isolate's memory for a binding that can't be or isn't asked), records
+//!    how each asked binding did, and returns the [`Decision`]: the refusal,
+//!    if any limit refused, and the fallback log lines to write. Every I/O
+//!    layer (Workers today, native and Redis next) calls these three and
+//!    nothing else, so the decision exists once.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::address::ClientAddress;
+use crate::breaker::{Breaker, Outcome, Route};
 use crate::config::{Application, Counting, Deployable};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
@@ -237,9 +243,9 @@ pub struct Decision {
 
 /// The request-time state of one deployable in one isolate (or process).
 ///
-/// Inputs and outputs, in order, for each request: [`Limiter::checks`], then
-/// (after asking the bindings) [`Limiter::conclude`]. Requests may
-/// interleave between the two: each call is self-contained.
+/// Inputs and outputs, in order, for each request: [`Limiter::checks`],
+/// [`Limiter::asks`], then (after asking the bindings) [`Limiter::conclude`].
+/// Requests may interleave between them: each call is self-contained.
 pub struct Limiter {
     counting: Counting,
     plan: BindingPlan,
@@ -247,6 +253,8 @@ pub struct Limiter {
     routes: Vec<(String, Limit)>,
     memory: WindowCounter,
     logged: BTreeSet<String>,
+    /// The cool-off state of each binding asked so far, by name.
+    breakers: BTreeMap<String, Breaker>,
     tally: Tally,
 }
 
@@ -292,6 +300,7 @@ impl Limiter {
             routes,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, seed),
             logged: BTreeSet::new(),
+            breakers: BTreeMap::new(),
             tally: Tally::default(),
         })
     }
@@ -344,10 +353,38 @@ impl Limiter {
         .collect()
     }
 
+    /// Which checks' bindings to ask now, one flag per check: false for a
+    /// check without a binding, and for a binding cooling off after it timed
+    /// out or failed (the request is then counted in memory at once, with no
+    /// wait and no log line). After the cool-off one request is told to ask
+    /// (the probe) while the others keep counting in memory. A missing
+    /// binding is never cooled off: it is looked up on every request, so a
+    /// restored Wrangler entry is used at once.
+    ///
+    /// `now_ms` as for [`Limiter::conclude`].
+    pub fn asks(&mut self, checks: &[Check], now_ms: u64) -> Vec<bool> {
+        checks
+            .iter()
+            .map(|check| match &check.binding {
+                None => false,
+                Some(name) => match self.breakers.get_mut(name) {
+                    None => true,
+                    Some(breaker) => match breaker.route(now_ms) {
+                        Route::Ask | Route::Probe => true,
+                        Route::CoolingOff => false,
+                    },
+                },
+            })
+            .collect()
+    }
+
     /// Settles every check of one request and decides it.
     ///
     /// `answers[i]` is what the binding of `checks[i]` said, or `None` when
-    /// the check has no binding to ask (a missing answer counts as `None`).
+    /// it was not asked: the check has no binding, or [`Limiter::asks`] left
+    /// it alone (a missing answer counts as `None`). An answer in time, or a
+    /// failure or timeout, is news of the binding's health and moves its
+    /// cool-off; `missing` does not.
     /// Every check is settled, in binding mode and in memory mode alike: a
     /// binding that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
@@ -395,9 +432,22 @@ impl Limiter {
         now_ms: u64,
     ) -> (Verdict, Option<FallbackLog>) {
         match answer {
-            Some(BindingAnswer::Answered { success: true }) => (Verdict::Within, None),
-            Some(BindingAnswer::Answered { success: false }) => (Verdict::Exceeded, None),
+            Some(BindingAnswer::Answered { success }) => {
+                self.record_health(check, Outcome::Answered, now_ms);
+                let verdict = if success {
+                    Verdict::Within
+                } else {
+                    Verdict::Exceeded
+                };
+                (verdict, None)
+            }
             Some(BindingAnswer::Unavailable(reason)) => {
+                match reason {
+                    FallbackReason::Missing => {}
+                    FallbackReason::Failed | FallbackReason::TimedOut => {
+                        self.record_health(check, Outcome::Troubled, now_ms);
+                    }
+                }
                 let binding = check.binding.clone().unwrap_or_default();
                 let log = self
                     .logged
@@ -406,6 +456,21 @@ impl Limiter {
                 (self.memory.hit(check.limit, &check.key, now_ms), log)
             }
             None => (self.memory.hit(check.limit, &check.key, now_ms), None),
+        }
+    }
+
+    /// Tells the cool-off of `check`'s binding how it did.
+    fn record_health(&mut self, check: &Check, outcome: Outcome, now_ms: u64) {
+        let Some(name) = &check.binding else { return };
+        match self.breakers.get_mut(name) {
+            Some(breaker) => breaker.record(outcome, now_ms),
+            // A healthy binding never seen in trouble needs no state.
+            None if outcome == Outcome::Answered => {}
+            None => {
+                let mut breaker = Breaker::new();
+                breaker.record(outcome, now_ms);
+                self.breakers.insert(name.clone(), breaker);
+            }
         }
     }
 

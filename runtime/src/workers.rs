@@ -1,10 +1,13 @@
-//! The I/O half on Cloudflare Workers (wasm32 only): asks each binding with a
-//! 500 ms deadline raced on the isolate's own timer, hands the answers to the
-//! sans-IO [`Limiter`], and writes the fallback log lines.
+//! The I/O half on Cloudflare Workers (wasm32 only): asks every binding of a
+//! request at once through a small JavaScript helper (`ask-bindings.js`,
+//! carried beside the wasm-bindgen glue in its `snippets/` folder) that races
+//! them against the 500 ms deadline on the isolate's own timer, so wasm
+//! awaits one promise per request; hands the answers to the sans-IO
+//! [`Limiter`], and writes the fallback log lines.
 
 use std::cell::RefCell;
 
-use js_sys::{Object, Promise, Reflect};
+use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -14,22 +17,17 @@ use crate::limiter::{
     Tally, UnknownDeployable,
 };
 
+#[wasm_bindgen(module = "/src/ask-bindings.js")]
+extern "C" {
+    /// Asks the bindings `[name0, key0, name1, key1, ...]` of `env` at once,
+    /// racing `deadline_ms`: a `Uint8Array` of answer codes, or a promise of
+    /// one when a binding was asked (codes in `ask-bindings.js`, `ANSWER`).
+    #[wasm_bindgen(js_name = askBindings)]
+    fn ask_bindings_js(env: &JsValue, asks: &Array, deadline_ms: u32) -> JsValue;
+}
+
 #[wasm_bindgen]
 extern "C" {
-    /// Cloudflare's Rate Limiting binding (`env.NAME`), a `Ratelimit` object.
-    #[wasm_bindgen(js_name = Ratelimit)]
-    pub type RateLimiter;
-
-    /// `limit({ key })`: a promise of `{ success }`. `catch` turns a synchronous throw into `Err`.
-    #[wasm_bindgen(method, catch)]
-    fn limit(this: &RateLimiter, options: &JsValue) -> Result<JsValue, JsValue>;
-
-    #[wasm_bindgen(js_name = setTimeout)]
-    fn set_timeout(handler: &js_sys::Function, ms: u32) -> JsValue;
-
-    #[wasm_bindgen(js_name = clearTimeout)]
-    fn clear_timeout(id: &JsValue);
-
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     fn console_warn(line: &str);
 }
@@ -72,13 +70,18 @@ impl Gate {
         let checks = self.limiter.borrow().checks(subject, path);
         // Every binding is asked at once, so the 500 ms deadline bounds the
         // whole request however many limits count it.
-        let answers = futures::future::join_all(checks.iter().map(|check| async move {
-            match &check.binding {
-                Some(name) => Some(ask_binding(env, name, &check.key).await),
-                None => None,
-            }
-        }))
-        .await;
+        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms());
+        let asks: Vec<(&str, &str)> = checks
+            .iter()
+            .zip(&asks_now)
+            .filter(|(_, ask)| **ask)
+            .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
+            .collect();
+        let mut asked = ask_bindings(env, &asks).await.into_iter();
+        let answers = asks_now
+            .iter()
+            .map(|&ask| if ask { asked.next() } else { None })
+            .collect();
         // The borrow is never held across an await: requests interleave in an isolate.
         let decision = self
             .limiter
@@ -140,52 +143,34 @@ fn now_ms() -> u64 {
     js_sys::Date::now() as u64
 }
 
-/// Asks one binding, turning every way it can fail into a fallback reason.
-async fn ask_binding(env: &JsValue, name: &str, key: &str) -> BindingAnswer {
-    let binding = Reflect::get(env, &JsValue::from_str(name)).unwrap_or(JsValue::UNDEFINED);
-    if binding.is_undefined() || binding.is_null() {
-        return BindingAnswer::Unavailable(FallbackReason::Missing);
+/// Asks the bindings `(name, key)` at once with the deadline, turning every
+/// way one can fail into a fallback reason; one answer per ask, in order.
+async fn ask_bindings(env: &JsValue, asks: &[(&str, &str)]) -> Vec<BindingAnswer> {
+    if asks.is_empty() {
+        return Vec::new();
     }
-    let options = Object::new();
-    if Reflect::set(&options, &"key".into(), &key.into()).is_err() {
-        return BindingAnswer::Unavailable(FallbackReason::Failed);
+    let list = Array::new_with_length(2 * asks.len() as u32);
+    for (i, (name, key)) in asks.iter().enumerate() {
+        list.set(2 * i as u32, JsValue::from_str(name));
+        list.set(2 * i as u32 + 1, JsValue::from_str(key));
     }
-    let called = match binding.unchecked_into::<RateLimiter>().limit(&options) {
-        Ok(value) => Promise::resolve(&value),
-        Err(_) => return BindingAnswer::Unavailable(FallbackReason::Failed),
+    let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS);
+    let codes = match outcome.dyn_into::<Promise>() {
+        // The helper never rejects; if it did, every binding failed.
+        Ok(promise) => JsFuture::from(promise).await.unwrap_or(JsValue::UNDEFINED),
+        Err(codes) => codes,
     };
-
-    // Race the binding against the deadline on the isolate's own timer. The
-    // timer's closure is owned here and dropped once the race is over: a
-    // closure handed to JS with `once_into_js` would leak whenever the
-    // binding answers first and the timer never fires.
-    let deadline = Object::new();
-    let mut resolve_deadline = None;
-    let timeout = Promise::new(&mut |resolve, _reject| resolve_deadline = Some(resolve));
-    let Some(resolve_deadline) = resolve_deadline else {
-        return BindingAnswer::Unavailable(FallbackReason::Failed);
-    };
-    let sentinel = deadline.clone();
-    let fire = Closure::once(move || {
-        let _ = resolve_deadline.call1(&JsValue::UNDEFINED, &sentinel);
-    });
-    let timer = set_timeout(fire.as_ref().unchecked_ref(), BINDING_DEADLINE_MS);
-    let race = Promise::race(&js_sys::Array::of2(&called, &timeout));
-    let outcome = JsFuture::from(race).await;
-    clear_timeout(&timer);
-    drop(fire);
-
-    match outcome {
-        Ok(value) if value == JsValue::from(deadline) => {
-            BindingAnswer::Unavailable(FallbackReason::TimedOut)
-        }
-        Ok(value) => match Reflect::get(&value, &"success".into())
-            .ok()
-            .and_then(|s| s.as_bool())
-        {
-            Some(success) if value.is_object() => BindingAnswer::Answered { success },
+    let codes = codes
+        .dyn_into::<Uint8Array>()
+        .map(|c| c.to_vec())
+        .unwrap_or_default();
+    (0..asks.len())
+        .map(|i| match codes.get(i) {
+            Some(0) => BindingAnswer::Answered { success: false },
+            Some(1) => BindingAnswer::Answered { success: true },
+            Some(2) => BindingAnswer::Unavailable(FallbackReason::Missing),
+            Some(4) => BindingAnswer::Unavailable(FallbackReason::TimedOut),
             _ => BindingAnswer::Unavailable(FallbackReason::Failed),
-        },
-        Err(_) => BindingAnswer::Unavailable(FallbackReason::Failed),
-    }
+        })
+        .collect()
 }

@@ -152,7 +152,11 @@ impl NativeGate {
     pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
         let checks = self.limiter().checks(subject, path);
         let answers = match &self.store {
-            Some(store) => store.ask(&checks, &self.clock).await,
+            Some(store) => {
+                // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
+                let asks = self.limiter().asks(&checks, self.clock.now_ms());
+                store.ask(&checks, &asks, &self.clock).await
+            }
             None => Vec::new(),
         };
         let decision = self.limiter().conclude(&checks, answers, self.clock.now_ms());

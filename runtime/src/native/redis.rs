@@ -2,7 +2,9 @@
 //! every limit of a request in one pipelined round trip (EVALSHA, sent again
 //! as EVAL when Redis answers NOSCRIPT), keys with one hash tag per request so
 //! a Redis Cluster keeps them in one slot, the refused-keys cache, the 500 ms
-//! deadline and the cool-off of [`crate::breaker`].
+//! deadline. The cool-off of a troubled server is the limiter's own
+//! ([`crate::Limiter::asks`], [`crate::breaker`]): this store asks only the
+//! checks the limiter says to ask.
 //!
 //! Every answer is handed to [`crate::Limiter::conclude`] as the binding's
 //! answer would be: Redis counts, and when it can't be asked the limiter
@@ -21,7 +23,6 @@ use tokio::sync::OnceCell;
 use super::Clock;
 use super::refused::RefusedCache;
 use super::scripts;
-use crate::breaker::{Breaker, Outcome, Route};
 use crate::config::RedisEndpoint;
 use crate::limiter::{BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason};
 use crate::limits::Limit;
@@ -50,10 +51,7 @@ enum Target {
 /// What the store remembers between requests, behind one short lock (never held across an await).
 #[derive(Debug, Default)]
 struct State {
-    breaker: Breaker,
     refused: RefusedCache,
-    /// Why the last ask failed: the answer while cooling off.
-    last_trouble: Option<FallbackReason>,
     /// Whether Redis ever answered: a refused connection before that is `missing`, after it `failed`.
     ever_answered: bool,
 }
@@ -132,21 +130,27 @@ impl RedisStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Asks Redis about every check of one request that names a store (all of
-    /// them, for a deployable counting in Redis), and returns their answers
-    /// in the checks' order for [`crate::Limiter::conclude`]. A key refused
+    /// Asks Redis about the checks of one request that `asks` (from
+    /// [`crate::Limiter::asks`], one flag per check) says to ask, and returns
+    /// every answer in the checks' order for [`crate::Limiter::conclude`]
+    /// (`None` for a check not asked: it is counted in memory). A key refused
     /// earlier in its window is answered from the cache; the rest go in one
-    /// pipelined round trip, bounded by the deadline, unless the store is
-    /// cooling off. Never fails: trouble is an [`BindingAnswer::Unavailable`].
-    pub async fn ask(&self, checks: &[Check], clock: &Clock) -> Vec<Option<BindingAnswer>> {
+    /// pipelined round trip, bounded by the deadline. Never fails: trouble is
+    /// a [`BindingAnswer::Unavailable`].
+    pub async fn ask(
+        &self,
+        checks: &[Check],
+        asks: &[bool],
+        clock: &Clock,
+    ) -> Vec<Option<BindingAnswer>> {
         let now_ms = clock.now_ms();
         let mut answers: Vec<Option<BindingAnswer>> = vec![None; checks.len()];
         let tag = checks.first().map(|c| hash_tag(&c.key)).unwrap_or_default();
         let mut pending = Vec::new();
-        let route = {
-            let mut state = self.state();
+        {
+            let state = self.state();
             for (index, check) in checks.iter().enumerate() {
-                if check.binding.is_none() {
+                if check.binding.is_none() || !asks.get(index).copied().unwrap_or(false) {
                     continue;
                 }
                 if state.refused.is_refused(check.limit, &check.key, now_ms) {
@@ -165,16 +169,7 @@ impl RedisStore {
             if pending.is_empty() {
                 return answers;
             }
-            let route = state.breaker.route(now_ms);
-            if route == Route::CoolingOff {
-                let reason = state.last_trouble.unwrap_or(FallbackReason::Failed);
-                for p in &pending {
-                    answers[p.index] = Some(BindingAnswer::Unavailable(reason));
-                }
-                return answers;
-            }
-            route
-        };
+        }
 
         let result = match tokio::time::timeout(DEADLINE, self.count(&pending)).await {
             Ok(result) => result,
@@ -185,7 +180,6 @@ impl RedisStore {
         match result {
             Ok(within) => {
                 state.ever_answered = true;
-                state.breaker.record(route, Outcome::Answered, done_ms);
                 for (p, within) in pending.iter().zip(within) {
                     if !within {
                         state.refused.remember(p.limit, &checks[p.index].key, p.window_end_ms, done_ms);
@@ -195,8 +189,6 @@ impl RedisStore {
             }
             Err(trouble) => {
                 let reason = trouble.reason(state.ever_answered);
-                state.last_trouble = Some(reason);
-                state.breaker.record(route, Outcome::Troubled, done_ms);
                 for p in &pending {
                     answers[p.index] = Some(BindingAnswer::Unavailable(reason));
                 }

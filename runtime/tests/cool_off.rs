@@ -1,0 +1,139 @@
+//! The cool-off of a troubled binding, driven through the real limiter
+//! (`checks`, `asks`, `conclude`) on a clock moved by hand.
+
+use runtime::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
+use runtime::config::Application;
+use runtime::limiter::{BindingAnswer, Decision, FallbackReason, Limiter, Subject};
+
+const T0: u64 = 1_800_000_000_000;
+const BINDING: &str = "LIMITS_120_PER_60S";
+
+fn limiter() -> Limiter {
+    let app = Application::from_toml(
+        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 7\n\
+         [rate_limits]\nstore = \"limits\"\n\
+         [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n",
+    )
+    .expect("valid");
+    Limiter::new(&app, "edge", 7).expect("edge")
+}
+
+/// What one request did: whether it asked the binding, and the decision,
+/// the binding giving `answer` when asked.
+fn request(
+    limiter: &mut Limiter,
+    key: &str,
+    answer: BindingAnswer,
+    now_ms: u64,
+) -> (bool, Decision) {
+    let subject = Subject::of_request(None, Some(key));
+    let checks = limiter.checks(&subject, "/api/items");
+    assert_eq!(checks[0].binding.as_deref(), Some(BINDING));
+    let asks = limiter.asks(&checks, now_ms);
+    let answers = asks.iter().map(|&ask| ask.then_some(answer)).collect();
+    (asks[0], limiter.conclude(&checks, answers, now_ms))
+}
+
+const TIMED_OUT: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::TimedOut);
+const FAILED: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::Failed);
+const MISSING: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::Missing);
+const WITHIN: BindingAnswer = BindingAnswer::Answered { success: true };
+
+#[test]
+fn a_timed_out_binding_is_left_alone_for_the_cool_off_and_counted_in_memory() {
+    let mut l = limiter();
+    let (asked, first) = request(&mut l, "192.0.2.1", TIMED_OUT, T0 + 500);
+    assert!(asked);
+    assert_eq!(first.logs.len(), 1, "the first timeout is logged");
+    // For the next 10 s nobody asks; the address is counted in memory,
+    // the first request's count included: 119 more, then refused.
+    for i in 0..119 {
+        let (asked, d) = request(&mut l, "192.0.2.1", TIMED_OUT, T0 + 501 + i);
+        assert!(!asked, "request {i} asked a cooling binding");
+        assert!(d.logs.is_empty() && d.refusal.is_none());
+    }
+    let (asked, d) = request(&mut l, "192.0.2.1", TIMED_OUT, T0 + 700);
+    assert!(!asked);
+    assert!(d.refusal.is_some(), "the memory count reached 120");
+}
+
+#[test]
+fn after_the_cool_off_one_probe_at_a_time_and_an_answer_closes_it() {
+    let mut l = limiter();
+    let _ = request(&mut l, "192.0.2.2", FAILED, T0);
+    let probe_at = T0 + COOL_OFF_MS;
+    let subject = Subject::of_request(None, Some("192.0.2.3"));
+    let checks = l.checks(&subject, "/api/items");
+    assert_eq!(l.asks(&checks, probe_at), vec![true], "the probe");
+    // While the probe is out, the others count in memory.
+    let (asked, _) = request(&mut l, "192.0.2.4", WITHIN, probe_at + 1);
+    assert!(!asked);
+    let d = l.conclude(&checks, vec![Some(WITHIN)], probe_at + 3);
+    assert!(d.refusal.is_none() && d.logs.is_empty());
+    let (asked, _) = request(&mut l, "192.0.2.5", WITHIN, probe_at + 4);
+    assert!(asked, "the binding is asked again once a probe answered");
+}
+
+#[test]
+fn a_failed_probe_starts_a_new_cool_off_without_a_new_line() {
+    let mut l = limiter();
+    let (_, first) = request(&mut l, "192.0.2.6", TIMED_OUT, T0);
+    assert_eq!(first.logs.len(), 1);
+    let (asked, probe) = request(&mut l, "192.0.2.6", TIMED_OUT, T0 + COOL_OFF_MS);
+    assert!(asked && probe.logs.is_empty(), "probing adds no line");
+    let (asked, _) = request(&mut l, "192.0.2.6", WITHIN, T0 + 2 * COOL_OFF_MS - 1);
+    assert!(!asked, "a new cool-off from the failed probe");
+    let (asked, _) = request(&mut l, "192.0.2.6", WITHIN, T0 + 2 * COOL_OFF_MS);
+    assert!(asked);
+}
+
+#[test]
+fn a_flapping_binding_is_logged_once() {
+    let mut l = limiter();
+    let mut lines = 0;
+    let mut now = T0;
+    for answer in [TIMED_OUT, WITHIN, FAILED, WITHIN, TIMED_OUT] {
+        // Ask until the binding is asked (the probe), then give this answer.
+        loop {
+            let (asked, d) = request(&mut l, "192.0.2.7", answer, now);
+            lines += d.logs.len();
+            now += 1_000;
+            if asked {
+                break;
+            }
+        }
+    }
+    assert_eq!(lines, 1);
+}
+
+#[test]
+fn a_missing_binding_is_looked_up_on_every_request() {
+    let mut l = limiter();
+    for i in 0..5 {
+        let (asked, _) = request(&mut l, "192.0.2.8", MISSING, T0 + i);
+        assert!(asked, "missing costs nothing: looked up every time");
+    }
+    let (asked, d) = request(&mut l, "192.0.2.8", WITHIN, T0 + 6);
+    assert!(
+        asked && d.refusal.is_none(),
+        "a restored entry is used at once"
+    );
+}
+
+#[test]
+fn a_probe_that_never_ends_is_replaced() {
+    let mut l = limiter();
+    let _ = request(&mut l, "192.0.2.9", FAILED, T0);
+    let subject = Subject::of_request(None, Some("192.0.2.9"));
+    let checks = l.checks(&subject, "/api/items");
+    assert_eq!(l.asks(&checks, T0 + COOL_OFF_MS), vec![true]);
+    // That request was cancelled and never concluded.
+    assert_eq!(
+        l.asks(&checks, T0 + COOL_OFF_MS + PROBE_LEASE_MS - 1),
+        vec![false]
+    );
+    assert_eq!(
+        l.asks(&checks, T0 + COOL_OFF_MS + PROBE_LEASE_MS),
+        vec![true]
+    );
+}
