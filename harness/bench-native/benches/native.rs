@@ -1,23 +1,23 @@
 //! Native deployables: throughput and added latency with limiting off, in
 //! memory and in Redis (one instance on loopback, 8 connections, a hot key
-//! and distinct keys), and the Redis store side by side with Kuadrant's
-//! `limitador` 0.14 (its exact async Redis storage and its cached storage)
-//! on the same redis-server, same limit and keys: throughput, p50/p99,
-//! round trips per request (from `INFO commandstats`) and exactness.
+//! and distinct keys), the Redis store in process (throughput, p50/p99,
+//! round trips per request from `INFO commandstats`) and exactness over
+//! three instances.
+//!
+//! Not here: Kuadrant's `limitador` 0.14 side by side. With
+//! `default-features = false, features = ["redis_storage"]` it does not
+//! compile (`storage/keys.rs` calls its `bin` module, which only
+//! `disk_storage`, i.e. RocksDB, builds); see BENCHMARKS.md.
 //!
 //! `cargo bench -p harness --bench native` (see BENCHMARKS.md for the
 //! figures, the machine and the exact command used).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use harness::native::{NativeProcess, fixture_path};
 use harness::redis::RedisServer;
-use limitador::AsyncRateLimiter;
-use limitador::limit::{Context, Limit as LimitadorLimit};
-use limitador::storage::redis::{AsyncRedisStorage, CachedRedisStorageBuilder};
 use runtime::Subject;
 use runtime::native::{AddressSource, NativeGate};
 
@@ -150,10 +150,9 @@ fn subject_of(i: usize, hot: bool) -> Subject {
     Subject::of_request(None, Some(&if hot { "192.0.2.2".to_owned() } else { address_of(i) }))
 }
 
-/// The stores side by side, in process, on one redis-server: ours (through
-/// the whole native gate) and limitador's exact and cached Redis storages.
+/// The Redis store in process, on one redis-server, through the whole native gate.
 async fn stores(total: usize, server: &RedisServer) {
-    println!("\n## Stores on one redis-server, {CONNECTIONS} tasks, {total} checks each, limit 120 per 60 s per address");
+    println!("\n## The Redis store in process, {CONNECTIONS} tasks, {total} checks each, limit 120 per 60 s per address");
     for (keys, hot) in [("hot key", true), ("distinct keys", false)] {
         server.cli(&["FLUSHALL"]).await.expect("flush");
         let gate = Arc::new(
@@ -175,64 +174,7 @@ async fn stores(total: usize, server: &RedisServer) {
             (after - before) as f64 / total as f64
         );
 
-        for cached in [false, true] {
-            server.cli(&["FLUSHALL"]).await.expect("flush");
-            let limiter = Arc::new(limitador_limiter(&server.url(), cached).await);
-            let before = total_calls(server).await;
-            let l = limiter.clone();
-            let figures = drive(total, move |i| {
-                let limiter = l.clone();
-                async move {
-                    let ctx = limitador_context(i, hot);
-                    let _ = limiter
-                        .check_rate_limited_and_update(&"bench".into(), &ctx, 1)
-                        .await;
-                }
-            })
-            .await;
-            let after = total_calls(server).await;
-            let name = if cached { "limitador cached Redis" } else { "limitador Redis (exact)" };
-            println!(
-                "{}   commands/check {:.3}",
-                figures.line(&format!("{name}, {keys}")),
-                (after - before) as f64 / total as f64
-            );
-        }
     }
-}
-
-async fn total_calls(server: &RedisServer) -> u64 {
-    let info = server.cli(&["INFO", "commandstats"]).await.unwrap_or_default();
-    info.lines()
-        .filter(|l| l.starts_with("cmdstat_") && !l.starts_with("cmdstat_info"))
-        .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
-        .sum()
-}
-
-async fn limitador_limiter(url: &str, cached: bool) -> AsyncRateLimiter {
-    let limiter = if cached {
-        AsyncRateLimiter::new_with_storage(Box::new(
-            CachedRedisStorageBuilder::new(url).build().await.expect("cached storage"),
-        ))
-    } else {
-        AsyncRateLimiter::new_with_storage(Box::new(
-            AsyncRedisStorage::new(url).await.expect("storage"),
-        ))
-    };
-    limiter.add_limit(LimitadorLimit::new(
-        "bench",
-        120,
-        60,
-        vec![],
-        vec!["address".try_into().expect("variable")],
-    ));
-    limiter
-}
-
-fn limitador_context(i: usize, hot: bool) -> Context<'static> {
-    let address = if hot { "192.0.2.2".to_owned() } else { address_of(i) };
-    let values: HashMap<String, String> = HashMap::from([("address".to_owned(), address)]);
-    values.into()
 }
 
 /// Exactness: three instances (each with its own connection and caches) hit
@@ -262,40 +204,6 @@ async fn exactness(server: &RedisServer) {
     })
     .await;
     println!("{:<44} {} of 3000 through (limit 600)", "runtime::native Redis", passed.load(Ordering::Relaxed));
-    for cached in [false, true] {
-        server.cli(&["FLUSHALL"]).await.expect("flush");
-        let mut limiters = Vec::new();
-        for _ in 0..3 {
-            let limiter = limitador_limiter(&server.url(), cached).await;
-            limiter.add_limit(LimitadorLimit::new(
-                "hot",
-                600,
-                60,
-                vec![],
-                Vec::<limitador::limit::Expression>::new(),
-            ));
-            limiters.push(Arc::new(limiter));
-        }
-        let passed = Arc::new(AtomicUsize::new(0));
-        let (l, p) = (limiters.clone(), passed.clone());
-        drive(3000, move |i| {
-            let limiter = l[i % 3].clone();
-            let passed = p.clone();
-            async move {
-                let ctx: Context<'static> = HashMap::<String, String>::new().into();
-                if let Ok(result) = limiter
-                    .check_rate_limited_and_update(&"hot".into(), &ctx, 1)
-                    .await
-                    && !result.limited
-                {
-                    passed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-        .await;
-        let name = if cached { "limitador cached Redis" } else { "limitador Redis (exact)" };
-        println!("{name:<44} {} of 3000 through (limit 600)", passed.load(Ordering::Relaxed));
-    }
 }
 
 fn main() {
