@@ -66,6 +66,18 @@ enum Command {
         #[command(flatten)]
         workerd: WorkerdArgs,
     },
+    /// Run a native deployable's instances (`native-fixture`), and with
+    /// `--redis` a fresh redis-server as its store, until Ctrl-C.
+    Native {
+        application: PathBuf,
+        deployable: String,
+        /// How many instances.
+        #[arg(long, default_value_t = 1)]
+        instances: usize,
+        /// Start a redis-server and point the store connection's `url` at it.
+        #[arg(long)]
+        redis: bool,
+    },
     /// Run every scenario on the pinned workerd and on another release (the
     /// newest by default), and write the drift report and JUnit XML.
     EdgeCompat {
@@ -157,6 +169,12 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Native {
+            application,
+            deployable,
+            instances,
+            redis,
+        } => native(&application, &deployable, instances, redis),
         Command::EdgeCompat {
             version,
             scenarios,
@@ -174,6 +192,28 @@ fn main() -> ExitCode {
                 ms: p99_ms,
             },
         ),
+    }
+}
+
+fn native(application: &Path, deployable: &str, instances: usize, redis: bool) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("harness: cannot start a runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(harness::native::serve::serve(
+        application,
+        deployable,
+        instances,
+        redis,
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("harness: {e}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -221,7 +261,7 @@ fn write_wrangler_file(path: &PathBuf, file: &Path) -> ExitCode {
     };
     let Some(connection) = app.store.as_ref().and_then(|store| match store.driver {
         StoreDriver::CloudflareRateLimits { .. } => Some(store.connection.as_str()),
-        StoreDriver::Redis => None,
+        StoreDriver::Redis(_) => None,
     }) else {
         println!(
             "{}: left as it was: the application counts through no Cloudflare binding",

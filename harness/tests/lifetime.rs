@@ -172,3 +172,95 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
         "workerd {pid} outlived the panic"
     );
 }
+
+/// Whether a process is gone (or a zombie waiting for its reaper).
+fn process_gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
+    })
+}
+
+const NATIVE_APP: &str = r#"
+[connections.cache]
+driver = "redis"
+url = "redis://127.0.0.1:1"
+
+[rate_limits]
+store = "cache"
+
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+"#;
+
+/// Starts `harness native` with a redis-server and two native instances,
+/// signals the harness once all three are announced, and checks that none outlives it.
+fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = dir.path().join("app.toml");
+    std::fs::write(&app, NATIVE_APP).expect("write app");
+    let mut harness = Harness(
+        Command::new(env!("CARGO_BIN_EXE_harness"))
+            .arg("native")
+            .arg(&app)
+            .args(["server", "--instances", "2", "--redis"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("harness starts"),
+    );
+    let stdout = harness.0.stdout.take().expect("stdout");
+    let mut pids = Vec::new();
+    for line in std::io::BufReader::new(stdout).lines().take(3) {
+        let line = line.expect("a line");
+        let announced: serde_json::Value = serde_json::from_str(&line).expect("json");
+        pids.push(announced["pid"].as_u64().expect("a pid") as u32);
+    }
+    assert_eq!(pids.len(), 3, "redis-server and two instances announced");
+    assert!(pids.iter().all(|pid| !process_gone(*pid)));
+    kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
+    let _ = harness.0.wait().expect("harness ends");
+    assert!(
+        wait_until(Duration::from_secs(5), || pids.iter().all(|pid| process_gone(*pid))),
+        "outlived the harness: {:?}",
+        pids.iter().filter(|pid| !process_gone(**pid)).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn sigkill_of_the_harness_leaves_no_redis_or_native_instance() {
+    signal_leaves_no_redis_or_native_instance(Signal::SIGKILL);
+}
+
+#[test]
+fn sigint_of_the_harness_leaves_no_redis_or_native_instance() {
+    signal_leaves_no_redis_or_native_instance(Signal::SIGINT);
+}
+
+#[test]
+fn a_panic_while_redis_runs_leaves_no_redis_server() {
+    let (pid_tx, pid_rx) = std::sync::mpsc::channel();
+    let joined = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async {
+            let server = harness::redis::RedisServer::start().await.expect("redis-server");
+            pid_tx.send(server.pid().expect("a pid")).expect("send pid");
+            let _keep = server;
+            panic!("a check panicked while redis-server was running");
+        })
+    })
+    .join();
+    assert!(joined.is_err(), "the thread panicked");
+    let pid = pid_rx.recv().expect("pid");
+    assert!(
+        wait_until(Duration::from_secs(5), || process_gone(pid)),
+        "redis-server {pid} outlived the panic"
+    );
+}

@@ -187,8 +187,20 @@ pub enum Target {
 pub enum StoreDriver {
     /// Cloudflare's Rate Limiting binding; bindings are numbered from `namespace`.
     CloudflareRateLimits { namespace: u64 },
-    /// Redis. Its driver has no caches yet, so it counts in memory for now.
-    Redis,
+    /// Redis: a native deployable counts in it ([`Counting::Redis`]); a
+    /// Workers one holds no connection pool and counts in memory.
+    Redis(RedisEndpoint),
+}
+
+/// Where a Redis connection reaches its server(s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RedisEndpoint {
+    /// One server at `url` (`redis://host:port`); `None` when the connection
+    /// names none, so every request falls back to memory as `missing`.
+    Single { url: Option<String> },
+    /// A Redis Cluster, by the URLs of some of its nodes (the connection's
+    /// `nodes = [...]` field, instead of `url`).
+    Cluster { nodes: Vec<String> },
 }
 
 /// The connection `rate_limits.store` names.
@@ -219,8 +231,15 @@ pub struct Route {
 pub enum Counting {
     /// Through Cloudflare's binding, falling back to memory when it can't be asked.
     Binding { connection: String, namespace: u64 },
-    /// In the isolate's (or process's) own memory: a Redis store, whose driver has no caches yet.
+    /// In the isolate's (or process's) own memory: a Workers deployable with
+    /// a Redis store, or a native one without a store.
     InMemory,
+    /// In Redis, shared by every instance of a native deployable, falling
+    /// back to the process's memory when Redis can't be asked.
+    Redis {
+        connection: String,
+        endpoint: RedisEndpoint,
+    },
     /// No API: nothing is limited; the requests it refuses are counted beside its health checks.
     NoApi,
 }
@@ -276,10 +295,17 @@ impl Application {
                 connection: connection.clone(),
                 namespace: *namespace,
             },
-            // A valid application has a store for every deployable serving an API on
-            // Workers; a native one without a store counts in its own memory too.
             Some(Store {
-                driver: StoreDriver::Redis,
+                connection,
+                driver: StoreDriver::Redis(endpoint),
+            }) if deployable.target == Target::Native => Counting::Redis {
+                connection: connection.clone(),
+                endpoint: endpoint.clone(),
+            },
+            // A Worker holds no Redis connection pool, so it counts in its
+            // own memory; a native deployable without a store does too.
+            Some(Store {
+                driver: StoreDriver::Redis(_),
                 ..
             })
             | None => Counting::InMemory,
@@ -372,8 +398,8 @@ enum ConnectionKind {
     Cloudflare {
         namespace: Option<(u64, Range<usize>)>,
     },
-    /// Redis.
-    Redis,
+    /// Redis, and where it is.
+    Redis(RedisEndpoint),
     /// Another driver (`None`: no usable driver, already reported).
     Other(Option<String>),
 }
@@ -435,10 +461,16 @@ fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostic
         StoreCheck::Known {
             connection,
             driver: KnownDriver::Redis,
-        } => Some(Store {
-            connection,
-            driver: StoreDriver::Redis,
-        }),
+        } => {
+            let endpoint = match connections.get(&connection) {
+                Some(ConnectionKind::Redis(endpoint)) => endpoint.clone(),
+                _ => RedisEndpoint::Single { url: None },
+            };
+            Some(Store {
+                connection,
+                driver: StoreDriver::Redis(endpoint),
+            })
+        }
         // A store without a valid namespace, or invalid, was reported.
         StoreCheck::Known {
             driver: KnownDriver::Cloudflare { namespace: None },
@@ -525,7 +557,7 @@ fn validate_connections(
                         ),
                     );
                 }
-                ConnectionKind::Redis
+                ConnectionKind::Redis(redis_endpoint(report, name, setting("url"), setting("nodes")))
             }
             other => ConnectionKind::Other(other.map(str::to_owned)),
         };
@@ -592,6 +624,43 @@ fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
     }
 }
 
+/// A Redis connection's endpoint: `url` for one server, or `nodes` (a
+/// non-empty list of URLs) for a cluster; both, or an empty list, is
+/// `rate_limits.store_invalid` at `nodes`.
+fn redis_endpoint(
+    report: &mut Report<'_>,
+    name: &str,
+    url: Option<(&Spanned<String>, &Spanned<toml::Value>)>,
+    nodes: Option<(&Spanned<String>, &Spanned<toml::Value>)>,
+) -> RedisEndpoint {
+    let url = url.and_then(|(_, v)| v.get_ref().as_str().map(str::to_owned));
+    let Some((_, nodes)) = nodes else {
+        return RedisEndpoint::Single { url };
+    };
+    let list: Option<Vec<String>> = nodes.get_ref().as_array().and_then(|items| {
+        items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect()
+    });
+    match list {
+        Some(list) if !list.is_empty() && url.is_none() => RedisEndpoint::Cluster { nodes: list },
+        _ => {
+            report.add(
+                Code::StoreInvalid,
+                Some(nodes.span()),
+                format!(
+                    "connection `{name}` has `nodes = {}`{}; a Redis connection has either `url` \
+                     (one server) or `nodes`, a non-empty list of its cluster's node URLs",
+                    nodes.get_ref(),
+                    if url.is_some() { " beside `url`" } else { "" }
+                ),
+            );
+            RedisEndpoint::Single { url }
+        }
+    }
+}
+
 fn validate_store(
     report: &mut Report<'_>,
     raw: &RawApplication,
@@ -633,7 +702,7 @@ fn validate_store(
         ConnectionKind::Cloudflare { namespace } => KnownDriver::Cloudflare {
             namespace: namespace.as_ref().map(|(n, _)| *n),
         },
-        ConnectionKind::Redis => KnownDriver::Redis,
+        ConnectionKind::Redis(_) => KnownDriver::Redis,
         // Its driver's problem is already reported.
         ConnectionKind::Other(None) => return StoreCheck::Invalid,
         ConnectionKind::Other(Some(other)) => {

@@ -14,6 +14,8 @@ pub mod config;
 pub mod counter;
 pub mod limiter;
 pub mod limits;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod native;
 pub mod plan;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;

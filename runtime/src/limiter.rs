@@ -87,7 +87,9 @@ impl Subject {
 pub struct Check {
     pub limit: Limit,
     pub key: String,
-    /// The binding to ask, when the store is Cloudflare's binding.
+    /// The store to ask: Cloudflare's binding by name, or the Redis
+    /// connection's name (a native deployable counting in Redis); `None`
+    /// when the request is counted in memory.
     pub binding: Option<String>,
     /// The limit's name in the 429's `RateLimit-Policy` header: `caller`,
     /// `address`, or the route's path. Never a key.
@@ -322,6 +324,11 @@ impl Limiter {
             return Vec::new();
         }
         let subject_key = subject.key();
+        // A Redis store is asked about every limit, under the connection's name.
+        let redis = match &self.counting {
+            Counting::Redis { connection, .. } => Some(connection),
+            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => None,
+        };
         let route = self
             .routes
             .iter()
@@ -334,7 +341,11 @@ impl Limiter {
         ))
         .chain(route)
         .map(|(limit, key, policy)| Check {
-            binding: self.plan.binding_for(limit).map(|b| b.name.clone()),
+            binding: self
+                .plan
+                .binding_for(limit)
+                .map(|b| b.name.clone())
+                .or_else(|| redis.cloned()),
             limit,
             key,
             policy,

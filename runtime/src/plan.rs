@@ -41,7 +41,7 @@ impl BindingPlan {
                 connection,
                 namespace,
             } => BindingPlan::new(&connection, namespace, &app.limits()),
-            Counting::InMemory | Counting::NoApi => BindingPlan::default(),
+            Counting::InMemory | Counting::Redis { .. } | Counting::NoApi => BindingPlan::default(),
         }
     }
 

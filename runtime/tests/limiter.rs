@@ -4,7 +4,7 @@ use std::net::Ipv4Addr;
 
 use runtime::ClientAddress;
 use runtime::config::{Application, Counting};
-use runtime::config::{Deployable, Route, Store, StoreDriver, Target};
+use runtime::config::{Deployable, RedisEndpoint, Route, Store, StoreDriver, Target};
 use runtime::limiter::{
     BindingAnswer, Decision, FallbackLog, FallbackReason, Limiter, Policy, Refusal, Subject,
 };
@@ -307,7 +307,7 @@ fn a_route_listed_twice_counts_each_request_once() {
     let app = Application {
         store: Some(Store {
             connection: "cache".into(),
-            driver: StoreDriver::Redis,
+            driver: StoreDriver::Redis(RedisEndpoint::Single { url: None }),
         }),
         deployables: vec![Deployable {
             name: "edge".into(),

@@ -82,6 +82,7 @@ fn counting_name(counting: &Counting) -> &'static str {
     match counting {
         Counting::Binding { .. } => "binding",
         Counting::InMemory => "in_memory",
+        Counting::Redis { .. } => "redis",
         Counting::NoApi => "no_api",
     }
 }

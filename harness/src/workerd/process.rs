@@ -92,16 +92,10 @@ impl WorkerdProcess {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        die_with_harness(&mut command);
         // SAFETY: only async-signal-safe calls between fork and exec.
         unsafe {
             command.pre_exec(move || {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // The harness may already be gone: then die now, not later.
-                if libc::getppid() == 1 {
-                    return Err(std::io::Error::other("the harness exited"));
-                }
                 // fd 3 without close-on-exec: dup2 clears it, unless it is fd 3 already.
                 let ok = if control_fd == 3 {
                     libc::fcntl(3, libc::F_SETFD, 0) >= 0
@@ -175,6 +169,27 @@ impl WorkerdProcess {
     /// Kills it and waits for it to go.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
+    }
+}
+
+/// Makes a child started by `command` die with the harness: killed when
+/// dropped, and `PR_SET_PDEATHSIG` (SIGKILL) if the harness dies some other
+/// way. It follows the spawning thread, so spawn from a thread that lives as
+/// long as the child (the harness's runtime threads do).
+pub fn die_with_harness(command: &mut Command) {
+    command.kill_on_drop(true);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The harness may already be gone: then die now, not later.
+            if libc::getppid() == 1 {
+                return Err(std::io::Error::other("the harness exited"));
+            }
+            Ok(())
+        });
     }
 }
 

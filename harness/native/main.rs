@@ -1,0 +1,185 @@
+//! The native deployable under test: a small hyper server wrapping
+//! `runtime::native`, with the Workers fixture's routes, started by the
+//! harness as real processes.
+//!
+//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]`
+//!
+//! - It listens on `127.0.0.1:0` and reports its port as the first line on
+//!   stdout: `{"event":"listen","port":N}`.
+//! - `GET /health`: 200 `{"status":"ok","deployable","counting","health_checks","refused"}`.
+//! - `/api/...`: through [`RateLimitLayer`]: 200 `{"ok":true}`, or the 429.
+//!   404 (counted as refused) when the deployable serves no API.
+//! - anything else: 404.
+//!
+//! The caller is read from `X-Test-Caller` (a real application takes it from
+//! its sign-in). The address is the socket's peer, or with
+//! `--behind-cloudflare` the `CF-Connecting-IP` header (the harness sends
+//! every request from 127.0.0.1, so its scenarios run behind Cloudflare).
+//! Logs are `tracing` JSON lines on stderr, one object per event.
+//!
+//! Benchmarks only: `--limiting-off` answers `/api/...` 200 without asking
+//! the gate, the baseline the limiter's cost is measured against.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use runtime::config::Counting;
+use runtime::native::{AddressSource, CallerId, NativeGate, PeerAddr, RateLimitLayer};
+use tower_layer::Layer;
+use tower_service::Service;
+
+/// The header this fixture takes the signed-in caller's id from.
+const CALLER_HEADER: &str = "X-Test-Caller";
+
+type Response = http::Response<Full<Bytes>>;
+
+fn json(status: u16, body: &serde_json::Value) -> Response {
+    let mut response = http::Response::new(Full::from(body.to_string()));
+    *response.status_mut() = http::StatusCode::from_u16(status).unwrap_or_default();
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The API's own handler, behind the rate limit.
+#[derive(Clone)]
+struct Api;
+
+impl Service<http::Request<Incoming>> for Api {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Incoming>) -> Self::Future {
+        Box::pin(async { Ok(json(200, &serde_json::json!({ "ok": true }))) })
+    }
+}
+
+fn counting_name(counting: &Counting) -> &'static str {
+    match counting {
+        Counting::Binding { .. } => "binding",
+        Counting::InMemory => "in_memory",
+        Counting::Redis { .. } => "redis",
+        Counting::NoApi => "no_api",
+    }
+}
+
+async fn route(
+    limiting_off: bool,
+    gate: Arc<NativeGate>,
+    deployable: Arc<str>,
+    peer: SocketAddr,
+    mut request: http::Request<Incoming>,
+) -> Result<Response, Infallible> {
+    let path = request.uri().path().to_owned();
+    if path == "/health" {
+        let tally = gate.record_health_check();
+        return Ok(json(
+            200,
+            &serde_json::json!({
+                "status": "ok",
+                "deployable": &*deployable,
+                "counting": counting_name(&gate.counting()),
+                "health_checks": tally.health_checks,
+                "refused": tally.refused,
+            }),
+        ));
+    }
+    if !path.starts_with("/api/") {
+        return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
+    }
+    if !gate.serves_api() {
+        gate.record_refused();
+        return Ok(json(404, &serde_json::json!({ "error": "no_api" })));
+    }
+    if limiting_off {
+        return Ok(json(200, &serde_json::json!({ "ok": true })));
+    }
+    let caller = request
+        .headers()
+        .get(CALLER_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    if let Some(caller) = caller {
+        request.extensions_mut().insert(CallerId(caller));
+    }
+    request.extensions_mut().insert(PeerAddr(peer));
+    RateLimitLayer::new(gate).layer(Api).call(request).await
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(false)
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (Some(application), Some(deployable)) = (args.first(), args.get(1)) else {
+        eprintln!(
+            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]"
+        );
+        return ExitCode::from(2);
+    };
+    let addresses = if args.iter().any(|a| a == "--behind-cloudflare") {
+        AddressSource::CloudflareHeader
+    } else {
+        AddressSource::Peer
+    };
+    let limiting_off = args.iter().any(|a| a == "--limiting-off");
+    let source = match std::fs::read_to_string(application) {
+        Ok(source) => source,
+        Err(error) => {
+            eprintln!("could not read {application}: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let gate = match NativeGate::from_toml(&source, deployable, addresses) {
+        Ok(gate) => Arc::new(gate),
+        Err(error) => {
+            eprintln!("{application}: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
+        Ok(listener) => listener,
+        Err(error) => {
+            eprintln!("could not listen: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    println!("{}", serde_json::json!({ "event": "listen", "port": port }));
+    let deployable: Arc<str> = Arc::from(deployable.as_str());
+    loop {
+        let Ok((stream, peer)) = listener.accept().await else {
+            continue;
+        };
+        let gate = gate.clone();
+        let deployable = deployable.clone();
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                route(limiting_off, gate.clone(), deployable.clone(), peer, request)
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}

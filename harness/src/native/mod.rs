@@ -1,0 +1,178 @@
+//! Native deployables as real processes: the `native-fixture` binary (a hyper
+//! server wrapping `runtime::native`, see `harness/native/main.rs`), one
+//! process per instance, each reporting its port on stdout when it listens,
+//! its `tracing` JSON lines kept with timestamps, killed when dropped and
+//! never outliving the harness ([`die_with_harness`]).
+
+pub mod serve;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::workerd::process::{Log, LogLine, Stream, die_with_harness};
+
+/// How long an instance may take to listen.
+pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// The fixture binary's name, built beside the harness's own.
+pub const FIXTURE: &str = "native-fixture";
+
+/// Why a native instance could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum NativeError {
+    /// The fixture binary is not beside the harness (run `cargo build -p harness`).
+    #[error("{0} does not exist: build it with `cargo build -p harness --bins`")]
+    NoFixture(PathBuf),
+    /// The process could not be spawned.
+    #[error("could not start {path}: {source}")]
+    Spawn {
+        /// The fixture's path.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
+    /// It exited, or wrote no listen line, before listening in time.
+    #[error("the native instance did not listen within {LISTEN_TIMEOUT:?}; its stderr:\n{stderr}")]
+    NotListening {
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+}
+
+/// The fixture beside the running executable: `target/*/native-fixture`,
+/// also from a test binary in `target/*/deps/`.
+pub fn fixture_path() -> Result<PathBuf, NativeError> {
+    let exe = std::env::current_exe().unwrap_or_default();
+    let dir = exe.parent().unwrap_or(Path::new("."));
+    let candidates = [dir.join(FIXTURE), dir.parent().unwrap_or(dir).join(FIXTURE)];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or_else(|| NativeError::NoFixture(candidates[0].clone()))
+}
+
+/// One running native instance.
+pub struct NativeProcess {
+    child: Child,
+    port: u16,
+    log: Log,
+}
+
+impl NativeProcess {
+    /// Starts `fixture APPLICATION DEPLOYABLE --behind-cloudflare` and waits
+    /// for its listen line. `epoch` is the run's start, for log timestamps.
+    pub async fn start(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
+        Self::start_with(fixture, application, deployable, &[], epoch).await
+    }
+
+    /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
+    pub async fn start_with(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        extra: &[&str],
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
+        let mut command = Command::new(fixture);
+        command
+            .arg(application)
+            .arg(deployable)
+            .arg("--behind-cloudflare")
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        die_with_harness(&mut command);
+        let mut child = command.spawn().map_err(|source| NativeError::Spawn {
+            path: fixture.to_owned(),
+            source,
+        })?;
+        let log: Log = Arc::new(Mutex::new(Vec::new()));
+        if let Some(err) = child.stderr.take() {
+            tokio::spawn(keep_lines(err, log.clone(), epoch));
+        }
+        let port = match child.stdout.take() {
+            Some(out) => tokio::time::timeout(LISTEN_TIMEOUT, listen_port(out))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        match port {
+            Some(port) => Ok(NativeProcess { child, port, log }),
+            None => {
+                let _ = child.kill().await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                Err(NativeError::NotListening {
+                    stderr: text(&log),
+                })
+            }
+        }
+    }
+
+    /// Its base URL.
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Its process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// The lines it wrote on stderr so far (its `tracing` JSON lines).
+    pub fn lines(&self) -> Vec<LogLine> {
+        self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Kills it and waits for it to go.
+    pub async fn stop(mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+fn text(log: &Log) -> String {
+    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
+    lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+}
+
+async fn keep_lines(stream: impl AsyncRead + Unpin, log: Log, epoch: Instant) {
+    let mut lines = BufReader::new(stream).lines();
+    while let Ok(Some(text)) = lines.next_line().await {
+        if let Ok(mut log) = log.lock() {
+            log.push(LogLine {
+                at: epoch.elapsed(),
+                stream: Stream::Stderr,
+                text,
+            });
+        }
+    }
+}
+
+/// The port of the first `{"event":"listen","port":N}` line on stdout.
+async fn listen_port(stdout: impl AsyncRead + Unpin + Send + 'static) -> Option<u16> {
+    let mut lines = BufReader::new(stdout).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        if event["event"] == "listen" {
+            let port = event["port"].as_u64().and_then(|p| u16::try_from(p).ok());
+            // Keep draining stdout so the instance never blocks writing it.
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return port;
+        }
+    }
+    None
+}

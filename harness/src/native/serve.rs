@@ -1,0 +1,97 @@
+//! `harness native`: a native deployable's instances (and, with `--redis`, a
+//! fresh redis-server its store points at) running until Ctrl-C, for trying
+//! it by hand and for the lifetime tests. Each process is announced on stdout
+//! as a JSON line, `{"process":"redis"|"instance","url","pid"}`.
+
+use std::path::Path;
+use std::time::Instant;
+
+use super::{NativeError, NativeProcess, fixture_path};
+use crate::redis::{RedisError, RedisServer};
+
+/// Why `harness native` could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// The application description could not be read or rewritten.
+    #[error("{path}: {message}")]
+    Application {
+        /// The description's path.
+        path: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// redis-server did not start.
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+    /// An instance did not start.
+    #[error(transparent)]
+    Native(#[from] NativeError),
+}
+
+fn announce(process: &str, url: &str, pid: Option<u32>) {
+    println!(
+        "{}",
+        serde_json::json!({ "process": process, "url": url, "pid": pid })
+    );
+}
+
+/// The description with its store connection's `url` set to `redis_url`.
+fn with_store_url(source: &str, redis_url: &str) -> Result<String, String> {
+    let mut table: toml::Table = toml::from_str(source).map_err(|e| e.to_string())?;
+    let store = table
+        .get("rate_limits")
+        .and_then(|r| r.get("store"))
+        .and_then(|s| s.as_str())
+        .ok_or("`rate_limits.store` names no connection")?
+        .to_owned();
+    let connection = table
+        .get_mut("connections")
+        .and_then(|c| c.get_mut(&store))
+        .and_then(|c| c.as_table_mut())
+        .ok_or_else(|| format!("there is no connection `{store}`"))?;
+    connection.remove("nodes");
+    connection.insert("url".into(), toml::Value::String(redis_url.to_owned()));
+    toml::to_string(&table).map_err(|e| e.to_string())
+}
+
+/// Starts everything, announces it, and waits for Ctrl-C; every process is
+/// killed when this returns (or the harness dies).
+pub async fn serve(
+    application: &Path,
+    deployable: &str,
+    instances: usize,
+    redis: bool,
+) -> Result<(), ServeError> {
+    let error = |message: String| ServeError::Application {
+        path: application.display().to_string(),
+        message,
+    };
+    let source = std::fs::read_to_string(application).map_err(|e| error(e.to_string()))?;
+    let dir = tempfile::tempdir().map_err(|e| error(e.to_string()))?;
+    let server = if redis {
+        let server = RedisServer::start().await?;
+        announce("redis", &server.url(), server.pid());
+        Some(server)
+    } else {
+        None
+    };
+    let source = match &server {
+        Some(server) => with_store_url(&source, &server.url()).map_err(error)?,
+        None => source,
+    };
+    let path = dir.path().join("application.toml");
+    std::fs::write(&path, source).map_err(|e| error(e.to_string()))?;
+    let fixture = fixture_path()?;
+    let mut running = Vec::new();
+    for _ in 0..instances {
+        let instance = NativeProcess::start(&fixture, &path, deployable, Instant::now()).await?;
+        announce("instance", &instance.url(), instance.pid());
+        running.push(instance);
+    }
+    let _ = tokio::signal::ctrl_c().await;
+    for instance in running {
+        instance.stop().await;
+    }
+    drop(server);
+    Ok(())
+}

@@ -1,0 +1,260 @@
+//! The native gate counting in a real `redis-server` (and a real three-master
+//! Redis Cluster): exact counts shared by several instances, refusals answered
+//! from the cache with no round trip, and the failure discipline (memory
+//! fallback, one `rate_limits.fallback` line naming the connection, the
+//! 500 ms deadline and the cool-off) under real faults.
+//!
+//! Each "instance" is a [`NativeGate`] of its own, as three processes would
+//! hold: its own memory, refused-keys cache and connection. The clocks are
+//! shifted to 1 s into a minute, so no count straddles a window.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use harness::redis::{RedisCluster, RedisServer};
+use runtime::Subject;
+use runtime::native::{AddressSource, NativeGate};
+
+fn app(store: &str) -> String {
+    format!(
+        r#"
+[connections.cache]
+driver = "redis"
+{store}
+
+[rate_limits]
+store = "cache"
+
+[[deployables]]
+name = "api"
+target = "native"
+serves_api = true
+
+[[routes]]
+path = "/api/search"
+rate_limit = {{ requests = 20, window = 10 }}
+"#
+    )
+}
+
+fn url(server: &RedisServer) -> String {
+    format!("url = \"{}\"", server.url())
+}
+
+/// `n` instances of the deployable on `store`, their clocks 1 s into a minute.
+fn instances(store: &str, n: usize) -> Vec<NativeGate> {
+    (0..n)
+        .map(|_| {
+            let gate = NativeGate::from_toml(&app(store), "api", AddressSource::Peer)
+                .expect("the application is valid");
+            let now = gate.clock().now_ms();
+            let target = (now / 60_000 + 1) * 60_000 + 1_000;
+            gate.clock().set_offset_ms((target - now) as i64);
+            gate
+        })
+        .collect()
+}
+
+fn address(ip: &str) -> Subject {
+    Subject::of_request(None, Some(ip))
+}
+
+/// Sends `n` requests round-robin over `gates`; how many passed.
+async fn passed(gates: &[NativeGate], subject: &Subject, path: &str, n: usize) -> usize {
+    let mut passed = 0;
+    for i in 0..n {
+        if gates[i % gates.len()].decide(subject, path).await.is_ok() {
+            passed += 1;
+        }
+    }
+    passed
+}
+
+/// The JSON lines written through `tracing` while it is held.
+#[derive(Clone, Default)]
+struct Lines(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("lines").extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Lines {
+    fn capture() -> (Lines, tracing::subscriber::DefaultGuard) {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_writer(move || writer.clone())
+            .finish();
+        (lines, tracing::subscriber::set_default(subscriber))
+    }
+
+    fn fallbacks(&self) -> Vec<serde_json::Value> {
+        let bytes = self.0.lock().expect("lines").clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "rate_limits.fallback")
+            .collect()
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().expect("lines")).into_owned()
+    }
+}
+
+#[tokio::test]
+async fn three_instances_on_one_redis_let_exactly_the_limits_through() {
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 3);
+    // 120 a minute for an address, whichever instance answers.
+    assert_eq!(passed(&gates, &address("203.0.113.7"), "/api/items", 363).await, 120);
+    // 600 for a caller.
+    let caller = Subject::of_request(Some("caller-7f3a"), None);
+    assert_eq!(passed(&gates, &caller, "/api/items", 603).await, 600);
+    // A route's own 20 per 10 s, beside the address's 120.
+    assert_eq!(passed(&gates, &address("198.51.100.9"), "/api/search", 30).await, 20);
+    // Each address counts on its own; an IPv6 client by its /64.
+    assert_eq!(passed(&gates, &address("2001:db8::1"), "/api/items", 60).await, 60);
+    assert_eq!(passed(&gates, &address("2001:db8::2"), "/api/items", 63).await, 60);
+}
+
+#[tokio::test]
+async fn a_refused_key_is_answered_from_the_cache_without_a_round_trip() {
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 1);
+    let subject = address("203.0.113.8");
+    assert_eq!(passed(&gates, &subject, "/api/items", 120).await, 120);
+    let before = server.command_calls("evalsha").await.expect("info");
+    // The first refusal asks Redis once; the next 50 ask nobody.
+    assert_eq!(passed(&gates, &subject, "/api/items", 51).await, 0);
+    let after = server.command_calls("evalsha").await.expect("info");
+    assert_eq!(after - before, 1, "one round trip for 51 refusals");
+    // A counted request is one round trip, one EVALSHA per limit.
+    let before = server.command_calls("evalsha").await.expect("info");
+    assert_eq!(passed(&gates, &address("203.0.113.9"), "/api/search", 1).await, 1);
+    let after = server.command_calls("evalsha").await.expect("info");
+    assert_eq!(after - before, 2, "the address's limit and the route's, in one pipeline");
+}
+
+#[tokio::test]
+async fn redis_down_counts_in_each_instances_memory_and_logs_once_each() {
+    let (lines, _guard) = Lines::capture();
+    let mut server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 3);
+    let subject = address("203.0.113.10");
+    assert_eq!(passed(&gates, &subject, "/api/items", 30).await, 30);
+    server.kill().await;
+    // No error reaches a request: each instance counts 120 in its own memory,
+    // the 30 Redis counted before it went down are not there.
+    assert_eq!(passed(&gates, &subject, "/api/items", 363).await, 360);
+    let logs = lines.fallbacks();
+    assert_eq!(logs.len(), 3, "one line per instance: {logs:?}");
+    for log in &logs {
+        assert_eq!(log["connection"], "cache");
+        assert_eq!(log["reason"], "failed");
+    }
+    assert!(!lines.text().contains("203.0.113.10"), "no key in a log line");
+}
+
+#[tokio::test]
+async fn nothing_listening_from_the_start_is_missing() {
+    let (lines, _guard) = Lines::capture();
+    let port = harness::redis::free_port().expect("port");
+    let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 2);
+    assert_eq!(passed(&gates, &address("192.0.2.1"), "/api/items", 250).await, 240);
+    let logs = lines.fallbacks();
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs.iter().all(|l| l["reason"] == "missing" && l["connection"] == "cache"));
+}
+
+#[tokio::test]
+async fn a_hanging_redis_costs_one_wait_per_cool_off() {
+    let (lines, _guard) = Lines::capture();
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 1);
+    let subject = address("192.0.2.2");
+    assert_eq!(passed(&gates, &subject, "/api/items", 5).await, 5);
+    server.hang();
+    let started = Instant::now();
+    assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+    let first = started.elapsed();
+    let mut rest = Vec::new();
+    for _ in 0..50 {
+        let started = Instant::now();
+        assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+        rest.push(started.elapsed());
+    }
+    server.resume();
+    // The first waits for the deadline (not for ever); the rest are counted in
+    // memory at once while the store cools off.
+    assert!(first >= Duration::from_millis(450), "first waited {first:?}");
+    assert!(first < Duration::from_millis(1_500), "first waited {first:?}");
+    rest.sort();
+    let p50 = rest[rest.len() / 2];
+    assert!(p50 < Duration::from_millis(5), "p50 after the first: {p50:?}");
+    let logs = lines.fallbacks();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["reason"], "timed_out");
+}
+
+#[tokio::test]
+async fn restarted_and_flushed_redis_keeps_counting_with_no_error() {
+    let mut server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 2);
+    let subject = address("192.0.2.3");
+    assert_eq!(passed(&gates, &subject, "/api/items", 50).await, 50);
+    // Scripts flushed: the next EVALSHA is NOSCRIPT and is sent again as EVAL.
+    server.flush_scripts().await.expect("SCRIPT FLUSH");
+    assert_eq!(passed(&gates, &subject, "/api/items", 73).await, 70);
+    assert!(server.command_calls("eval").await.expect("info") >= 1);
+    // Restarted: the counts are gone; the connection comes back after a cool-off at most.
+    server.restart().await.expect("restart");
+    let other = address("192.0.2.4");
+    assert_eq!(passed(&gates, &other, "/api/items", 10).await, 10);
+}
+
+#[tokio::test]
+async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
+    let cluster = RedisCluster::start().await.expect("a three-master cluster");
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let gates = instances(&format!("nodes = [{}]", nodes.join(", ")), 3);
+    // Forty addresses, each with the route's limit too: keys over many slots,
+    // each request's two keys in one slot (no CROSSSLOT).
+    for i in 0..40 {
+        let subject = address(&format!("198.51.100.{i}"));
+        assert_eq!(passed(&gates, &subject, "/api/search", 25).await, 20, "address {i}");
+    }
+    assert_eq!(passed(&gates, &address("203.0.113.77"), "/api/items", 130).await, 120);
+    // The keys really are spread: every master holds some.
+    for node in cluster.nodes() {
+        let keys = node.cli(&["DBSIZE"]).await.expect("DBSIZE");
+        assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "node {} holds no key", node.port());
+    }
+}
+
+#[tokio::test]
+async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
+    let (lines, _guard) = Lines::capture();
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 1);
+    let subject = address("192.0.2.5");
+    assert_eq!(passed(&gates, &subject, "/api/items", 3).await, 3);
+    server.pause(1_500).await.expect("CLIENT PAUSE");
+    let started = Instant::now();
+    assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(450), "waited {waited:?}");
+    assert!(waited < Duration::from_millis(1_400), "waited {waited:?}");
+    let logs = lines.fallbacks();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["reason"], "timed_out");
+}

@@ -1,0 +1,303 @@
+//! Counting in Redis: one atomic script per limit ([`scripts::COUNT_ONE`]),
+//! every limit of a request in one pipelined round trip (EVALSHA, sent again
+//! as EVAL when Redis answers NOSCRIPT), keys with one hash tag per request so
+//! a Redis Cluster keeps them in one slot, the refused-keys cache, the 500 ms
+//! deadline. The cool-off of a troubled server is the limiter's own
+//! ([`crate::Limiter::asks`], [`crate::breaker`]): this store asks only the
+//! checks the limiter says to ask.
+//!
+//! Every answer is handed to [`crate::Limiter::conclude`] as the binding's
+//! answer would be: Redis counts, and when it can't be asked the limiter
+//! counts in the process's memory and logs the connection once.
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind};
+use siphasher::sip::SipHasher13;
+use tokio::sync::OnceCell;
+
+use super::Clock;
+use super::refused::RefusedCache;
+use super::scripts;
+use crate::config::RedisEndpoint;
+use crate::limiter::{BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason};
+use crate::limits::Limit;
+
+/// The deadline of one request's round trip, connecting included.
+const DEADLINE: Duration = Duration::from_millis(BINDING_DEADLINE_MS as u64);
+
+/// Where the store's connection goes.
+enum Target {
+    /// One Redis server, through a reconnecting manager made on first use
+    /// (inside the server's runtime, which the manager needs).
+    Single {
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+        manager: OnceCell<ConnectionManager>,
+    },
+    /// A Redis Cluster, connected on first use (and retried until it connects).
+    Cluster {
+        client: ClusterClient,
+        connection: OnceCell<ClusterConnection>,
+    },
+    /// No server to reach: the connection has no URL, or one that does not parse.
+    Nowhere(FallbackReason),
+}
+
+/// What the store remembers between requests, behind one short lock (never held across an await).
+#[derive(Debug, Default)]
+struct State {
+    refused: RefusedCache,
+    /// Whether Redis ever answered: a refused connection before that is `missing`, after it `failed`.
+    ever_answered: bool,
+}
+
+/// One Redis connection of a native deployable, shared by its requests.
+pub struct RedisStore {
+    target: Target,
+    script: redis::Script,
+    state: Mutex<State>,
+}
+
+impl std::fmt::Debug for RedisStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let target = match &self.target {
+            Target::Single { .. } => "single",
+            Target::Cluster { .. } => "cluster",
+            Target::Nowhere(_) => "nowhere",
+        };
+        f.debug_struct("RedisStore").field("target", &target).finish()
+    }
+}
+
+/// One check to count in Redis: its index among the request's checks, the
+/// window's key, and when the window ends.
+struct Pending {
+    index: usize,
+    key: String,
+    limit: Limit,
+    window_end_ms: u64,
+    ttl_ms: u64,
+}
+
+impl RedisStore {
+    /// The store for `endpoint`. Nothing connects yet, so a server starts
+    /// while Redis is down; the first request connects (within its deadline).
+    pub fn new(endpoint: &RedisEndpoint) -> RedisStore {
+        let target = match endpoint {
+            RedisEndpoint::Cluster { nodes } => match ClusterClient::builder(nodes.clone())
+                .connection_timeout(DEADLINE)
+                .response_timeout(DEADLINE)
+                .retries(0)
+                .build()
+            {
+                Ok(client) => Target::Cluster {
+                    client,
+                    connection: OnceCell::new(),
+                },
+                Err(_) => Target::Nowhere(FallbackReason::Failed),
+            },
+            RedisEndpoint::Single { url: None } => Target::Nowhere(FallbackReason::Missing),
+            RedisEndpoint::Single { url: Some(url) } => {
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(DEADLINE))
+                    .set_response_timeout(Some(DEADLINE))
+                    .set_number_of_retries(0)
+                    .set_max_delay(DEADLINE);
+                match redis::Client::open(url.as_str()) {
+                    Ok(client) => Target::Single {
+                        client,
+                        config,
+                        manager: OnceCell::new(),
+                    },
+                    Err(_) => Target::Nowhere(FallbackReason::Failed),
+                }
+            }
+        };
+        RedisStore {
+            target,
+            script: redis::Script::new(scripts::COUNT_ONE),
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic elsewhere cannot leave the state inconsistent: each update is one assignment.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Asks Redis about the checks of one request that `asks` (from
+    /// [`crate::Limiter::asks`], one flag per check) says to ask, and returns
+    /// every answer in the checks' order for [`crate::Limiter::conclude`]
+    /// (`None` for a check not asked: it is counted in memory). A key refused
+    /// earlier in its window is answered from the cache; the rest go in one
+    /// pipelined round trip, bounded by the deadline. Never fails: trouble is
+    /// a [`BindingAnswer::Unavailable`].
+    pub async fn ask(
+        &self,
+        checks: &[Check],
+        asks: &[bool],
+        clock: &Clock,
+    ) -> Vec<Option<BindingAnswer>> {
+        let now_ms = clock.now_ms();
+        let mut answers: Vec<Option<BindingAnswer>> = vec![None; checks.len()];
+        let tag = checks.first().map(|c| hash_tag(&c.key)).unwrap_or_default();
+        let mut pending = Vec::new();
+        {
+            let state = self.state();
+            for (index, check) in checks.iter().enumerate() {
+                if check.binding.is_none() || !asks.get(index).copied().unwrap_or(false) {
+                    continue;
+                }
+                if state.refused.is_refused(check.limit, &check.key, now_ms) {
+                    answers[index] = Some(BindingAnswer::Answered { success: false });
+                    continue;
+                }
+                let (key, window_end_ms) = window_key(&tag, check.limit, &check.key, now_ms);
+                pending.push(Pending {
+                    index,
+                    key,
+                    limit: check.limit,
+                    window_end_ms,
+                    ttl_ms: window_end_ms - now_ms,
+                });
+            }
+            if pending.is_empty() {
+                return answers;
+            }
+        }
+
+        let result = match tokio::time::timeout(DEADLINE, self.count(&pending)).await {
+            Ok(result) => result,
+            Err(_) => Err(Trouble::Deadline),
+        };
+        let done_ms = clock.now_ms();
+        let mut state = self.state();
+        match result {
+            Ok(within) => {
+                state.ever_answered = true;
+                for (p, within) in pending.iter().zip(within) {
+                    if !within {
+                        state.refused.remember(p.limit, &checks[p.index].key, p.window_end_ms, done_ms);
+                    }
+                    answers[p.index] = Some(BindingAnswer::Answered { success: within });
+                }
+            }
+            Err(trouble) => {
+                let reason = trouble.reason(state.ever_answered);
+                for p in &pending {
+                    answers[p.index] = Some(BindingAnswer::Unavailable(reason));
+                }
+            }
+        }
+        answers
+    }
+
+    /// One round trip: every pending check's script in one pipeline. After a
+    /// NOSCRIPT (a restarted or flushed server), the same pipeline again as
+    /// EVAL, which also caches the script for the next EVALSHA.
+    async fn count(&self, pending: &[Pending]) -> Result<Vec<bool>, Trouble> {
+        if let Target::Nowhere(reason) = self.target {
+            return Err(Trouble::Nowhere(reason));
+        }
+        let sha = self.pipeline(pending, |pipe| {
+            pipe.cmd("EVALSHA").arg(self.script.get_hash());
+        });
+        match self.query(&sha).await {
+            Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                let eval = self.pipeline(pending, |pipe| {
+                    pipe.cmd("EVAL").arg(scripts::COUNT_ONE);
+                });
+                self.query(&eval).await.map_err(Trouble::Redis)
+            }
+            other => other.map_err(Trouble::Redis),
+        }
+    }
+
+    fn pipeline(&self, pending: &[Pending], command: impl Fn(&mut Pipeline)) -> Pipeline {
+        let mut pipe = redis::pipe();
+        for p in pending {
+            command(&mut pipe);
+            pipe.arg(1).arg(&p.key).arg(p.limit.requests).arg(p.ttl_ms);
+        }
+        pipe
+    }
+
+    async fn query(&self, pipe: &Pipeline) -> Result<Vec<bool>, RedisError> {
+        let replies: Vec<i64> = match &self.target {
+            Target::Single {
+                client,
+                config,
+                manager,
+            } => {
+                let manager = manager
+                    .get_or_try_init(|| async {
+                        ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                    })
+                    .await?;
+                pipe.query_async(&mut manager.clone()).await?
+            }
+            Target::Cluster { client, connection } => {
+                let connection = connection
+                    .get_or_try_init(|| client.get_async_connection())
+                    .await?;
+                pipe.query_async(&mut connection.clone()).await?
+            }
+            Target::Nowhere(_) => return Err(RedisError::from((ErrorKind::Io, "no Redis to reach"))),
+        };
+        Ok(replies.into_iter().map(|reply| reply == 1).collect())
+    }
+}
+
+/// Why a round trip gave no answer.
+enum Trouble {
+    /// The deadline passed first.
+    Deadline,
+    /// Redis (or the connection to it) answered with an error.
+    Redis(RedisError),
+    /// The connection has no server to reach, for this reason.
+    Nowhere(FallbackReason),
+}
+
+impl Trouble {
+    /// The reason logged: a server never reached is `missing`, one that
+    /// answered before and now errs is `failed`.
+    fn reason(&self, ever_answered: bool) -> FallbackReason {
+        match self {
+            Trouble::Deadline => FallbackReason::TimedOut,
+            Trouble::Nowhere(reason) => *reason,
+            Trouble::Redis(error) if error.is_timeout() => FallbackReason::TimedOut,
+            Trouble::Redis(error) if !ever_answered && error.is_connection_refusal() => {
+                FallbackReason::Missing
+            }
+            Trouble::Redis(_) => FallbackReason::Failed,
+        }
+    }
+}
+
+/// The hash tag of a request's keys: a digest of its first check's key (the
+/// subject's), so all of them land in one cluster slot and no key needs
+/// braces escaped. The digest only places keys; it never decides a count.
+fn hash_tag(subject_key: &str) -> String {
+    use std::hash::Hasher;
+    let mut hasher = SipHasher13::new();
+    hasher.write(subject_key.as_bytes());
+    format!("{:016x}", hasher.finish())
+}
+
+/// The Redis key counting `key` for `limit` in the window running at `now_ms`,
+/// and when that window ends: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, the window
+/// `floor(now / window)` on the instance's clock, as the in-memory counter aligns it.
+pub fn window_key(tag: &str, limit: Limit, key: &str, now_ms: u64) -> (String, u64) {
+    let window_ms = u64::from(limit.window_seconds).max(1) * 1000;
+    let index = now_ms / window_ms;
+    let redis_key = format!(
+        "rl:{{{tag}}}:{}/{}:{index}:{key}",
+        limit.requests, limit.window_seconds
+    );
+    (redis_key, (index + 1) * window_ms)
+}

@@ -1,0 +1,166 @@
+//! The native gate without Redis: which deployables count in Redis, where a
+//! native request's address comes from, and the tower layer's 429. (Counting
+//! in a real Redis is tested in `harness/tests/redis_store.rs`.)
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+
+use runtime::config::{Application, Code, Counting, RedisEndpoint};
+use runtime::native::{AddressSource, NativeGate, PeerAddr, RateLimitLayer};
+use tower_layer::Layer;
+use tower_service::Service;
+
+const REDIS_APP: &str = r#"
+[connections.cache]
+driver = "redis"
+url = "redis://127.0.0.1:6379"
+
+[rate_limits]
+store = "cache"
+
+[[deployables]]
+name = "edge"
+target = "workers"
+serves_api = true
+declines = ["rate_limits.counted_in_memory"]
+
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+"#;
+
+#[test]
+fn a_native_deployable_counts_in_its_redis_store_and_a_worker_does_not() {
+    let app = Application::from_toml(REDIS_APP).expect("valid");
+    let server = app.deployable("server").expect("server");
+    assert_eq!(
+        app.counting(server),
+        Counting::Redis {
+            connection: "cache".into(),
+            endpoint: RedisEndpoint::Single {
+                url: Some("redis://127.0.0.1:6379".into())
+            },
+        }
+    );
+    let edge = app.deployable("edge").expect("edge");
+    assert_eq!(app.counting(edge), Counting::InMemory);
+}
+
+#[test]
+fn a_cluster_is_named_by_its_nodes() {
+    let source = REDIS_APP.replace(
+        "url = \"redis://127.0.0.1:6379\"",
+        "nodes = [\"redis://10.0.0.1:7000\", \"redis://10.0.0.2:7000\"]",
+    );
+    let app = Application::from_toml(&source).expect("valid");
+    let server = app.deployable("server").expect("server");
+    let Counting::Redis { endpoint, .. } = app.counting(server) else {
+        panic!("counts in Redis");
+    };
+    assert_eq!(
+        endpoint,
+        RedisEndpoint::Cluster {
+            nodes: vec!["redis://10.0.0.1:7000".into(), "redis://10.0.0.2:7000".into()]
+        }
+    );
+}
+
+#[test]
+fn url_and_nodes_together_or_no_nodes_are_invalid_with_a_place() {
+    for nodes in ["nodes = [\"redis://10.0.0.1:7000\"]", "nodes = []"] {
+        let source = REDIS_APP.replace(
+            "url = \"redis://127.0.0.1:6379\"",
+            &format!("url = \"redis://127.0.0.1:6379\"\n{nodes}"),
+        );
+        let diagnostics = Application::from_toml(&source).expect_err("invalid");
+        assert_eq!(diagnostics.codes(), vec![Code::StoreInvalid], "{nodes}");
+        let location = diagnostics.0[0].location.expect("a place");
+        assert_eq!((location.line, location.column), (5, 9), "{nodes}");
+    }
+}
+
+fn headers(connecting_ip: &str) -> http::HeaderMap {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("CF-Connecting-IP", connecting_ip.parse().expect("header"));
+    headers
+}
+
+#[test]
+fn the_address_is_the_peer_unless_behind_cloudflare() {
+    let app = Application::from_toml(REDIS_APP).expect("valid");
+    let peer: SocketAddr = "192.0.2.10:4711".parse().expect("addr");
+    let direct = NativeGate::new(&app, "server", AddressSource::Peer).expect("gate");
+    let forged = headers("203.0.113.1");
+    assert_eq!(
+        direct.subject(None, Some(peer), &forged),
+        runtime::Subject::of_request(None, Some("192.0.2.10"))
+    );
+    let behind = NativeGate::new(&app, "server", AddressSource::CloudflareHeader).expect("gate");
+    assert_eq!(
+        behind.subject(None, Some(peer), &forged),
+        runtime::Subject::of_request(None, Some("203.0.113.1"))
+    );
+    // A caller is a caller either way.
+    assert_eq!(
+        direct.subject(Some("caller-1"), Some(peer), &forged),
+        runtime::Subject::of_request(Some("caller-1"), None)
+    );
+}
+
+/// The application's own handler: counts the requests that reach it.
+#[derive(Clone)]
+struct Handler(Arc<AtomicUsize>);
+
+impl Service<http::Request<String>> for Handler {
+    type Response = http::Response<String>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<String>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<String>) -> Self::Future {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async { Ok(http::Response::new("{\"ok\":true}".to_owned())) })
+    }
+}
+
+#[tokio::test]
+async fn the_tower_layer_limits_in_one_line_and_refused_requests_never_reach_the_service() {
+    // A native deployable with no store counts in the process's memory.
+    let source = r#"
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+"#;
+    let gate = Arc::new(NativeGate::from_toml(source, "server", AddressSource::Peer).expect("gate"));
+    let reached = Arc::new(AtomicUsize::new(0));
+    let mut service = RateLimitLayer::new(gate).layer(Handler(reached.clone()));
+    let mut statuses = Vec::new();
+    let mut last = None;
+    for _ in 0..121 {
+        let mut request = http::Request::new(String::new());
+        *request.uri_mut() = "/api/items".parse().expect("uri");
+        request
+            .extensions_mut()
+            .insert(PeerAddr("198.51.100.1:5000".parse().expect("addr")));
+        let response = service.call(request).await.expect("infallible");
+        statuses.push(response.status().as_u16());
+        last = Some(response);
+    }
+    assert!(statuses[..120].iter().all(|s| *s == 200));
+    assert_eq!(statuses[120], 429);
+    assert_eq!(reached.load(Ordering::SeqCst), 120);
+    let refused = last.expect("a response");
+    assert_eq!(refused.headers()["Retry-After"], "60");
+    assert_eq!(refused.headers()["RateLimit-Policy"], "\"address\";q=120;w=60");
+    assert!(refused.body().contains("rate_limited"));
+}
