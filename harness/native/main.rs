@@ -175,7 +175,13 @@ async fn main() -> ExitCode {
         let deployable = deployable.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
-                route(limiting_off, gate.clone(), deployable.clone(), peer, request)
+                route(
+                    limiting_off,
+                    gate.clone(),
+                    deployable.clone(),
+                    peer,
+                    request,
+                )
             });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)

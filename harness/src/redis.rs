@@ -105,7 +105,12 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         if self.cluster {
-            command.args(["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"]);
+            command.args([
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+            ]);
         }
         die_with_harness(&mut command);
         let child = command.spawn().map_err(|source| RedisError::Spawn {
@@ -115,7 +120,11 @@ impl RedisServer {
         self.child = Some(child);
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
-            if self.cli(&["PING"]).await.is_ok_and(|reply| reply.trim() == "PONG") {
+            if self
+                .cli(&["PING"])
+                .await
+                .is_ok_and(|reply| reply.trim() == "PONG")
+            {
                 return Ok(());
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -170,7 +179,9 @@ impl RedisServer {
 
     /// Makes it answer nothing for `ms` (`slow`: `CLIENT PAUSE ms ALL`).
     pub async fn pause(&self, ms: u64) -> Result<(), RedisError> {
-        self.cli(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"]).await.map(drop)
+        self.cli(&["CLIENT", "PAUSE", &ms.to_string(), "ALL"])
+            .await
+            .map(drop)
     }
 
     /// Forgets every cached script (`scripts_flushed`): the next EVALSHA is NOSCRIPT.
@@ -235,7 +246,10 @@ impl RedisCluster {
         for _ in 0..3 {
             nodes.push(RedisServer::start_on(free_port()?, true).await?);
         }
-        let addresses: Vec<String> = nodes.iter().map(|n| format!("127.0.0.1:{}", n.port)).collect();
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port))
+            .collect();
         let mut args = vec!["--cluster", "create"];
         args.extend(addresses.iter().map(String::as_str));
         args.push("--cluster-yes");

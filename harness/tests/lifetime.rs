@@ -225,9 +225,13 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
     kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
     let _ = harness.0.wait().expect("harness ends");
     assert!(
-        wait_until(Duration::from_secs(5), || pids.iter().all(|pid| process_gone(*pid))),
+        wait_until(Duration::from_secs(5), || pids
+            .iter()
+            .all(|pid| process_gone(*pid))),
         "outlived the harness: {:?}",
-        pids.iter().filter(|pid| !process_gone(**pid)).collect::<Vec<_>>()
+        pids.iter()
+            .filter(|pid| !process_gone(**pid))
+            .collect::<Vec<_>>()
     );
 }
 
@@ -250,7 +254,9 @@ fn a_panic_while_redis_runs_leaves_no_redis_server() {
             .build()
             .expect("runtime");
         runtime.block_on(async {
-            let server = harness::redis::RedisServer::start().await.expect("redis-server");
+            let server = harness::redis::RedisServer::start()
+                .await
+                .expect("redis-server");
             pid_tx.send(server.pid().expect("a pid")).expect("send pid");
             let _keep = server;
             panic!("a check panicked while redis-server was running");

@@ -57,12 +57,7 @@ async fn instances(dir: &Path, redis_url: &str, n: usize) -> Vec<NativeProcess> 
 }
 
 /// Sends `n` requests round-robin; their statuses in order.
-async fn send(
-    instances: &[NativeProcess],
-    path: &str,
-    header: (&str, &str),
-    n: usize,
-) -> Vec<u16> {
+async fn send(instances: &[NativeProcess], path: &str, header: (&str, &str), n: usize) -> Vec<u16> {
     let client = reqwest::Client::new();
     let mut statuses = Vec::new();
     for i in 0..n {
@@ -88,17 +83,38 @@ async fn three_native_instances_share_one_count_in_redis() {
     let instances = instances(dir.path(), &server.url(), 3).await;
     wait_for_room(Duration::from_secs(20)).await;
     // Memory counting would let 360 of these through (120 per instance).
-    let statuses = send(&instances, "/api/items", ("CF-Connecting-IP", "203.0.113.7"), 363).await;
+    let statuses = send(
+        &instances,
+        "/api/items",
+        ("CF-Connecting-IP", "203.0.113.7"),
+        363,
+    )
+    .await;
     assert_eq!(count(&statuses, 200), 120);
     assert!(statuses[..120].iter().all(|s| *s == 200));
     assert_eq!(count(&statuses, 429), 243);
-    let statuses = send(&instances, "/api/items", ("X-Test-Caller", "caller-7f3a"), 603).await;
+    let statuses = send(
+        &instances,
+        "/api/items",
+        ("X-Test-Caller", "caller-7f3a"),
+        603,
+    )
+    .await;
     assert_eq!(count(&statuses, 200), 600);
-    let statuses = send(&instances, "/api/search", ("CF-Connecting-IP", "198.51.100.9"), 30).await;
+    let statuses = send(
+        &instances,
+        "/api/search",
+        ("CF-Connecting-IP", "198.51.100.9"),
+        30,
+    )
+    .await;
     assert_eq!(count(&statuses, 200), 20);
     for instance in instances {
         assert!(
-            !instance.lines().iter().any(|l| l.text.contains("rate_limits.fallback")),
+            !instance
+                .lines()
+                .iter()
+                .any(|l| l.text.contains("rate_limits.fallback")),
             "a healthy Redis logs no fallback"
         );
         instance.stop().await;
@@ -112,7 +128,10 @@ async fn redis_down_counts_in_each_instance_with_no_5xx_and_one_line_each() {
     let instances = instances(dir.path(), &server.url(), 3).await;
     wait_for_room(Duration::from_secs(20)).await;
     let address = ("CF-Connecting-IP", "203.0.113.44");
-    assert_eq!(count(&send(&instances, "/api/items", address, 30).await, 200), 30);
+    assert_eq!(
+        count(&send(&instances, "/api/items", address, 30).await, 200),
+        30
+    );
     server.kill().await;
     let statuses = send(&instances, "/api/items", address, 363).await;
     assert_eq!(count(&statuses, 200), 360, "120 in each instance's memory");

@@ -116,15 +116,27 @@ async fn three_instances_on_one_redis_let_exactly_the_limits_through() {
     let server = RedisServer::start().await.expect("redis-server");
     let gates = instances(&url(&server), 3);
     // 120 a minute for an address, whichever instance answers.
-    assert_eq!(passed(&gates, &address("203.0.113.7"), "/api/items", 363).await, 120);
+    assert_eq!(
+        passed(&gates, &address("203.0.113.7"), "/api/items", 363).await,
+        120
+    );
     // 600 for a caller.
     let caller = Subject::of_request(Some("caller-7f3a"), None);
     assert_eq!(passed(&gates, &caller, "/api/items", 603).await, 600);
     // A route's own 20 per 10 s, beside the address's 120.
-    assert_eq!(passed(&gates, &address("198.51.100.9"), "/api/search", 30).await, 20);
+    assert_eq!(
+        passed(&gates, &address("198.51.100.9"), "/api/search", 30).await,
+        20
+    );
     // Each address counts on its own; an IPv6 client by its /64.
-    assert_eq!(passed(&gates, &address("2001:db8::1"), "/api/items", 60).await, 60);
-    assert_eq!(passed(&gates, &address("2001:db8::2"), "/api/items", 63).await, 60);
+    assert_eq!(
+        passed(&gates, &address("2001:db8::1"), "/api/items", 60).await,
+        60
+    );
+    assert_eq!(
+        passed(&gates, &address("2001:db8::2"), "/api/items", 63).await,
+        60
+    );
 }
 
 #[tokio::test]
@@ -140,9 +152,16 @@ async fn a_refused_key_is_answered_from_the_cache_without_a_round_trip() {
     assert_eq!(after - before, 1, "one round trip for 51 refusals");
     // A counted request is one round trip, one EVALSHA per limit.
     let before = server.command_calls("evalsha").await.expect("info");
-    assert_eq!(passed(&gates, &address("203.0.113.9"), "/api/search", 1).await, 1);
+    assert_eq!(
+        passed(&gates, &address("203.0.113.9"), "/api/search", 1).await,
+        1
+    );
     let after = server.command_calls("evalsha").await.expect("info");
-    assert_eq!(after - before, 2, "the address's limit and the route's, in one pipeline");
+    assert_eq!(
+        after - before,
+        2,
+        "the address's limit and the route's, in one pipeline"
+    );
 }
 
 #[tokio::test]
@@ -162,7 +181,10 @@ async fn redis_down_counts_in_each_instances_memory_and_logs_once_each() {
         assert_eq!(log["connection"], "cache");
         assert_eq!(log["reason"], "failed");
     }
-    assert!(!lines.text().contains("203.0.113.10"), "no key in a log line");
+    assert!(
+        !lines.text().contains("203.0.113.10"),
+        "no key in a log line"
+    );
 }
 
 #[tokio::test]
@@ -170,10 +192,16 @@ async fn nothing_listening_from_the_start_is_missing() {
     let (lines, _guard) = Lines::capture();
     let port = harness::redis::free_port().expect("port");
     let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 2);
-    assert_eq!(passed(&gates, &address("192.0.2.1"), "/api/items", 250).await, 240);
+    assert_eq!(
+        passed(&gates, &address("192.0.2.1"), "/api/items", 250).await,
+        240
+    );
     let logs = lines.fallbacks();
     assert_eq!(logs.len(), 2, "{logs:?}");
-    assert!(logs.iter().all(|l| l["reason"] == "missing" && l["connection"] == "cache"));
+    assert!(
+        logs.iter()
+            .all(|l| l["reason"] == "missing" && l["connection"] == "cache")
+    );
 }
 
 #[tokio::test]
@@ -196,11 +224,20 @@ async fn a_hanging_redis_costs_one_wait_per_cool_off() {
     server.resume();
     // The first waits for the deadline (not for ever); the rest are counted in
     // memory at once while the store cools off.
-    assert!(first >= Duration::from_millis(450), "first waited {first:?}");
-    assert!(first < Duration::from_millis(1_500), "first waited {first:?}");
+    assert!(
+        first >= Duration::from_millis(450),
+        "first waited {first:?}"
+    );
+    assert!(
+        first < Duration::from_millis(1_500),
+        "first waited {first:?}"
+    );
     rest.sort();
     let p50 = rest[rest.len() / 2];
-    assert!(p50 < Duration::from_millis(5), "p50 after the first: {p50:?}");
+    assert!(
+        p50 < Duration::from_millis(5),
+        "p50 after the first: {p50:?}"
+    );
     let logs = lines.fallbacks();
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert_eq!(logs[0]["reason"], "timed_out");
@@ -231,13 +268,24 @@ async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
     // each request's two keys in one slot (no CROSSSLOT).
     for i in 0..40 {
         let subject = address(&format!("198.51.100.{i}"));
-        assert_eq!(passed(&gates, &subject, "/api/search", 25).await, 20, "address {i}");
+        assert_eq!(
+            passed(&gates, &subject, "/api/search", 25).await,
+            20,
+            "address {i}"
+        );
     }
-    assert_eq!(passed(&gates, &address("203.0.113.77"), "/api/items", 130).await, 120);
+    assert_eq!(
+        passed(&gates, &address("203.0.113.77"), "/api/items", 130).await,
+        120
+    );
     // The keys really are spread: every master holds some.
     for node in cluster.nodes() {
         let keys = node.cli(&["DBSIZE"]).await.expect("DBSIZE");
-        assert!(keys.trim().parse::<u64>().unwrap_or(0) > 0, "node {} holds no key", node.port());
+        assert!(
+            keys.trim().parse::<u64>().unwrap_or(0) > 0,
+            "node {} holds no key",
+            node.port()
+        );
     }
 }
 

@@ -183,7 +183,7 @@ fn a_missing_application_file_is_named() {
 fn taplo() -> std::path::PathBuf {
     let dir = harness::paths::repo_root().join("tools/fixtures/taplo");
     let bin = dir.join("node_modules/.bin/taplo");
-    harness::workerd::find::npm_ci_unless(&dir, &[bin.clone()], "taplo is not installed", &[])
+    harness::workerd::find::npm_ci_unless(&dir, &[&bin], "taplo is not installed", &[])
         .unwrap_or_else(|e| panic!("{e}"));
     bin
 }

@@ -13,7 +13,7 @@ fn validator() -> PathBuf {
     let bin = lint_dir().join("node_modules/.bin/action-validator");
     harness::workerd::find::npm_ci_unless(
         &lint_dir(),
-        &[bin.clone()],
+        &[&bin],
         "action-validator is not installed",
         &[],
     )

@@ -16,7 +16,7 @@ fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
     harness::workerd::find::npm_ci_unless(
         &wrangler_dir(),
-        &[path.clone()],
+        &[&path],
         "wrangler is not installed",
         &["--ignore-scripts"],
     )

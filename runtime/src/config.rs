@@ -557,7 +557,12 @@ fn validate_connections(
                         ),
                     );
                 }
-                ConnectionKind::Redis(redis_endpoint(report, name, setting("url"), setting("nodes")))
+                ConnectionKind::Redis(redis_endpoint(
+                    report,
+                    name,
+                    setting("url"),
+                    setting("nodes"),
+                ))
             }
             other => ConnectionKind::Other(other.map(str::to_owned)),
         };

@@ -66,7 +66,10 @@ fn a_cluster_is_named_by_its_nodes() {
     assert_eq!(
         endpoint,
         RedisEndpoint::Cluster {
-            nodes: vec!["redis://10.0.0.1:7000".into(), "redis://10.0.0.2:7000".into()]
+            nodes: vec![
+                "redis://10.0.0.1:7000".into(),
+                "redis://10.0.0.2:7000".into()
+            ]
         }
     );
 }
@@ -141,7 +144,8 @@ name = "server"
 target = "native"
 serves_api = true
 "#;
-    let gate = Arc::new(NativeGate::from_toml(source, "server", AddressSource::Peer).expect("gate"));
+    let gate =
+        Arc::new(NativeGate::from_toml(source, "server", AddressSource::Peer).expect("gate"));
     let reached = Arc::new(AtomicUsize::new(0));
     let mut service = RateLimitLayer::new(gate).layer(Handler(reached.clone()));
     let mut statuses = Vec::new();
@@ -161,6 +165,9 @@ serves_api = true
     assert_eq!(reached.load(Ordering::SeqCst), 120);
     let refused = last.expect("a response");
     assert_eq!(refused.headers()["Retry-After"], "60");
-    assert_eq!(refused.headers()["RateLimit-Policy"], "\"address\";q=120;w=60");
+    assert_eq!(
+        refused.headers()["RateLimit-Policy"],
+        "\"address\";q=120;w=60"
+    );
     assert!(refused.body().contains("rate_limited"));
 }

@@ -101,7 +101,9 @@ fn address_of(i: usize) -> String {
 
 /// One instance over HTTP: limiting off / memory / Redis, hot key and distinct keys.
 async fn http(total: usize) {
-    println!("\n## One native instance on loopback, {CONNECTIONS} connections, {total} requests each");
+    println!(
+        "\n## One native instance on loopback, {CONNECTIONS} connections, {total} requests each"
+    );
     let fixture = fixture_path().expect("native-fixture (cargo build -p harness --bins --release)");
     let server = RedisServer::start().await.expect("redis-server");
     let dir = tempfile::tempdir().expect("dir");
@@ -126,9 +128,14 @@ async fn http(total: usize) {
             let (client, url) = (client.clone(), url.clone());
             let base = if hot { 0 } else { total * 4 };
             let figures = drive(total, move |i| {
-                let request = client
-                    .get(&url)
-                    .header("CF-Connecting-IP", if hot { "192.0.2.1".to_owned() } else { address_of(base + i) });
+                let request = client.get(&url).header(
+                    "CF-Connecting-IP",
+                    if hot {
+                        "192.0.2.1".to_owned()
+                    } else {
+                        address_of(base + i)
+                    },
+                );
                 async move {
                     let response = request.send().await.expect("answer");
                     let _ = response.bytes().await;
@@ -147,16 +154,26 @@ async fn http(total: usize) {
 }
 
 fn subject_of(i: usize, hot: bool) -> Subject {
-    Subject::of_request(None, Some(&if hot { "192.0.2.2".to_owned() } else { address_of(i) }))
+    Subject::of_request(
+        None,
+        Some(&if hot {
+            "192.0.2.2".to_owned()
+        } else {
+            address_of(i)
+        }),
+    )
 }
 
 /// The Redis store in process, on one redis-server, through the whole native gate.
 async fn stores(total: usize, server: &RedisServer) {
-    println!("\n## The Redis store in process, {CONNECTIONS} tasks, {total} checks each, limit 120 per 60 s per address");
+    println!(
+        "\n## The Redis store in process, {CONNECTIONS} tasks, {total} checks each, limit 120 per 60 s per address"
+    );
     for (keys, hot) in [("hot key", true), ("distinct keys", false)] {
         server.cli(&["FLUSHALL"]).await.expect("flush");
         let gate = Arc::new(
-            NativeGate::from_toml(&app(Some(&server.url())), "api", AddressSource::Peer).expect("gate"),
+            NativeGate::from_toml(&app(Some(&server.url())), "api", AddressSource::Peer)
+                .expect("gate"),
         );
         let before = server.command_calls("evalsha").await.unwrap_or(0);
         let g = gate.clone();
@@ -173,14 +190,15 @@ async fn stores(total: usize, server: &RedisServer) {
             figures.line(&format!("runtime::native Redis, {keys}")),
             (after - before) as f64 / total as f64
         );
-
     }
 }
 
 /// Exactness: three instances (each with its own connection and caches) hit
 /// one hot key, a caller's 600 per minute, with 3000 checks: how many got through.
 async fn exactness(server: &RedisServer) {
-    println!("\n## Exactness: 3 instances x {CONNECTIONS} tasks, one key, limit 600 per 60 s, 3000 checks");
+    println!(
+        "\n## Exactness: 3 instances x {CONNECTIONS} tasks, one key, limit 600 per 60 s, 3000 checks"
+    );
     server.cli(&["FLUSHALL"]).await.expect("flush");
     let gates: Vec<Arc<NativeGate>> = (0..3)
         .map(|_| {
@@ -203,7 +221,11 @@ async fn exactness(server: &RedisServer) {
         }
     })
     .await;
-    println!("{:<44} {} of 3000 through (limit 600)", "runtime::native Redis", passed.load(Ordering::Relaxed));
+    println!(
+        "{:<44} {} of 3000 through (limit 600)",
+        "runtime::native Redis",
+        passed.load(Ordering::Relaxed)
+    );
 }
 
 fn main() {

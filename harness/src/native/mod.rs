@@ -114,9 +114,7 @@ impl NativeProcess {
             None => {
                 let _ = child.kill().await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                Err(NativeError::NotListening {
-                    stderr: text(&log),
-                })
+                Err(NativeError::NotListening { stderr: text(&log) })
             }
         }
     }
@@ -144,7 +142,11 @@ impl NativeProcess {
 
 fn text(log: &Log) -> String {
     let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
-    lines.iter().map(|l| l.text.as_str()).collect::<Vec<_>>().join("\n")
+    lines
+        .iter()
+        .map(|l| l.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn keep_lines(stream: impl AsyncRead + Unpin, log: Log, epoch: Instant) {

@@ -185,13 +185,11 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
 /// needed: the workerd binary ships inside its platform package, and
 /// miniflare (the reference core's worker files) is read as text.
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
-    let ready = [
-        binary_in(dir),
-        dir.join("node_modules/miniflare/package.json"),
-    ];
+    let workerd = binary_in(dir);
+    let miniflare = dir.join("node_modules/miniflare/package.json");
     npm_ci_unless(
         dir,
-        &ready,
+        &[&workerd, &miniflare],
         "workerd is not installed",
         &["--ignore-scripts"],
     )
@@ -207,7 +205,7 @@ pub const INSTALL_LOCK: &str = ".npm-ci.lock";
 /// one of them installs, and none runs a file another is still writing.
 pub fn npm_ci_unless(
     dir: &Path,
-    ready: &[PathBuf],
+    ready: &[&Path],
     why: &str,
     extra: &[&str],
 ) -> Result<(), FindError> {

@@ -22,11 +22,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use self::redis::RedisStore;
 use crate::config::{Application, Counting, Diagnostics};
 use crate::limiter::{
     ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Subject, Tally, UnknownDeployable,
 };
-use self::redis::RedisStore;
 
 /// Where a native request's address comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +159,9 @@ impl NativeGate {
             }
             None => Vec::new(),
         };
-        let decision = self.limiter().conclude(&checks, answers, self.clock.now_ms());
+        let decision = self
+            .limiter()
+            .conclude(&checks, answers, self.clock.now_ms());
         for log in &decision.logs {
             log_fallback(log);
         }
@@ -208,7 +210,10 @@ pub fn refusal_response<B: From<String>>(refusal: &Refusal) -> http::Response<B>
     *response.status_mut() =
         http::StatusCode::from_u16(Refusal::STATUS).unwrap_or(http::StatusCode::TOO_MANY_REQUESTS);
     let headers = response.headers_mut();
-    headers.insert(http::header::RETRY_AFTER, refusal.retry_after_seconds.into());
+    headers.insert(
+        http::header::RETRY_AFTER,
+        refusal.retry_after_seconds.into(),
+    );
     if let Ok(policy) = http::HeaderValue::from_str(&refusal.rate_limit_policy()) {
         headers.insert(Refusal::POLICY_HEADER, policy);
     }
@@ -266,7 +271,10 @@ pub struct RateLimited<S> {
 
 impl<S, B, R> tower_service::Service<http::Request<B>> for RateLimited<S>
 where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<R>> + Clone + Send + 'static,
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>
+        + Clone
+        + Send
+        + 'static,
     S::Future: Send + 'static,
     B: Send + 'static,
     R: From<String> + 'static,

@@ -70,7 +70,9 @@ impl std::fmt::Debug for RedisStore {
             Target::Cluster { .. } => "cluster",
             Target::Nowhere(_) => "nowhere",
         };
-        f.debug_struct("RedisStore").field("target", &target).finish()
+        f.debug_struct("RedisStore")
+            .field("target", &target)
+            .finish()
     }
 }
 
@@ -182,7 +184,12 @@ impl RedisStore {
                 state.ever_answered = true;
                 for (p, within) in pending.iter().zip(within) {
                     if !within {
-                        state.refused.remember(p.limit, &checks[p.index].key, p.window_end_ms, done_ms);
+                        state.refused.remember(
+                            p.limit,
+                            &checks[p.index].key,
+                            p.window_end_ms,
+                            done_ms,
+                        );
                     }
                     answers[p.index] = Some(BindingAnswer::Answered { success: within });
                 }
@@ -247,7 +254,9 @@ impl RedisStore {
                     .await?;
                 pipe.query_async(&mut connection.clone()).await?
             }
-            Target::Nowhere(_) => return Err(RedisError::from((ErrorKind::Io, "no Redis to reach"))),
+            Target::Nowhere(_) => {
+                return Err(RedisError::from((ErrorKind::Io, "no Redis to reach")));
+            }
         };
         Ok(replies.into_iter().map(|reply| reply == 1).collect())
     }
