@@ -457,3 +457,24 @@ fn wrangler_write_writes_nothing_for_an_invalid_description_or_file() {
         );
     }
 }
+
+/// The README's main command is `cargo run -p harness -- run`: with a second
+/// binary in the package (the native fixture), cargo needs `default-run` to
+/// know which one that is, or the command fails before the harness starts.
+#[test]
+fn cargo_run_p_harness_runs_the_harness() {
+    let manifest_path = harness::paths::repo_root().join("harness/Cargo.toml");
+    let text = std::fs::read_to_string(&manifest_path).expect("harness/Cargo.toml");
+    let manifest: toml::Table = toml::from_str(&text).expect("a TOML manifest");
+    let binaries = manifest
+        .get("bin")
+        .and_then(|b| b.as_array())
+        .map_or(0, Vec::len);
+    let default_run = manifest["package"]
+        .get("default-run")
+        .and_then(|d| d.as_str());
+    assert!(
+        binaries <= 1 || default_run == Some("harness"),
+        "{binaries} binaries and default-run = {default_run:?}"
+    );
+}
