@@ -53,8 +53,54 @@ pub enum RedisError {
     },
 }
 
+/// `redis-server` or `redis-cli`, installing Debian's `redis-server` package
+/// (which brings both) when it is missing, saying so: the tests set up what
+/// they need, as the harness installs workerd with npm.
 fn program(name: &'static str) -> Result<PathBuf, RedisError> {
+    if let Ok(path) = which::which(name) {
+        return Ok(path);
+    }
+    install_redis_server(name)?;
     which::which(name).map_err(|_| RedisError::NotInstalled(name))
+}
+
+/// Runs `apt-get update` and `apt-get install redis-server`, once for every
+/// test process at the same time: under an exclusive lock in the temporary
+/// directory, looking again for `name` once the lock is held.
+fn install_redis_server(name: &'static str) -> Result<(), RedisError> {
+    let lock = std::fs::File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("harness-apt-redis.lock"))
+        .and_then(|file| file.lock().map(|()| file))
+        .map_err(RedisError::Setup)?;
+    if which::which(name).is_ok() {
+        return Ok(());
+    }
+    eprintln!(
+        "harness: {name} is not installed; running `apt-get update` and `apt-get install redis-server`"
+    );
+    for args in [
+        &["update", "-qq"][..],
+        &["install", "-y", "-qq", "redis-server"][..],
+    ] {
+        let output = std::process::Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .output()
+            .map_err(|_| RedisError::NotInstalled(name))?;
+        if !output.status.success() {
+            eprintln!(
+                "harness: apt-get {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&output.stderr).trim()
+            );
+            return Err(RedisError::NotInstalled(name));
+        }
+    }
+    drop(lock);
+    Ok(())
 }
 
 /// A free loopback port below 55536, so a cluster's bus port (+10000) exists too.
