@@ -13,13 +13,14 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use runtime::config::Location;
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::{Observation, RequestRecord};
+pub use crate::expectations::ListError;
+use crate::expectations::ListFile;
 use crate::scenario::Prepared;
 
 /// The file, inside a scenarios directory, that lists the differences by design.
@@ -169,34 +170,14 @@ pub struct ListedDifferences {
     entries: Vec<ListedDifference>,
 }
 
-/// A differences file that is malformed or names no scenario.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{file}:{location}: {message}")]
-pub struct ListError {
-    pub file: PathBuf,
-    pub location: Location,
-    pub message: String,
-}
-
 impl ListedDifferences {
     /// Reads `dir/differential.toml` (none is an empty list), checking that
     /// every entry has a reason and names one of `known_trials`.
     pub fn load(dir: &Path, known_trials: &[&str]) -> Result<ListedDifferences, ListError> {
-        let path = dir.join(FILE_NAME);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(FILE_NAME))? else {
             return Ok(ListedDifferences::default());
         };
-        let error = |offset: usize, message: String| ListError {
-            file: path.clone(),
-            location: Location::of_offset(&text, offset),
-            message,
-        };
-        let file: File = toml::from_str(&text).map_err(|e| {
-            error(
-                e.span().map_or(0, |s| s.start),
-                e.message().trim().to_owned(),
-            )
-        })?;
+        let error = |offset: usize, message: String| list.error(offset, message);
         let mut entries = Vec::new();
         for entry in file.difference {
             let at = entry.span().start;

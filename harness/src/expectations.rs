@@ -44,13 +44,49 @@ pub struct Expectations {
     entries: Vec<ExpectedFailure>,
 }
 
-/// An expectations file that is malformed or names what does not exist.
+/// A list file beside the scenarios (`expectations.toml`, `differential.toml`)
+/// that is malformed or names what does not exist, placed at `file:line:col`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{file}:{location}: {message}")]
-pub struct ExpectationsError {
+pub struct ListError {
     pub file: PathBuf,
     pub location: Location,
     pub message: String,
+}
+
+/// The text of a list file, kept to place errors at the entries read from it.
+pub(crate) struct ListFile {
+    path: PathBuf,
+    text: String,
+}
+
+impl ListFile {
+    /// Reads `path` and parses it as `F`; `Ok(None)` when there is no file
+    /// (no file is an empty list).
+    pub(crate) fn read<F: serde::de::DeserializeOwned>(
+        path: PathBuf,
+    ) -> Result<Option<(ListFile, F)>, ListError> {
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(None);
+        };
+        let file = ListFile { path, text };
+        let parsed = toml::from_str(&file.text).map_err(|e| {
+            file.error(
+                e.span().map_or(0, |s| s.start),
+                e.message().trim().to_owned(),
+            )
+        })?;
+        Ok(Some((file, parsed)))
+    }
+
+    /// The error at byte `offset` of the file.
+    pub(crate) fn error(&self, offset: usize, message: String) -> ListError {
+        ListError {
+            file: self.path.clone(),
+            location: Location::of_offset(&self.text, offset),
+            message,
+        }
+    }
 }
 
 /// How a trial ended once its expectation is taken into account.
@@ -92,22 +128,11 @@ impl Expectations {
         dir: &Path,
         shown_as: &Path,
         known_trials: &[&str],
-    ) -> Result<Expectations, ExpectationsError> {
-        let path = dir.join(FILE_NAME);
-        let Ok(text) = std::fs::read_to_string(&path) else {
+    ) -> Result<Expectations, ListError> {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(FILE_NAME))? else {
             return Ok(Expectations::default());
         };
-        let error = |offset: usize, message: String| ExpectationsError {
-            file: path.clone(),
-            location: Location::of_offset(&text, offset),
-            message,
-        };
-        let file: File = toml::from_str(&text).map_err(|e| {
-            error(
-                e.span().map_or(0, |s| s.start),
-                e.message().trim().to_owned(),
-            )
-        })?;
+        let error = |offset: usize, message: String| list.error(offset, message);
         let mut entries = Vec::new();
         for entry in file.expected_failure {
             let at = entry.span().start;
@@ -188,7 +213,7 @@ fn trial_name(entry: &str, dir: &Path, shown_as: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn load(text: &str, known: &[&str]) -> Result<Expectations, ExpectationsError> {
+    fn load(text: &str, known: &[&str]) -> Result<Expectations, ListError> {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::write(dir.path().join(FILE_NAME), text).expect("write");
         Expectations::load(dir.path(), Path::new(""), known)
