@@ -32,7 +32,6 @@ use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use runtime::config::Counting;
 use runtime::native::{AddressSource, CallerId, NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
@@ -70,15 +69,6 @@ impl Service<http::Request<Incoming>> for Api {
     }
 }
 
-fn counting_name(counting: &Counting) -> &'static str {
-    match counting {
-        Counting::Binding { .. } => "binding",
-        Counting::InMemory => "in_memory",
-        Counting::Redis { .. } => "redis",
-        Counting::NoApi => "no_api",
-    }
-}
-
 async fn route(
     limiting_off: bool,
     gate: Arc<NativeGate>,
@@ -94,7 +84,7 @@ async fn route(
             &serde_json::json!({
                 "status": "ok",
                 "deployable": &*deployable,
-                "counting": counting_name(&gate.counting()),
+                "counting": gate.counting().name(),
                 "health_checks": tally.health_checks,
                 "refused": tally.refused,
             }),

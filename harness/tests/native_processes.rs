@@ -6,30 +6,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+mod common;
+
 use harness::native::NativeProcess;
 use harness::redis::RedisServer;
-
-fn app(redis_url: &str) -> String {
-    format!(
-        r#"
-[connections.cache]
-driver = "redis"
-url = "{redis_url}"
-
-[rate_limits]
-store = "cache"
-
-[[deployables]]
-name = "api"
-target = "native"
-serves_api = true
-
-[[routes]]
-path = "/api/search"
-rate_limit = {{ requests = 20, window = 10 }}
-"#
-    )
-}
 
 /// Waits, if need be, until at least `room` is left in the current minute,
 /// so no count of the test straddles a window.
@@ -43,7 +23,11 @@ async fn wait_for_room(room: Duration) {
 
 async fn instances(dir: &Path, redis_url: &str, n: usize) -> Vec<NativeProcess> {
     let application = dir.join("app.toml");
-    std::fs::write(&application, app(redis_url)).expect("write app");
+    std::fs::write(
+        &application,
+        common::native_redis_app(&format!("url = \"{redis_url}\"")),
+    )
+    .expect("write app");
     let fixture = Path::new(env!("CARGO_BIN_EXE_native-fixture"));
     let mut started = Vec::new();
     for _ in 0..n {

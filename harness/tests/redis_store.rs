@@ -13,30 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::redis::{RedisCluster, RedisServer};
+
+mod common;
 use runtime::Subject;
 use runtime::native::{AddressSource, NativeGate};
-
-fn app(store: &str) -> String {
-    format!(
-        r#"
-[connections.cache]
-driver = "redis"
-{store}
-
-[rate_limits]
-store = "cache"
-
-[[deployables]]
-name = "api"
-target = "native"
-serves_api = true
-
-[[routes]]
-path = "/api/search"
-rate_limit = {{ requests = 20, window = 10 }}
-"#
-    )
-}
 
 fn url(server: &RedisServer) -> String {
     format!("url = \"{}\"", server.url())
@@ -46,8 +26,9 @@ fn url(server: &RedisServer) -> String {
 fn instances(store: &str, n: usize) -> Vec<NativeGate> {
     (0..n)
         .map(|_| {
-            let gate = NativeGate::from_toml(&app(store), "api", AddressSource::Peer)
-                .expect("the application is valid");
+            let gate =
+                NativeGate::from_toml(&common::native_redis_app(store), "api", AddressSource::Peer)
+                    .expect("the application is valid");
             let now = gate.clock().now_ms();
             let target = (now / 60_000 + 1) * 60_000 + 1_000;
             gate.clock().set_offset_ms((target - now) as i64);

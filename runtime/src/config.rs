@@ -244,6 +244,19 @@ pub enum Counting {
     NoApi,
 }
 
+impl Counting {
+    /// The mode's name as health routes report it: `binding`, `in_memory`,
+    /// `redis` or `no_api`. One table, so every fixture reports a new mode.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Counting::Binding { .. } => "binding",
+            Counting::InMemory => "in_memory",
+            Counting::Redis { .. } => "redis",
+            Counting::NoApi => "no_api",
+        }
+    }
+}
+
 /// A validated application description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Application {

@@ -28,7 +28,6 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Reflect;
-use runtime::config::Counting;
 use runtime::workers::{Gate, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
@@ -78,15 +77,6 @@ fn json_response(status: u16, body: &serde_json::Value) -> Result<web_sys::Respo
     Ok(response)
 }
 
-fn counting_name(counting: &Counting) -> &'static str {
-    match counting {
-        Counting::Binding { .. } => "binding",
-        Counting::InMemory => "in_memory",
-        Counting::Redis { .. } => "redis",
-        Counting::NoApi => "no_api",
-    }
-}
-
 /// The Worker's fetch handler, called by the JavaScript entry module with
 /// the time the request arrived, in ms since the Unix epoch (never going
 /// backwards in an isolate: see [`Gate::decide`]).
@@ -107,7 +97,7 @@ pub async fn fetch(
             &serde_json::json!({
                 "status": "ok",
                 "deployable": deployable,
-                "counting": counting_name(&gate.counting()),
+                "counting": gate.counting().name(),
                 "health_checks": tally.health_checks,
                 "refused": tally.refused,
             }),

@@ -1,4 +1,4 @@
-//! What several integration tests share: a minimal application and a probe
+//! What several integration tests share: minimal applications and a probe
 //! for the workerd processes a test started.
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
@@ -43,4 +43,29 @@ pub fn marked_workerds(var: &str, mark: &str) -> Vec<u32> {
                 && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
         })
         .collect()
+}
+
+/// A native API counting in the Redis connection `cache`, with a route's own
+/// 20 per 10 s on `/api/search`. `store` is the connection's address line(s):
+/// `url = "redis://..."` or `nodes = [...]`.
+pub fn native_redis_app(store: &str) -> String {
+    format!(
+        r#"
+[connections.cache]
+driver = "redis"
+{store}
+
+[rate_limits]
+store = "cache"
+
+[[deployables]]
+name = "api"
+target = "native"
+serves_api = true
+
+[[routes]]
+path = "/api/search"
+rate_limit = {{ requests = 20, window = 10 }}
+"#
+    )
 }
