@@ -270,6 +270,18 @@ pub struct Tally {
 #[error("the application has no deployable named `{0}`")]
 pub struct UnknownDeployable(pub String);
 
+/// Why a gate (the Workers one or the native one) could not be built from
+/// the application description.
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The application description did not validate.
+    #[error(transparent)]
+    Invalid(#[from] crate::config::Diagnostics),
+    /// The application has no deployable of that name.
+    #[error(transparent)]
+    UnknownDeployable(#[from] UnknownDeployable),
+}
+
 impl Limiter {
     /// The limiter for `deployable` of `app`. `seed` keys the in-memory
     /// counter's digest and should be random per isolate.

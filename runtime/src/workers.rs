@@ -11,10 +11,11 @@ use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
-use crate::config::{Application, Counting, Diagnostics};
+use crate::config::{Application, Counting};
+pub use crate::limiter::GateError;
 use crate::limiter::{
     ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, FallbackReason, Limiter, Refusal, Subject,
-    Tally, UnknownDeployable,
+    Tally,
 };
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
@@ -30,15 +31,6 @@ extern "C" {
 extern "C" {
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     fn console_warn(line: &str);
-}
-
-/// Why the gate could not be built from the application description.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    #[error(transparent)]
-    Invalid(#[from] Diagnostics),
-    #[error(transparent)]
-    UnknownDeployable(#[from] UnknownDeployable),
 }
 
 /// One isolate's limiter for one deployable. Keep it for the isolate's

@@ -23,10 +23,9 @@ use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use self::redis::RedisStore;
-use crate::config::{Application, Counting, Diagnostics};
-use crate::limiter::{
-    ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Subject, Tally, UnknownDeployable,
-};
+use crate::config::{Application, Counting};
+pub use crate::limiter::GateError;
+use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Subject, Tally};
 
 /// Where a native request's address comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,17 +58,6 @@ impl Clock {
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Relaxed);
     }
-}
-
-/// Why the native gate could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    /// The application description did not validate.
-    #[error(transparent)]
-    Invalid(#[from] Diagnostics),
-    /// The application has no deployable of that name.
-    #[error(transparent)]
-    UnknownDeployable(#[from] UnknownDeployable),
 }
 
 /// One process's limiter for one native deployable. Share it (`Arc`) among
