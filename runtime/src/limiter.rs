@@ -125,6 +125,10 @@ pub enum BindingAnswer {
     Answered { success: bool },
     /// No usable answer: the request is counted in memory instead.
     Unavailable(FallbackReason),
+    /// Refused from the store's own cache of keys it refused earlier in
+    /// their window: no round trip was made, so it is no news of the store's
+    /// health and moves no cool-off (a probe answered so is not a probe).
+    Remembered,
 }
 
 /// The `rate_limits.fallback` log line, emitted once per binding per isolate.
@@ -396,7 +400,7 @@ impl Limiter {
     /// it was not asked: the check has no binding, or [`Limiter::asks`] left
     /// it alone (a missing answer counts as `None`). An answer in time, or a
     /// failure or timeout, is news of the binding's health and moves its
-    /// cool-off; `missing` does not.
+    /// cool-off; `missing` and [`BindingAnswer::Remembered`] do not.
     /// Every check is settled, in binding mode and in memory mode alike: a
     /// binding that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
@@ -453,6 +457,9 @@ impl Limiter {
                 };
                 (verdict, None)
             }
+            // Nothing was asked: a probe that ends here leaves the breaker
+            // probing, and its lease hands the probe on.
+            Some(BindingAnswer::Remembered) => (Verdict::Exceeded, None),
             Some(BindingAnswer::Unavailable(reason)) => {
                 match reason {
                     FallbackReason::Missing => {}

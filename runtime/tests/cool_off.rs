@@ -137,3 +137,36 @@ fn a_probe_that_never_ends_is_replaced() {
         vec![true]
     );
 }
+
+#[test]
+fn a_probe_answered_from_the_stores_own_cache_leaves_the_cool_off_to_a_real_probe() {
+    let mut l = limiter();
+    let _ = request(&mut l, "192.0.2.1", FAILED, T0);
+    // The probe's key was refused earlier in its window: the store answers
+    // from its cache, with no round trip, which says nothing of its health.
+    let (asked, d) = request(
+        &mut l,
+        "192.0.2.2",
+        BindingAnswer::Remembered,
+        T0 + COOL_OFF_MS,
+    );
+    assert!(asked, "after the cool-off one request probes");
+    assert!(d.refusal.is_some() && d.logs.is_empty());
+    let (asked, _) = request(&mut l, "192.0.2.3", WITHIN, T0 + COOL_OFF_MS + 1);
+    assert!(!asked, "a cached refusal closed the cool-off");
+    // The probe's lease ends and the next request probes for real.
+    let (asked, _) = request(
+        &mut l,
+        "192.0.2.3",
+        WITHIN,
+        T0 + COOL_OFF_MS + PROBE_LEASE_MS,
+    );
+    assert!(asked);
+    let (asked, _) = request(
+        &mut l,
+        "192.0.2.4",
+        WITHIN,
+        T0 + COOL_OFF_MS + PROBE_LEASE_MS + 1,
+    );
+    assert!(asked, "an answer in time closed it");
+}

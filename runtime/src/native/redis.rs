@@ -156,7 +156,7 @@ impl RedisStore {
                     continue;
                 }
                 if state.refused.is_refused(check.limit, &check.key, now_ms) {
-                    answers[index] = Some(BindingAnswer::Answered { success: false });
+                    answers[index] = Some(BindingAnswer::Remembered);
                     continue;
                 }
                 let (key, window_end_ms) = window_key(&tag, check.limit, &check.key, now_ms);
@@ -309,4 +309,62 @@ pub fn window_key(tag: &str, limit: Limit, key: &str, now_ms: u64) -> (String, u
         limit.requests, limit.window_seconds
     );
     (redis_key, (index + 1) * window_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::breaker::COOL_OFF_MS;
+    use crate::config::{Application, Counting};
+    use crate::limiter::{Decision, Limiter, Subject};
+
+    /// A native API on Redis whose URL does not parse: every round trip fails.
+    const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"not a url\"\n\
+        [rate_limits]\nstore = \"cache\"\n\
+        [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n";
+
+    /// One request from `address` through the limiter and the store, as
+    /// `NativeGate::decide` does it: whether it asked Redis, and the decision.
+    async fn request(
+        limiter: &mut Limiter,
+        store: &RedisStore,
+        clock: &Clock,
+        address: &str,
+    ) -> (bool, Decision) {
+        let checks = limiter.checks(&Subject::of_request(None, Some(address)), "/api/items");
+        let asks = limiter.asks(&checks, clock.now_ms());
+        let answers = store.ask(&checks, &asks, clock).await;
+        (asks[0], limiter.conclude(&checks, answers, clock.now_ms()))
+    }
+
+    #[tokio::test]
+    async fn a_probe_answered_from_the_refused_cache_does_not_close_the_cool_off() {
+        let app = Application::from_toml(APP).expect("valid");
+        let mut limiter = Limiter::new(&app, "api", 7).expect("api");
+        let Counting::Redis { endpoint, .. } = limiter.counting().clone() else {
+            panic!("a native API on Redis counts in Redis");
+        };
+        let store = RedisStore::new(&endpoint);
+        let clock = Clock::default();
+        let (asked, failed) = request(&mut limiter, &store, &clock, "192.0.2.1").await;
+        assert!(
+            asked && failed.logs.len() == 1,
+            "the first request finds Redis failing"
+        );
+        // Redis refused 192.0.2.2 earlier in its window: the store remembers it.
+        let refused = limiter.checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items");
+        let now = clock.now_ms();
+        store
+            .state()
+            .refused
+            .remember(refused[0].limit, &refused[0].key, now + 3_600_000, now);
+        clock.set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
+        // The cool-off is over: this request is the probe, and the cache answers it.
+        let (asked, cached) = request(&mut limiter, &store, &clock, "192.0.2.2").await;
+        assert!(asked, "after the cool-off one request probes");
+        assert!(cached.refusal.is_some(), "the remembered refusal stands");
+        // No round trip was made, so nothing is known of Redis: still no asking.
+        let (asked, _) = request(&mut limiter, &store, &clock, "192.0.2.3").await;
+        assert!(!asked, "a refusal from the cache closed the cool-off");
+    }
 }
