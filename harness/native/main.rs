@@ -2,13 +2,17 @@
 //! `runtime::native`, with the Workers fixture's routes, started by the
 //! harness as real processes.
 //!
-//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]`
+//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off] [--control-token TOKEN]`
 //!
 //! - It listens on `127.0.0.1:0` and reports its port as the first line on
 //!   stdout: `{"event":"listen","port":N}`.
 //! - `GET /health`: 200 `{"status":"ok","deployable","counting","health_checks","refused"}`.
 //! - `/api/...`: through [`RateLimitLayer`]: 200 `{"ok":true}`, or the 429.
 //!   404 (counted as refused) when the deployable serves no API.
+//! - `POST /clock` with `x-harness-control: TOKEN` and `{"offset_ms":N}`
+//!   (only with `--control-token TOKEN`): the scenario clock, as the Workers
+//!   fixture's control channel sets it; the gate's windows, Redis keys and
+//!   cool-off all read it. Answers `{"offset_ms":N}`.
 //! - anything else: 404.
 //!
 //! The caller is read from `X-Test-Caller` (a real application takes it from
@@ -29,7 +33,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body_util::Full;
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use runtime::native::{AddressSource, CallerId, NativeGate, PeerAddr, RateLimitLayer};
@@ -69,8 +73,32 @@ impl Service<http::Request<Incoming>> for Api {
     }
 }
 
+/// The header carrying the harness's control token (the Workers fixture's too).
+const CONTROL_HEADER: &str = "x-harness-control";
+
+/// `POST /clock`: sets the gate's clock offset, for the harness only.
+async fn set_clock(gate: &NativeGate, request: http::Request<Incoming>) -> Response {
+    let Ok(body) = request.into_body().collect().await else {
+        return json(400, &serde_json::json!({ "error": "unreadable body" }));
+    };
+    let offset = serde_json::from_slice::<serde_json::Value>(&body.to_bytes())
+        .ok()
+        .and_then(|v| v["offset_ms"].as_i64());
+    match offset {
+        Some(offset_ms) => {
+            gate.clock().set_offset_ms(offset_ms);
+            json(200, &serde_json::json!({ "offset_ms": offset_ms }))
+        }
+        None => json(
+            400,
+            &serde_json::json!({ "error": "want {\"offset_ms\": N}" }),
+        ),
+    }
+}
+
 async fn route(
     limiting_off: bool,
+    control_token: Option<Arc<str>>,
     gate: Arc<NativeGate>,
     deployable: Arc<str>,
     peer: SocketAddr,
@@ -89,6 +117,16 @@ async fn route(
                 "refused": tally.refused,
             }),
         ));
+    }
+    if path == "/clock" && request.method() == http::Method::POST {
+        let token = request
+            .headers()
+            .get(CONTROL_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if control_token.is_some() && token == control_token.as_deref() {
+            return Ok(set_clock(&gate, request).await);
+        }
+        return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
     }
     if !path.starts_with("/api/") {
         return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
@@ -123,7 +161,7 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(application), Some(deployable)) = (args.first(), args.get(1)) else {
         eprintln!(
-            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off]"
+            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off] [--control-token TOKEN]"
         );
         return ExitCode::from(2);
     };
@@ -133,6 +171,11 @@ async fn main() -> ExitCode {
         AddressSource::Peer
     };
     let limiting_off = args.iter().any(|a| a == "--limiting-off");
+    let control_token: Option<Arc<str>> = args
+        .iter()
+        .position(|a| a == "--control-token")
+        .and_then(|i| args.get(i + 1))
+        .map(|t| Arc::from(t.as_str()));
     let source = match std::fs::read_to_string(application) {
         Ok(source) => source,
         Err(error) => {
@@ -163,10 +206,12 @@ async fn main() -> ExitCode {
         };
         let gate = gate.clone();
         let deployable = deployable.clone();
+        let control_token = control_token.clone();
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 route(
                     limiting_off,
+                    control_token.clone(),
                     gate.clone(),
                     deployable.clone(),
                     peer,

@@ -10,8 +10,8 @@ use toml::Spanned;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
 use crate::scenario::{
-    Action, Latency, Place, Prepared, Scenario, ScenarioSource, SendExpectations, SendRequests,
-    expand_statuses, parse_statuses,
+    Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
+    SendRequests, expand_statuses, parse_statuses,
 };
 
 /// One expectation that did not hold.
@@ -44,22 +44,31 @@ pub struct FallbackLine {
     pub reason: String,
 }
 
-/// The fallback event in one line of workerd's output, if it is one. With
-/// structured logging the event is the JSON inside the line's `message`.
+/// The fallback event in one line of a process's output, if it is one.
+/// workerd's structured logging puts the event's JSON inside the line's
+/// `message`, naming the `binding`; a native instance's `tracing` JSON line
+/// is the event itself, naming the `connection`.
 pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
     let outer: serde_json::Value = serde_json::from_str(line).ok()?;
-    let event = match outer.get("message").and_then(|m| m.as_str()) {
-        Some(message) => serde_json::from_str::<serde_json::Value>(message).ok()?,
-        None => outer,
-    };
+    let inner = outer
+        .get("message")
+        .and_then(|m| m.as_str())
+        .and_then(|message| serde_json::from_str::<serde_json::Value>(message).ok())
+        .filter(serde_json::Value::is_object);
+    let event = inner.unwrap_or(outer);
     if event.get("event")?.as_str()? != runtime::limiter::FallbackLog::EVENT {
         return None;
     }
     let field = |name: &str| event.get(name).and_then(|v| v.as_str()).map(str::to_owned);
-    Some(match (field("binding"), field("reason")) {
-        (Some(binding), Some(reason)) => Ok(FallbackLine { binding, reason }),
-        _ => Err(format!("a fallback line without binding or reason: {line}")),
-    })
+    Some(
+        match (
+            field("binding").or_else(|| field("connection")),
+            field("reason"),
+        ) {
+            (Some(binding), Some(reason)) => Ok(FallbackLine { binding, reason }),
+            _ => Err(format!("a fallback line without binding or reason: {line}")),
+        },
+    )
 }
 
 /// Where failures of one run are collected, pointing into its scenario file.
@@ -145,6 +154,8 @@ struct SendStep<'a> {
     span: Range<usize>,
     send: &'a SendRequests,
     records: Vec<&'a RequestRecord>,
+    /// The script calls Redis ran during the step, when its expectations count them.
+    redis_calls: Option<RedisCalls>,
 }
 
 impl SendStep<'_> {
@@ -191,6 +202,7 @@ fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures
                 .iter()
                 .filter(|r| r.step == index)
                 .collect(),
+            redis_calls: observation.redis_calls.get(&index).copied(),
         };
         answered(&view, out);
         match expect {
@@ -216,6 +228,7 @@ fn send_expectations(
         headers,
         body,
         latency,
+        redis_calls,
     } = expectations;
     if *no_5xx_wanted {
         no_5xx(view, span, out);
@@ -237,6 +250,30 @@ fn send_expectations(
     }
     if let Some(latency) = latency {
         latency_bounds(view, latency, out);
+    }
+    if let Some(redis_calls) = redis_calls {
+        redis_round_trips(view, redis_calls, out);
+    }
+}
+
+/// `redis_calls`: the EVALSHA and EVAL calls Redis ran during the step.
+fn redis_round_trips(view: &SendStep<'_>, calls: &Spanned<RedisCalls>, out: &mut Failures<'_>) {
+    let RedisCalls { evalsha, eval } = *calls.get_ref();
+    let actual = view.redis_calls.unwrap_or_default();
+    for (command, wanted, actual) in [
+        ("EVALSHA", evalsha, actual.evalsha),
+        ("EVAL", eval, actual.eval),
+    ] {
+        let Some(wanted) = wanted else { continue };
+        if actual != Some(wanted) {
+            out.fail(
+                calls.span(),
+                view.step_context(),
+                &format!("{command} calls Redis ran (INFO commandstats)"),
+                wanted.to_string(),
+                actual.map_or_else(|| "not read".to_owned(), |n| n.to_string()),
+            );
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! observed is [`crate::checks`]'s job; the clock's arithmetic is
 //! [`crate::clock`]'s; this module only does I/O.
 
+mod native_steps;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -12,14 +14,18 @@ use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
 use crate::clock::{self, ScenarioClock};
+use crate::instance::Instance;
+use crate::native::NativeError;
+use crate::native::launch::{LaunchError, NativeLaunch};
 use crate::probe::{CallOutcome, CallRecord, LimitCall};
 use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
 use crate::scenario::{
-    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
+    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, RedisCalls, SendRequests, WaitForRoom,
 };
+use crate::store::{ScenarioRedis, StoreError};
 use crate::wasm::Deployable;
 use crate::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
-use crate::workerd::process::{LogLine, ProcessError, stderr_text};
+use crate::workerd::process::{LogLine, ProcessError};
 use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
@@ -89,6 +95,9 @@ pub struct Observation {
     pub sent_subjects: BTreeSet<String>,
     /// The diagnostics validation reported, for an invalid application.
     pub diagnostics: Option<Vec<String>>,
+    /// The script calls a native scenario's Redis ran during each `send`
+    /// step (by index) whose expectations count them.
+    pub redis_calls: BTreeMap<usize, RedisCalls>,
     pub duration: Duration,
 }
 
@@ -107,9 +116,9 @@ pub enum EngineError {
         isolate: usize,
         source: ProcessError,
     },
-    /// An isolate's workerd exited while the scenario ran.
+    /// An isolate's process (workerd or native instance) exited while the scenario ran.
     #[error(
-        "isolate {isolate}'s workerd exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}"
+        "isolate {isolate}'s process exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}"
     )]
     Crashed {
         isolate: usize,
@@ -117,6 +126,18 @@ pub enum EngineError {
         status: String,
         stderr: String,
     },
+    /// A native instance did not start.
+    #[error("native instance {isolate}: {source}")]
+    NativeStart { isolate: usize, source: NativeError },
+    /// A native scenario's instances could not be prepared.
+    #[error("the native instances: {0}")]
+    NativeLaunch(#[from] LaunchError),
+    /// The scenario's Redis could not be started or changed.
+    #[error("the scenario's Redis: {0}")]
+    Store(#[from] StoreError),
+    /// A Redis step or expectation in a scenario without a Redis (load_file refuses these first).
+    #[error("step {step}: the scenario's deployable does not count in Redis")]
+    NoRedis { step: usize },
     /// The application description does not validate.
     #[error("the application description is invalid:\n{0}")]
     InvalidApplication(String),
@@ -254,7 +275,7 @@ pub fn emulated_bindings(
 }
 
 struct Isolate {
-    process: WorkerdProcess,
+    process: Instance,
     generation: usize,
     served: bool,
     config: std::path::PathBuf,
@@ -274,6 +295,10 @@ struct Runner<'a> {
     configured: Vec<String>,
     /// The process keeping the emulated bindings' shared count.
     store: Option<WorkerdProcess>,
+    /// A native scenario's way to start its instances.
+    native: Option<NativeLaunch>,
+    /// A native scenario's real Redis.
+    redis: Option<ScenarioRedis>,
     /// Which clock the processes read.
     clock_kind: ClockKind,
     /// The scenario clock's offset (zero for the wall clock).
@@ -299,6 +324,8 @@ impl<'a> Runner<'a> {
             client,
             configured: Vec::new(),
             store: None,
+            native: None,
+            redis: None,
             clock_kind: prepared.scenario.scenario.get_ref().clock,
             clock: ScenarioClock::default(),
             _dir: None,
@@ -316,6 +343,9 @@ impl<'a> Runner<'a> {
         }
         if let Some(store) = self.store.take() {
             store.stop().await;
+        }
+        if let Some(redis) = self.redis.take() {
+            redis.stop().await;
         }
         self.observation
             .instances
@@ -349,8 +379,15 @@ impl<'a> Runner<'a> {
             self.observation.diagnostics = Some(Vec::new());
             return Ok(());
         }
-        let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
-        self.start_isolates(&bindings, scenario.isolates).await?;
+        let native = app
+            .deployable(&self.prepared.deployable)
+            .is_some_and(|d| d.target == runtime::config::Target::Native);
+        if native {
+            self.start_native(&app, scenario.isolates).await?;
+        } else {
+            let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
+            self.start_isolates(&bindings, scenario.isolates).await?;
+        }
         self.start_clock().await?;
         for (index, step) in scenario.steps.iter().enumerate() {
             let action = step
@@ -371,11 +408,13 @@ impl<'a> Runner<'a> {
     /// Does one step: each kind of step is one method below.
     async fn act(&mut self, index: usize, action: Action<'_>) -> Result<(), EngineError> {
         match action {
-            Action::Send { send, expect: _ } => {
-                self.send(index, send).await;
-                Ok(())
+            Action::Send { send, expect } => {
+                let count_calls = expect.is_some_and(|e| e.get_ref().redis_calls.is_some());
+                self.send_counting_redis_calls(index, send, count_calls)
+                    .await
             }
             Action::SetBindings(changes) => self.set_bindings(changes).await,
+            Action::SetStore(behaviour) => self.set_store(index, behaviour).await,
             Action::WaitForWindow(seconds) => self.wait_for_window(seconds).await,
             Action::WaitForRoom(room) => self.wait_for_room(room).await,
             Action::AdvanceClock(seconds) => self.advance_clock(seconds).await,
@@ -575,7 +614,7 @@ impl<'a> Runner<'a> {
         for (isolate, process) in started.into_iter().enumerate() {
             let process = process.map_err(|source| EngineError::Start { isolate, source })?;
             self.isolates.push(Isolate {
-                process,
+                process: Instance::Workerd(process),
                 generation: 0,
                 served: false,
                 config: path.clone(),
@@ -657,7 +696,7 @@ impl<'a> Runner<'a> {
                     isolate,
                     step,
                     status: status.to_string(),
-                    stderr: stderr_text(&i.process.log),
+                    stderr: i.process.stderr(),
                 });
             }
         }
@@ -693,12 +732,22 @@ impl<'a> Runner<'a> {
         let config = old.config.clone();
         let generation = old.generation + 1;
         self.retire(index, old).await;
-        let process = WorkerdProcess::start(&self.env.workerd.path, &config, self.epoch)
-            .await
-            .map_err(|source| EngineError::Start {
-                isolate: index,
-                source,
-            })?;
+        let process = match &self.native {
+            Some(native) => Instance::Native(native.start(self.epoch).await.map_err(|source| {
+                EngineError::NativeStart {
+                    isolate: index,
+                    source,
+                }
+            })?),
+            None => Instance::Workerd(
+                WorkerdProcess::start(&self.env.workerd.path, &config, self.epoch)
+                    .await
+                    .map_err(|source| EngineError::Start {
+                        isolate: index,
+                        source,
+                    })?,
+            ),
+        };
         self.isolates.insert(
             index,
             Isolate {
@@ -731,6 +780,7 @@ impl<'a> Runner<'a> {
     /// Reads what reached its bindings and what it wrote, then stops it.
     async fn retire(&mut self, index: usize, mut isolate: Isolate) {
         if isolate.process.exited().is_none()
+            && isolate.process.has_bindings()
             && let Ok(stats) = self.binding_stats(&isolate.process.url()).await
         {
             for (binding, stat) in stats {

@@ -75,6 +75,17 @@ pub struct Scenario {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
     pub bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
+    /// For a native deployable counting in Redis: one real `redis-server`
+    /// (`server`, the default) or a real three-master Redis Cluster
+    /// (`cluster`), started for the scenario and stopped with it.
+    #[serde(default)]
+    pub redis: RedisKind,
+    /// For a native deployable counting in Redis: the store's behaviour at
+    /// the start (`healthy` by default, `down`, `hanging`, `slow = { ms = N }`
+    /// or `missing`).
+    #[serde(default)]
+    #[schemars(with = "Option<StoreBehaviour>")]
+    pub store: Option<Spanned<StoreBehaviour>>,
     /// For an invalid application: the diagnostic codes `check` must report (and no steps).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
@@ -106,6 +117,56 @@ pub enum ClockKind {
     /// The wall clock itself: windows end on real boundaries and the harness
     /// waits for them, so a fault in the clock plumbing cannot hide.
     Wall,
+}
+
+/// Which Redis a native scenario counts in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RedisKind {
+    /// One `redis-server`.
+    #[default]
+    Server,
+    /// Three `redis-server --cluster-enabled yes` joined by `redis-cli --cluster create`.
+    Cluster,
+}
+
+/// How a native scenario's real Redis behaves (`store` at the start,
+/// `set_store` mid-run). Each is done to the real server(s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum StoreBehaviour {
+    /// Answers: after `hanging` it gets SIGCONT, after `slow` CLIENT UNPAUSE,
+    /// after `down` a fresh server starts on the same port (empty counts).
+    Healthy,
+    /// Killed: nothing listens on its port.
+    Down,
+    /// Stopped with SIGSTOP: connections stay open and nothing answers.
+    Hanging,
+    /// `CLIENT PAUSE ms ALL`: it answers nothing for `ms` from now.
+    Slow {
+        /// How long it answers nothing, in ms.
+        ms: u64,
+    },
+    /// Killed and started again on the same port: every count is gone (mid-run only).
+    Restarted,
+    /// `SCRIPT FLUSH`: the next EVALSHA is NOSCRIPT (mid-run only).
+    ScriptsFlushed,
+    /// Nothing ever listens at the store's URL (at the start only).
+    Missing,
+}
+
+impl fmt::Display for StoreBehaviour {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreBehaviour::Healthy => f.write_str("healthy"),
+            StoreBehaviour::Down => f.write_str("down"),
+            StoreBehaviour::Hanging => f.write_str("hanging"),
+            StoreBehaviour::Slow { ms } => write!(f, "slow = {{ ms = {ms} }}"),
+            StoreBehaviour::Restarted => f.write_str("restarted"),
+            StoreBehaviour::ScriptsFlushed => f.write_str("scripts_flushed"),
+            StoreBehaviour::Missing => f.write_str("missing"),
+        }
+    }
 }
 
 /// How an emulated binding behaves.
@@ -215,8 +276,9 @@ impl JsonSchema for Behaviour {
     }
 }
 
-/// One step. Exactly one action: `send`, `set_bindings`, `wait_for_window`,
-/// `wait_for_room`, `advance_clock`, `restart_isolate`, `sleep_ms` or `limit`.
+/// One step. Exactly one action: `send`, `set_bindings`, `set_store`,
+/// `wait_for_window`, `wait_for_room`, `advance_clock`, `restart_isolate`,
+/// `sleep_ms` or `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -227,6 +289,10 @@ pub struct Step {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
     pub set_bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
+    /// Change a native scenario's Redis: `healthy`, `down`, `hanging`,
+    /// `slow = { ms = N }`, `restarted` or `scripts_flushed`.
+    #[serde(default)]
+    pub set_store: Option<StoreBehaviour>,
     /// Move to the next boundary of a window this many seconds long (10 or
     /// 60): the scenario clock jumps there, the wall clock is waited for.
     #[serde(default)]
@@ -276,6 +342,8 @@ pub enum Action<'a> {
     },
     /// Change bindings' behaviour in every isolate.
     SetBindings(&'a BTreeMap<String, Behaviour>),
+    /// Do this to a native scenario's Redis.
+    SetStore(StoreBehaviour),
     /// Move to the next boundary of a window of this many seconds.
     WaitForWindow(u32),
     /// Move to the next boundary when too little is left of the window.
@@ -296,6 +364,7 @@ impl Step {
         let Step {
             send,
             set_bindings,
+            set_store,
             wait_for_window,
             wait_for_room,
             advance_clock,
@@ -312,6 +381,7 @@ impl Step {
             set_bindings
                 .as_ref()
                 .map(|b| Action::SetBindings(b.get_ref())),
+            set_store.map(Action::SetStore),
             wait_for_window.map(Action::WaitForWindow),
             wait_for_room.map(Action::WaitForRoom),
             advance_clock.map(|a| Action::AdvanceClock(a.seconds)),
@@ -323,7 +393,7 @@ impl Step {
         .flatten();
         let (Some(action), None) = (actions.next(), actions.next()) else {
             return Err(
-                "a step does exactly one of: send, set_bindings, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
+                "a step does exactly one of: send, set_bindings, set_store, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
             );
         };
         if expect.is_some() && send.is_none() {
@@ -415,6 +485,24 @@ pub struct SendExpectations {
     #[serde(default)]
     #[schemars(with = "Option<Latency>")]
     pub latency: Option<Spanned<Latency>>,
+    /// Round trips the native scenario's Redis served during this step,
+    /// from its `INFO commandstats` read before and after (summed over a
+    /// cluster's nodes).
+    #[serde(default)]
+    #[schemars(with = "Option<RedisCalls>")]
+    pub redis_calls: Option<Spanned<RedisCalls>>,
+}
+
+/// How many script commands Redis ran during one step. Every field is optional.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedisCalls {
+    /// `EVALSHA` calls: one per limit of a counted request (pipelined in one round trip).
+    #[serde(default)]
+    pub evalsha: Option<u64>,
+    /// `EVAL` calls: sent after Redis answered NOSCRIPT (restarted or flushed).
+    #[serde(default)]
+    pub eval: Option<u64>,
 }
 
 fn yes() -> bool {
@@ -668,6 +756,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             .or_else(|| default_deployable.clone())
             .unwrap_or_else(|| "edge".to_owned());
         check_sense(&source)?;
+        check_deployable_sense(&source, &application_toml, &deployable)?;
         prepared.push(Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
@@ -696,6 +785,9 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             code.parse::<runtime::Code>()
                 .map_err(|e| source.error(codes.span(), e.to_string()))?;
         }
+    }
+    if let Some(store) = &s.store {
+        check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
     }
     for step in &s.steps {
         let action = step
@@ -737,6 +829,7 @@ fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<us
         ),
         Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
         Action::RestartIsolate(isolate) => isolate_exists(isolate),
+        Action::SetStore(behaviour) => check_store_change(s, behaviour).map_err(|m| (None, m)),
         Action::Limit(call) => isolate_exists(call.isolate),
         Action::Send { send, expect } => {
             if let Some(isolate) = send.isolate {
@@ -749,6 +842,122 @@ fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<us
         | Action::WaitForRoom(_)
         | Action::AdvanceClock(_)
         | Action::SleepMs(_) => Ok(()),
+    }
+}
+
+/// The checks that need the application: Redis steps and expectations
+/// belong to a native deployable counting in Redis, and Cloudflare bindings
+/// to a Workers one. An application that does not validate, or lacks the
+/// deployable, is reported when the scenario runs.
+fn check_deployable_sense(
+    source: &ScenarioSource,
+    application_toml: &str,
+    deployable: &str,
+) -> Result<(), ScenarioError> {
+    let Ok(app) = runtime::config::Application::from_toml(application_toml) else {
+        return Ok(());
+    };
+    let Some(d) = app.deployable(deployable) else {
+        return Ok(());
+    };
+    let s = source.scenario.get_ref();
+    let native = d.target == runtime::config::Target::Native;
+    let redis = matches!(app.counting(d), runtime::config::Counting::Redis { .. });
+    let no_redis = format!(
+        "is for a native deployable counting in Redis, and `{deployable}` {}",
+        if native {
+            "does not count in Redis (its store is not a Redis connection, or it serves no API)"
+        } else {
+            "is a Workers deployable"
+        }
+    );
+    let no_bindings = format!(
+        "is for a Workers deployable's Cloudflare bindings; `{deployable}` is native (its store is Redis: use `store`, `set_store`, `redis_calls`)"
+    );
+    let whole = source.scenario.span();
+    if !redis {
+        if let Some(store) = &s.store {
+            return Err(source.error(store.span(), format!("`store` {no_redis}")));
+        }
+        if s.redis != RedisKind::Server {
+            return Err(source.error(whole, format!("`redis` {no_redis}")));
+        }
+    }
+    if native && let Some(bindings) = &s.bindings {
+        return Err(source.error(bindings.span(), format!("`bindings` {no_bindings}")));
+    }
+    if native
+        && let Some(keys) = s
+            .expect
+            .as_ref()
+            .and_then(|e| e.get_ref().binding_keys.as_ref())
+    {
+        return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+    }
+    for step in &s.steps {
+        let what = match step.get_ref().action() {
+            Ok(Action::SetStore(_)) if !redis => Some(format!("`set_store` {no_redis}")),
+            Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
+            Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
+            Ok(Action::Send {
+                expect: Some(expect),
+                ..
+            }) if !redis => {
+                if let Some(calls) = &expect.get_ref().redis_calls {
+                    return Err(source.error(calls.span(), format!("`redis_calls` {no_redis}")));
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(message) = what {
+            return Err(source.error(step.span(), message));
+        }
+    }
+    Ok(())
+}
+
+/// `store`: what a Redis can be from the start.
+fn check_store_at_start(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
+    match behaviour {
+        StoreBehaviour::Restarted | StoreBehaviour::ScriptsFlushed => Err(format!(
+            "`{behaviour}` happens mid-run (`set_store`); at the start write healthy, down, hanging, slow = {{ ms = N }} or missing"
+        )),
+        StoreBehaviour::Missing if s.redis == RedisKind::Cluster => {
+            Err("a `missing` store has no servers: it is not a cluster".to_owned())
+        }
+        StoreBehaviour::Healthy
+        | StoreBehaviour::Down
+        | StoreBehaviour::Hanging
+        | StoreBehaviour::Slow { .. }
+        | StoreBehaviour::Missing => Ok(()),
+    }
+}
+
+/// `set_store`: what can be done to a Redis mid-run.
+fn check_store_change(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
+    let missing_from_start = s
+        .store
+        .as_ref()
+        .is_some_and(|b| *b.get_ref() == StoreBehaviour::Missing);
+    match behaviour {
+        _ if missing_from_start => Err(
+            "the store is `missing` (nothing listens at its URL), so nothing can be done to it"
+                .to_owned(),
+        ),
+        StoreBehaviour::Missing => Err(
+            "`missing` means nothing listens from the start (`store = \"missing\"`); mid-run, `down` kills the server".to_owned(),
+        ),
+        StoreBehaviour::Restarted if s.redis == RedisKind::Cluster => Err(
+            "a cluster is not restarted (its slots would need assigning again); use a single server"
+                .to_owned(),
+        ),
+        StoreBehaviour::Healthy
+        | StoreBehaviour::Down
+        | StoreBehaviour::Hanging
+        | StoreBehaviour::Slow { .. }
+        | StoreBehaviour::Restarted
+        | StoreBehaviour::ScriptsFlushed => Ok(()),
     }
 }
 

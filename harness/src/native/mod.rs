@@ -4,6 +4,7 @@
 //! its `tracing` JSON lines kept with timestamps, killed when dropped and
 //! never outliving the harness ([`die_with_harness`]).
 
+pub mod launch;
 pub mod serve;
 
 use std::path::{Path, PathBuf};
@@ -132,6 +133,16 @@ impl NativeProcess {
     /// The lines it wrote on stderr so far (its `tracing` JSON lines).
     pub fn lines(&self) -> Vec<LogLine> {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+
+    /// Everything it wrote on stderr so far, as one text.
+    pub fn stderr(&self) -> String {
+        text(&self.log)
+    }
+
+    /// How it exited, if it has.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// Kills it and waits for it to go.

@@ -6,8 +6,10 @@
 use std::path::Path;
 use std::time::Instant;
 
+use super::launch::with_store;
 use super::{NativeError, NativeProcess, fixture_path};
 use crate::redis::{RedisError, RedisServer};
+use crate::store::StoreAddress;
 
 /// Why `harness native` could not start.
 #[derive(Debug, thiserror::Error)]
@@ -35,25 +37,6 @@ fn announce(process: &str, url: &str, pid: Option<u32>) {
     );
 }
 
-/// The description with its store connection's `url` set to `redis_url`.
-fn with_store_url(source: &str, redis_url: &str) -> Result<String, String> {
-    let mut table: toml::Table = toml::from_str(source).map_err(|e| e.to_string())?;
-    let store = table
-        .get("rate_limits")
-        .and_then(|r| r.get("store"))
-        .and_then(|s| s.as_str())
-        .ok_or("`rate_limits.store` names no connection")?
-        .to_owned();
-    let connection = table
-        .get_mut("connections")
-        .and_then(|c| c.get_mut(&store))
-        .and_then(|c| c.as_table_mut())
-        .ok_or_else(|| format!("there is no connection `{store}`"))?;
-    connection.remove("nodes");
-    connection.insert("url".into(), toml::Value::String(redis_url.to_owned()));
-    toml::to_string(&table).map_err(|e| e.to_string())
-}
-
 /// Starts everything, announces it, and waits for Ctrl-C; every process is
 /// killed when this returns (or the harness dies).
 pub async fn serve(
@@ -76,7 +59,7 @@ pub async fn serve(
         None
     };
     let source = match &server {
-        Some(server) => with_store_url(&source, &server.url()).map_err(error)?,
+        Some(server) => with_store(&source, &StoreAddress::Url(server.url())).map_err(error)?,
         None => source,
     };
     let path = dir.path().join("application.toml");

@@ -1,0 +1,101 @@
+//! The engine's steps for native scenarios: starting the scenario's Redis
+//! and its `native-fixture` instances, `set_store`, and counting Redis's
+//! script calls around a `send` whose expectations name `redis_calls`.
+
+use runtime::config::{Application, Counting};
+
+use super::{EngineError, Isolate, Runner};
+use crate::instance::Instance;
+use crate::native::launch::NativeLaunch;
+use crate::scenario::{RedisCalls, SendRequests, StoreBehaviour};
+use crate::store::ScenarioRedis;
+
+impl Runner<'_> {
+    /// Starts the scenario's Redis (when its deployable counts in Redis),
+    /// then `count` native instances pointed at it, all at once.
+    pub(super) async fn start_native(
+        &mut self,
+        app: &Application,
+        count: usize,
+    ) -> Result<(), EngineError> {
+        let scenario = self.prepared.scenario.scenario.get_ref();
+        let counts_in_redis = app
+            .deployable(&self.prepared.deployable)
+            .is_some_and(|d| matches!(app.counting(d), Counting::Redis { .. }));
+        if counts_in_redis {
+            let initial = scenario
+                .store
+                .as_ref()
+                .map_or(StoreBehaviour::Healthy, |b| *b.get_ref());
+            self.redis = Some(ScenarioRedis::start(scenario.redis, initial).await?);
+        }
+        let address = self.redis.as_ref().map(ScenarioRedis::address);
+        let launch = NativeLaunch::new(
+            &self.prepared.application_toml,
+            &self.prepared.deployable,
+            address.as_ref(),
+            &self.token,
+        )?;
+        let starts = (0..count).map(|_| launch.start(self.epoch));
+        let started = futures::future::join_all(starts).await;
+        for (isolate, process) in started.into_iter().enumerate() {
+            let process = process.map_err(|source| EngineError::NativeStart { isolate, source })?;
+            self.isolates.push(Isolate {
+                process: Instance::Native(process),
+                generation: 0,
+                served: false,
+                config: launch.application().to_owned(),
+            });
+        }
+        self.native = Some(launch);
+        Ok(())
+    }
+
+    /// `set_store`: does the behaviour to the scenario's real Redis.
+    pub(super) async fn set_store(
+        &mut self,
+        step: usize,
+        behaviour: StoreBehaviour,
+    ) -> Result<(), EngineError> {
+        let redis = self
+            .redis
+            .as_mut()
+            .ok_or(EngineError::NoRedis { step: step + 1 })?;
+        redis.apply(behaviour).await?;
+        Ok(())
+    }
+
+    /// `send`, and when `count_calls`, the script calls Redis ran meanwhile
+    /// (`INFO commandstats` before and after).
+    pub(super) async fn send_counting_redis_calls(
+        &mut self,
+        step: usize,
+        send: &SendRequests,
+        count_calls: bool,
+    ) -> Result<(), EngineError> {
+        if !count_calls {
+            self.send(step, send).await;
+            return Ok(());
+        }
+        let redis = self
+            .redis
+            .as_ref()
+            .ok_or(EngineError::NoRedis { step: step + 1 })?;
+        let before = redis.calls().await?;
+        self.send(step, send).await;
+        let redis = self
+            .redis
+            .as_ref()
+            .ok_or(EngineError::NoRedis { step: step + 1 })?;
+        let after = redis.calls().await?;
+        let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
+        self.observation.redis_calls.insert(
+            step,
+            RedisCalls {
+                evalsha: delta(after.evalsha, before.evalsha),
+                eval: delta(after.eval, before.eval),
+            },
+        );
+        Ok(())
+    }
+}

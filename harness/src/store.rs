@@ -1,0 +1,155 @@
+//! A native scenario's Redis: one real `redis-server` or a real three-master
+//! cluster ([`crate::redis`]) started for the scenario and stopped with it,
+//! or nothing at all for a `missing` store, and the store behaviours of the
+//! scenario language done to it for real ([`StoreBehaviour`]).
+
+use crate::redis::{RedisCluster, RedisError, RedisServer, free_port};
+use crate::scenario::{RedisCalls, RedisKind, StoreBehaviour};
+
+/// Where the native instances' store connection points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreAddress {
+    /// `url = "redis://…"`: one server (or nothing listening there).
+    Url(String),
+    /// `nodes = [...]`: a cluster's nodes.
+    Nodes(Vec<String>),
+}
+
+enum Topology {
+    Server(RedisServer),
+    Cluster(RedisCluster),
+    /// Nothing listens at this port, from start to end.
+    Missing {
+        port: u16,
+    },
+}
+
+/// The Redis of one native scenario.
+pub struct ScenarioRedis {
+    topology: Topology,
+}
+
+/// Why a store behaviour could not be done.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Starting, stopping or commanding redis-server failed.
+    #[error(transparent)]
+    Redis(#[from] RedisError),
+    /// The behaviour makes no sense for this store (the scenario's checks refuse these first).
+    #[error("`{behaviour}` cannot be done to {store}")]
+    Unsupported {
+        /// The behaviour.
+        behaviour: StoreBehaviour,
+        /// The store, such as `a missing store`.
+        store: &'static str,
+    },
+}
+
+impl ScenarioRedis {
+    /// Starts the scenario's Redis (`kind`) already behaving as `initial`.
+    pub async fn start(
+        kind: RedisKind,
+        initial: StoreBehaviour,
+    ) -> Result<ScenarioRedis, StoreError> {
+        let topology = match (initial, kind) {
+            (StoreBehaviour::Missing, _) => Topology::Missing { port: free_port()? },
+            (_, RedisKind::Server) => Topology::Server(RedisServer::start().await?),
+            (_, RedisKind::Cluster) => Topology::Cluster(RedisCluster::start().await?),
+        };
+        let mut redis = ScenarioRedis { topology };
+        match initial {
+            StoreBehaviour::Healthy | StoreBehaviour::Missing => {}
+            other => redis.apply(other).await?,
+        }
+        Ok(redis)
+    }
+
+    /// Where the instances connect.
+    pub fn address(&self) -> StoreAddress {
+        match &self.topology {
+            Topology::Server(server) => StoreAddress::Url(server.url()),
+            Topology::Cluster(cluster) => StoreAddress::Nodes(cluster.urls()),
+            Topology::Missing { port } => StoreAddress::Url(format!("redis://127.0.0.1:{port}")),
+        }
+    }
+
+    fn servers_mut(&mut self) -> Vec<&mut RedisServer> {
+        match &mut self.topology {
+            Topology::Server(server) => vec![server],
+            Topology::Cluster(cluster) => cluster.nodes_mut().iter_mut().collect(),
+            Topology::Missing { .. } => Vec::new(),
+        }
+    }
+
+    fn servers(&self) -> Vec<&RedisServer> {
+        match &self.topology {
+            Topology::Server(server) => vec![server],
+            Topology::Cluster(cluster) => cluster.nodes().iter().collect(),
+            Topology::Missing { .. } => Vec::new(),
+        }
+    }
+
+    /// Does `behaviour` to every server of the store.
+    pub async fn apply(&mut self, behaviour: StoreBehaviour) -> Result<(), StoreError> {
+        let unsupported = |store| StoreError::Unsupported { behaviour, store };
+        match (&self.topology, behaviour) {
+            (Topology::Missing { .. }, _) => return Err(unsupported("a missing store")),
+            (Topology::Cluster(_), StoreBehaviour::Restarted) => {
+                return Err(unsupported("a cluster"));
+            }
+            (_, StoreBehaviour::Missing) => return Err(unsupported("a running store")),
+            _ => {}
+        }
+        for server in self.servers_mut() {
+            apply_to_server(server, behaviour).await?;
+        }
+        Ok(())
+    }
+
+    /// How many EVALSHA and EVAL calls the store has run so far (`INFO
+    /// commandstats`, summed over a cluster's nodes).
+    pub async fn calls(&self) -> Result<RedisCalls, StoreError> {
+        let (mut evalsha, mut eval) = (0, 0);
+        for server in self.servers() {
+            evalsha += server.command_calls("evalsha").await?;
+            eval += server.command_calls("eval").await?;
+        }
+        Ok(RedisCalls {
+            evalsha: Some(evalsha),
+            eval: Some(eval),
+        })
+    }
+
+    /// Stops every server and waits for them to go.
+    pub async fn stop(mut self) {
+        for server in self.servers_mut() {
+            server.kill().await;
+        }
+    }
+}
+
+async fn apply_to_server(
+    server: &mut RedisServer,
+    behaviour: StoreBehaviour,
+) -> Result<(), RedisError> {
+    match behaviour {
+        StoreBehaviour::Healthy if server.pid().is_none() => server.restart().await,
+        StoreBehaviour::Healthy => {
+            server.resume();
+            server.cli(&["CLIENT", "UNPAUSE"]).await.map(drop)
+        }
+        StoreBehaviour::Down => {
+            server.kill().await;
+            Ok(())
+        }
+        StoreBehaviour::Hanging => {
+            server.hang();
+            Ok(())
+        }
+        StoreBehaviour::Slow { ms } => server.pause(ms).await,
+        StoreBehaviour::Restarted => server.restart().await,
+        StoreBehaviour::ScriptsFlushed => server.flush_scripts().await,
+        // Refused by `apply` before any server is touched.
+        StoreBehaviour::Missing => Ok(()),
+    }
+}
