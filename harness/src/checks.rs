@@ -851,6 +851,57 @@ mod tests {
     }
 
     #[test]
+    fn a_native_instances_tracing_line_is_a_fallback_line_naming_the_connection() {
+        let line = r#"{"timestamp":"t","level":"WARN","message":"rate_limits.fallback","event":"rate_limits.fallback","connection":"cache","reason":"failed","target":"runtime::native"}"#;
+        assert_eq!(
+            fallback_line(line),
+            Some(Ok(FallbackLine {
+                binding: "cache".into(),
+                reason: "failed".into()
+            }))
+        );
+    }
+
+    #[test]
+    fn redis_calls_are_judged_against_the_step_s_observed_calls() {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 1 }}\nexpect = {{ redis_calls = {{ evalsha = 3, eval = 0 }} }}\n"
+        ));
+        let observed = |evalsha, eval| Observation {
+            requests: vec![request(0, 1, 200)],
+            instances: vec![instance(&[])],
+            redis_calls: BTreeMap::from([(
+                0,
+                RedisCalls {
+                    evalsha: Some(evalsha),
+                    eval: Some(eval),
+                },
+            )]),
+            ..Observation::default()
+        };
+        assert_eq!(check(&p, &observed(3, 0)), []);
+        let failures = check(&p, &observed(4, 1));
+        let whats: Vec<&str> = failures.iter().map(|f| f.what.as_str()).collect();
+        assert_eq!(
+            whats,
+            [
+                "EVALSHA calls Redis ran (INFO commandstats)",
+                "EVAL calls Redis ran (INFO commandstats)"
+            ]
+        );
+        assert_eq!(failures[0].place.to_string(), "s.toml:6:26");
+        assert_eq!(
+            (failures[0].expected.as_str(), failures[0].actual.as_str()),
+            ("3", "4")
+        );
+        let unread = Observation {
+            redis_calls: BTreeMap::new(),
+            ..observed(0, 0)
+        };
+        assert_eq!(check(&p, &unread)[0].actual, "not read");
+    }
+
+    #[test]
     fn percentiles_use_nearest_rank() {
         let v: Vec<u64> = (1..=100).collect();
         assert_eq!(percentile(&v, 50), Some(50));

@@ -667,6 +667,18 @@ pub struct Prepared {
     pub scenario: std::sync::Arc<ScenarioSource>,
 }
 
+impl Prepared {
+    /// Whether its deployable is native: it runs as `native-fixture`
+    /// processes and asks no Cloudflare binding, so no counting core plays
+    /// a part (the differential check leaves it out).
+    pub fn runs_natively(&self) -> bool {
+        runtime::config::Application::from_toml(&self.application_toml).is_ok_and(|app| {
+            app.deployable(&self.deployable)
+                .is_some_and(|d| d.target == runtime::config::Target::Native)
+        })
+    }
+}
+
 /// The parsed scenario with its file's text, for pointing at places later.
 #[derive(Debug)]
 pub struct ScenarioSource {

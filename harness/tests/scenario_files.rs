@@ -179,6 +179,74 @@ fn a_missing_application_file_is_named() {
     assert!(Path::new("scenarios/bad.toml").is_relative());
 }
 
+/// A native API on Redis, inline, for the store's scenario errors.
+const NATIVE_REDIS: &str = "application_inline = \'\'\'\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
+
+#[test]
+fn an_unknown_store_behaviour_names_file_line_and_column() {
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}store = \"flaky\"\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:14:9: "), "{error}");
+    assert!(
+        error.contains("flaky") && error.contains("hanging"),
+        "{error}"
+    );
+}
+
+#[test]
+fn store_behaviours_only_where_they_make_sense() {
+    let at_start = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}store = \"restarted\"\n"
+    ));
+    assert!(
+        at_start.starts_with("scenarios/bad.toml:14:9: "),
+        "{at_start}"
+    );
+    assert!(at_start.contains("mid-run"), "{at_start}");
+    let missing_mid_run = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_store = \"missing\"\n"
+    ));
+    assert!(
+        missing_mid_run.starts_with("scenarios/bad.toml:14:"),
+        "{missing_mid_run}"
+    );
+    assert!(
+        missing_mid_run.contains("from the start"),
+        "{missing_mid_run}"
+    );
+    let cluster_restart = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\nredis = \"cluster\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_store = \"restarted\"\n"
+    ));
+    assert!(
+        cluster_restart.contains("cluster is not restarted"),
+        "{cluster_restart}"
+    );
+}
+
+#[test]
+fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
+    let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nsend = {{ requests = 1 }}\nexpect = {{ redis_calls = {{ evalsha = 1 }} }}\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:11:"), "{error}");
+    assert!(
+        error.contains("`redis_calls` is for a native deployable counting in Redis"),
+        "{error}"
+    );
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nset_store = \"down\"\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:9:"), "{error}");
+    assert!(error.contains("Workers deployable"), "{error}");
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}bindings = {{ \"*\" = \"missing\" }}\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:14:12: "), "{error}");
+    assert!(error.contains("native"), "{error}");
+}
+
 /// The pinned taplo (the engine of Even Better TOML), installed on first use.
 fn taplo() -> std::path::PathBuf {
     let dir = harness::paths::repo_root().join("tools/fixtures/taplo");
