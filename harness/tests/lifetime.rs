@@ -270,3 +270,70 @@ fn a_panic_while_redis_runs_leaves_no_redis_server() {
         "redis-server {pid} outlived the panic"
     );
 }
+
+/// The children of `parent` named `name` (as /proc's `comm` has it). A
+/// redis-server rewrites its environment with its title, so children are
+/// found by their parent, not by a mark.
+fn children_named(parent: u32, name: &str) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|rest| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            comm.trim() == name && ppid == Some(parent)
+        })
+        .collect()
+}
+
+/// A native scenario's redis-server and instances, as `harness run` starts
+/// them, die with the harness too.
+fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = common::native_redis_app("url = \"redis://127.0.0.1:1\"");
+    std::fs::write(
+        dir.path().join("native.toml"),
+        format!(
+            "[[scenario]]\nname = \"native lifetime\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n"
+        ),
+    )
+    .expect("write scenario");
+    let mut harness = Harness(harness_run(dir.path(), mark));
+    let parent = harness.0.id();
+    let mut pids = Vec::new();
+    let started = wait_until(Duration::from_secs(60), || {
+        pids = children_named(parent, "redis-server");
+        pids.extend(children_named(parent, "native-fixture"));
+        pids.len() == 3
+    });
+    assert!(started, "redis-server and two native instances: {pids:?}");
+    kill(Pid::from_raw(parent as i32), signal).expect("signal sent");
+    let _ = harness.0.wait().expect("harness ends");
+    assert!(
+        wait_until(Duration::from_secs(5), || pids
+            .iter()
+            .all(|pid| process_gone(*pid))),
+        "outlived the harness: {:?}",
+        pids.iter()
+            .filter(|pid| !process_gone(**pid))
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn sigkill_mid_native_scenario_leaves_no_redis_or_native_instance() {
+    native_scenario_signalled_leaves_nothing("native-sigkill", Signal::SIGKILL);
+}
+
+#[test]
+fn sigint_mid_native_scenario_leaves_no_redis_or_native_instance() {
+    native_scenario_signalled_leaves_nothing("native-sigint", Signal::SIGINT);
+}
