@@ -222,6 +222,11 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
     }
     assert_eq!(pids.len(), 3, "redis-server and two instances announced");
     assert!(pids.iter().all(|pid| !process_gone(*pid)));
+    signal_and_expect_gone(&mut harness, signal, &pids);
+}
+
+/// Signals the harness, waits for it to end, and checks that none of `pids` outlives it.
+fn signal_and_expect_gone(harness: &mut Harness, signal: Signal, pids: &[u32]) {
     kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
     let _ = harness.0.wait().expect("harness ends");
     assert!(
@@ -271,29 +276,6 @@ fn a_panic_while_redis_runs_leaves_no_redis_server() {
     );
 }
 
-/// The children of `parent` named `name` (as /proc's `comm` has it). A
-/// redis-server rewrites its environment with its title, so children are
-/// found by their parent, not by a mark.
-fn children_named(parent: u32, name: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit(')')
-                .next()
-                .and_then(|rest| rest.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            comm.trim() == name && ppid == Some(parent)
-        })
-        .collect()
-}
-
 /// A native scenario's redis-server and instances, as `harness run` starts
 /// them, die with the harness too.
 fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
@@ -310,22 +292,12 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
     let parent = harness.0.id();
     let mut pids = Vec::new();
     let started = wait_until(Duration::from_secs(60), || {
-        pids = children_named(parent, "redis-server");
-        pids.extend(children_named(parent, "native-fixture"));
+        pids = common::children_named(parent, "redis-server");
+        pids.extend(common::children_named(parent, "native-fixture"));
         pids.len() == 3
     });
     assert!(started, "redis-server and two native instances: {pids:?}");
-    kill(Pid::from_raw(parent as i32), signal).expect("signal sent");
-    let _ = harness.0.wait().expect("harness ends");
-    assert!(
-        wait_until(Duration::from_secs(5), || pids
-            .iter()
-            .all(|pid| process_gone(*pid))),
-        "outlived the harness: {:?}",
-        pids.iter()
-            .filter(|pid| !process_gone(**pid))
-            .collect::<Vec<_>>()
-    );
+    signal_and_expect_gone(&mut harness, signal, &pids);
 }
 
 #[test]
