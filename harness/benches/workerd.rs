@@ -321,7 +321,10 @@ impl Bench {
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",
             counting: store_port
-                .map_or(Counting::InIsolate, |port| Counting::HarnessStore { port }),
+                .map_or(Counting::InIsolate, |port| Counting::HarnessStore {
+                    port,
+                    scope: "bench",
+                }),
             limiting_off,
         };
         Ok(write_config(&dir, &config, &self.env.deployable)?)
