@@ -487,7 +487,8 @@ impl<'a> Runner<'a> {
             .await?;
         }
         if let Some(port) = self.shared_store {
-            let scoped = serde_json::json!({ "scope": self.scope, "offset_ms": self.clock.offset_ms });
+            let scoped =
+                serde_json::json!({ "scope": self.scope, "offset_ms": self.clock.offset_ms });
             self.control(
                 ControlRequest::SetClock,
                 self.client
@@ -820,9 +821,13 @@ impl<'a> Runner<'a> {
 /// `isolates` > 1, or restarts an isolate (the new process goes on counting).
 pub fn shares_count(prepared: &Prepared, isolates: usize) -> bool {
     isolates > 1
-        || prepared.scenario.scenario.get_ref().steps.iter().any(|s| {
-            matches!(s.get_ref().action(), Ok(Action::RestartIsolate(_)))
-        })
+        || prepared
+            .scenario
+            .scenario
+            .get_ref()
+            .steps
+            .iter()
+            .any(|s| matches!(s.get_ref().action(), Ok(Action::RestartIsolate(_))))
 }
 
 /// A response's status, headers (names in lower case) and body, or why none came.
