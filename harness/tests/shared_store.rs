@@ -19,7 +19,7 @@ fn scenarios_sharing_the_runs_store_never_see_each_others_counts() {
     for n in 1..=4 {
         file.push_str(&format!(
             "[[scenario]]\nname = \"scope {n}\"\nisolates = 2\napplication_inline = '''{app}'''\n\
-             [[scenario.steps]]\nsend = {{ requests = 121, address = \"198.51.100.99\", concurrency = 2 }}\n\
+             [[scenario.steps]]\nsend = {{ requests = 121, address = \"198.51.100.99\" }}\n\
              expect = {{ statuses = \"120 x 200 then 429\" }}\n\n",
             app = common::WORKERS_API
         ));
