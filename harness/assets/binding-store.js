@@ -6,35 +6,70 @@
 // {success: false} and nothing is counted; otherwise the call adds its delta
 // (validated by ratelimit-binding.js, 1 unless the call set it).
 //
-//   POST /limit  {namespace, period, limit, key, delta} -> {success}
-//   POST /clock  {"offset_ms": N}: the store's clock becomes Date.now() + N,
-//                the scenario clock every isolate of the scenario reads too
-//                (0 until set, so a wall-clock scenario counts on Date.now()).
-const counters = new Map();
-let clockOffsetMs = 0;
+// One process serves a whole run (harness/src/workerd/store.rs): every
+// scenario counts in a scope of its own, with its own counters and its own
+// clock, so no scenario sees another's counts or time.
+//
+//   POST /limit   {scope, namespace, period, limit, key, delta} -> {success}
+//   POST /clock   {scope, offset_ms: N}: the scope's clock becomes
+//                 Date.now() + N, the scenario clock every isolate of the
+//                 scenario reads too (0 until set, so a wall-clock scenario
+//                 counts on Date.now()).
+//   POST /forget  {scope}: drops the scope (its scenario has ended).
+const scopes = new Map();
 
-function setClock(offset) {
+function scopeOf(name) {
+  if (typeof name !== "string" || name === "") {
+    throw new TypeError(`scope must be a non-empty string, not ${JSON.stringify(name)}`);
+  }
+  let scope = scopes.get(name);
+  if (scope === undefined) {
+    scope = { clockOffsetMs: 0, counters: new Map() };
+    scopes.set(name, scope);
+  }
+  return scope;
+}
+
+function setClock(scope, offset) {
   if (!Number.isSafeInteger(offset) || offset < 0) {
     return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
   }
-  clockOffsetMs = offset;
-  return Response.json({ offset_ms: clockOffsetMs });
+  scope.clockOffsetMs = offset;
+  return Response.json({ offset_ms: offset });
+}
+
+function limit(scope, { namespace, period, limit, key, delta }) {
+  const window = Math.floor((Date.now() + scope.clockOffsetMs) / 1000 / period);
+  const id = `${namespace}\u0000${period}\u0000${key}`;
+  let bucket = scope.counters.get(id);
+  if (bucket === undefined || bucket.window !== window) {
+    bucket = { window, count: 0 };
+    scope.counters.set(id, bucket);
+  }
+  if (bucket.count >= limit) return Response.json({ success: false });
+  bucket.count += delta;
+  return Response.json({ success: true });
 }
 
 export default {
   async fetch(request) {
     const body = await request.json();
-    if (new URL(request.url).pathname === "/clock") return setClock(body.offset_ms);
-    const { namespace, period, limit, key, delta } = body;
-    const window = Math.floor((Date.now() + clockOffsetMs) / 1000 / period);
-    const id = `${namespace}\u0000${period}\u0000${key}`;
-    let bucket = counters.get(id);
-    if (bucket === undefined || bucket.window !== window) {
-      bucket = { window, count: 0 };
-      counters.set(id, bucket);
+    const path = new URL(request.url).pathname;
+    let scope;
+    try {
+      scope = scopeOf(body.scope);
+    } catch (error) {
+      return Response.json({ error: error.message }, { status: 400 });
     }
-    if (bucket.count >= limit) return Response.json({ success: false });
-    bucket.count += delta;
-    return Response.json({ success: true });
+    switch (path) {
+      case "/limit":
+        return limit(scope, body);
+      case "/clock":
+        return setClock(scope, body.offset_ms);
+      case "/forget":
+        scopes.delete(body.scope);
+        return Response.json({ forgotten: body.scope });
+    }
+    return Response.json({ error: `no such path: ${path}` }, { status: 404 });
   },
 };

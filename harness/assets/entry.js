@@ -17,7 +17,8 @@
 //                   {"settled": "pending"} (not settled after N ms) |
 //                   {"settled": "missing"} (hidden from the deployable).
 //   POST /clock     {"offset_ms": N}: from now on the deployable's clock is
-//                   Date.now() + N (the scenario clock; 0 until set). The
+//                   Date.now() + N (the scenario clock; 0 until set), and so
+//                   is that of the emulated bindings counting here. The
 //                   runtime takes the time from its embedding, so only this
 //                   test embedding adds the offset; timers (the 500 ms
 //                   deadline) stay real.
@@ -74,18 +75,20 @@ async function rawLimit(request, env) {
   return Response.json(answer);
 }
 
-async function setClock(request) {
+async function setClock(request, env) {
   const { offset_ms: offset } = await request.json();
   if (!Number.isSafeInteger(offset) || offset < 0) {
     return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
   }
   clockOffsetMs = offset;
+  // An emulated binding counting in this isolate (no store) reads the same clock.
+  for (const name of bindingNames(env)) env[name]?.__harnessSetClock(offset);
   return Response.json({ offset_ms: clockOffsetMs });
 }
 
 async function control(request, env) {
   const path = new URL(request.url).pathname;
-  if (path === "/clock" && request.method === "POST") return setClock(request);
+  if (path === "/clock" && request.method === "POST") return setClock(request, env);
   if (path === "/limit" && request.method === "POST") return rawLimit(request, env);
   const hide = hiddenSet(env);
   const names = bindingNames(env);

@@ -20,6 +20,7 @@
 //         ( name = "behaviour", json = "\"healthy\"" ), # optional, initial behaviour
 //         # the counting core, at most one of:
 //         ( name = "store",     service = "binding-store" ), # the harness's core, shared
+//         ( name = "scope",     text = "scenario-1" ),       # with `store`: the scenario's scope in it
 //         ( name = "core",      wrapped = ( moduleName = "cloudflare-internal:ratelimit:module",
 //                                           innerBindings = [ fetcher, limit, period ] ) ),
 //       ] ) ) ]
@@ -64,6 +65,8 @@
 // shared by every Ratelimit instance of the same binding name in that isolate.
 // Harness-only methods (never part of the real API), used by entry.js:
 //   __harnessSetBehaviour(b)  validate and install a behaviour, returns it
+//   __harnessSetClock(ms)     the scenario clock's offset for a core with no
+//                             store (every binding of the isolate shares it)
 //   __harnessStats()          {binding, namespace, limit, period, behaviour,
 //                             calls, invalid, keys: {key: callCount}}; the
 //                             keys are every string key that reached limit(),
@@ -79,6 +82,9 @@ const NAMED_BEHAVIOURS = ["healthy", "throwing", "rejecting", "malformed", "hang
 const bindingStates = new Map();
 // namespace id -> Map<`${period}:${key}`, { window, count }>, for a core with no store
 const namespaceCounters = new Map();
+// The scenario clock of a core with no store: Date.now() + this (entry.js sets
+// it with __harnessSetClock when the harness moves the clock; 0 until then).
+let clockOffsetMs = 0;
 
 function normaliseBehaviour(value) {
   if (value === undefined || value === null) return "healthy";
@@ -130,12 +136,14 @@ class HarnessCore {
   #limit;
   #period;
   #store;
+  #scope;
 
-  constructor(namespace, limit, period, store) {
+  constructor(namespace, limit, period, store, scope) {
     this.#namespace = namespace;
     this.#limit = limit;
     this.#period = period;
     this.#store = store;
+    this.#scope = scope;
   }
 
   async limit(options) {
@@ -150,11 +158,18 @@ class HarnessCore {
     const weight = toDelta(delta);
 
     if (this.#store !== null) {
-      const body = JSON.stringify({ namespace: this.#namespace, period, limit, key, delta: weight });
+      const body = JSON.stringify({
+        scope: this.#scope,
+        namespace: this.#namespace,
+        period,
+        limit,
+        key,
+        delta: weight,
+      });
       const response = await this.#store.fetch("http://binding-store/limit", { method: "POST", body });
       return response.json();
     }
-    const window = Math.floor(Date.now() / (period * 1000));
+    const window = Math.floor((Date.now() + clockOffsetMs) / (period * 1000));
     const map = counters(this.#namespace);
     const id = `${period}:${key}`;
     let bucket = map.get(id);
@@ -195,7 +210,8 @@ class Ratelimit {
     this.#limit = env.limit ?? 10;
     this.#period = env.period ?? 60;
     this.#core =
-      env.core ?? new HarnessCore(this.#namespace, this.#limit, this.#period, env.store ?? null);
+      env.core ??
+      new HarnessCore(this.#namespace, this.#limit, this.#period, env.store ?? null, String(env.scope ?? ""));
     let state = bindingStates.get(this.#name);
     if (state === undefined) {
       state = {
@@ -240,6 +256,16 @@ class Ratelimit {
   __harnessSetBehaviour(behaviour) {
     this.#state.behaviour = normaliseBehaviour(behaviour);
     return this.#state.behaviour;
+  }
+
+  // The scenario clock's offset for a core with no store (module-wide: one
+  // clock per isolate); a store keeps its own clock for the scenario.
+  __harnessSetClock(offsetMs) {
+    if (!Number.isSafeInteger(offsetMs) || offsetMs < 0) {
+      throw new TypeError(`harness ratelimit: clock offset must be a whole number of ms >= 0, not ${offsetMs}`);
+    }
+    clockOffsetMs = offsetMs;
+    return clockOffsetMs;
   }
 
   __harnessStats() {

@@ -320,8 +320,10 @@ impl Bench {
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",
-            counting: store_port
-                .map_or(Counting::InIsolate, |port| Counting::HarnessStore { port }),
+            counting: store_port.map_or(Counting::InIsolate, |port| Counting::HarnessStore {
+                port,
+                scope: "bench",
+            }),
             limiting_off,
         };
         Ok(write_config(&dir, &config, &self.env.deployable)?)

@@ -22,11 +22,12 @@ use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
 use crate::scenario::{
     ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, RedisCalls, SendRequests, WaitForRoom,
 };
-use crate::store::{ScenarioRedis, StoreError};
+use crate::store::{ScenarioRedis, StoreError as RedisStoreError};
 use crate::wasm::Deployable;
-use crate::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
+use crate::workerd::config::{Counting, IsolateConfig, write_config};
 use crate::workerd::process::{LogLine, ProcessError};
-use crate::workerd::{EmulatedBinding, Workerd, WorkerdProcess};
+use crate::workerd::store::{StoreError as SharedStoreError, fresh_scope};
+use crate::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -48,12 +49,14 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 pub const CONTROL_HEADER: &str = "x-harness-control";
 
 /// What every scenario of a run shares: the workerd binary, the built
-/// deployable and the counting core its emulated bindings wrap.
+/// deployable, the counting core its emulated bindings wrap and, for the
+/// harness's core, the run's binding store (started on first use).
 #[derive(Debug, Clone)]
 pub struct Environment {
     pub workerd: Workerd,
     pub deployable: Deployable,
     pub core: CountingCore,
+    pub store: SharedStore,
 }
 
 /// One request and its answer.
@@ -107,9 +110,12 @@ pub enum EngineError {
     /// The run's directory or a workerd config could not be written.
     #[error("could not write the workerd config: {0}")]
     Config(std::io::Error),
-    /// The binding store's workerd did not start.
+    /// The reference core's store process did not start.
     #[error("the binding store: {0}")]
     StoreStart(ProcessError),
+    /// The run's binding store (the harness's core) did not start or exited.
+    #[error(transparent)]
+    SharedStore(#[from] SharedStoreError),
     /// An isolate's workerd did not start.
     #[error("isolate {isolate}: {source}")]
     Start {
@@ -134,7 +140,7 @@ pub enum EngineError {
     NativeLaunch(#[from] LaunchError),
     /// The scenario's Redis could not be started or changed.
     #[error("the scenario's Redis: {0}")]
-    Store(#[from] StoreError),
+    Store(#[from] RedisStoreError),
     /// A Redis step or expectation in a scenario without a Redis (load_file refuses these first).
     #[error("step {step}: the scenario's deployable does not count in Redis")]
     NoRedis { step: usize },
@@ -174,6 +180,8 @@ pub enum ControlRequest {
     ReadBindings,
     /// `POST /clock` to an isolate or the binding store.
     SetClock,
+    /// `POST /forget` to the run's binding store: the scenario's scope ends.
+    ForgetScope,
     /// `POST /limit` to an isolate: one raw `limit()` call.
     CallLimit,
 }
@@ -184,6 +192,7 @@ impl std::fmt::Display for ControlRequest {
             ControlRequest::ChangeBindings => "changing bindings",
             ControlRequest::ReadBindings => "reading bindings",
             ControlRequest::SetClock => "setting the scenario clock",
+            ControlRequest::ForgetScope => "dropping the scenario's counts in the binding store",
             ControlRequest::CallLimit => "calling limit()",
         })
     }
@@ -293,12 +302,17 @@ struct Runner<'a> {
     client: reqwest::Client,
     /// The bindings in the config: those a step can change.
     configured: Vec<String>,
-    /// The process keeping the emulated bindings' shared count.
+    /// The reference core's process keeping the emulated bindings' shared
+    /// count for this scenario.
     store: Option<WorkerdProcess>,
     /// A native scenario's way to start its instances.
     native: Option<NativeLaunch>,
     /// A native scenario's real Redis.
     redis: Option<ScenarioRedis>,
+    /// The port of the run's binding store, when the harness's core counts there.
+    shared_store: Option<u16>,
+    /// The scenario's scope in the run's binding store.
+    scope: String,
     /// Which clock the processes read.
     clock_kind: ClockKind,
     /// The scenario clock's offset (zero for the wall clock).
@@ -326,6 +340,8 @@ impl<'a> Runner<'a> {
             store: None,
             native: None,
             redis: None,
+            shared_store: None,
+            scope: fresh_scope(),
             clock_kind: prepared.scenario.scenario.get_ref().clock,
             clock: ScenarioClock::default(),
             _dir: None,
@@ -346,6 +362,10 @@ impl<'a> Runner<'a> {
         }
         if let Some(redis) = self.redis.take() {
             redis.stop().await;
+        }
+        if self.shared_store.is_some() {
+            // Best effort: a store that is gone has nothing left to drop.
+            let _ = self.forget_scope().await;
         }
         self.observation
             .instances
@@ -488,8 +508,9 @@ impl<'a> Runner<'a> {
     }
 
     /// Tells every isolate and the binding store the scenario clock's offset
-    /// (`POST /clock`); a wall-clock scenario never calls it, so its processes
-    /// read the real clock through the production path.
+    /// (`POST /clock`; the run's store, for the scenario's scope); a
+    /// wall-clock scenario never calls it, so its processes read the real
+    /// clock through the production path.
     async fn push_clock(&self) -> Result<(), EngineError> {
         let body = serde_json::json!({ "offset_ms": self.clock.offset_ms });
         let urls = self
@@ -504,7 +525,34 @@ impl<'a> Runner<'a> {
             )
             .await?;
         }
+        if let Some(port) = self.shared_store {
+            let scoped =
+                serde_json::json!({ "scope": self.scope, "offset_ms": self.clock.offset_ms });
+            self.control(
+                ControlRequest::SetClock,
+                self.client
+                    .post(format!("http://127.0.0.1:{port}/clock"))
+                    .json(&scoped),
+            )
+            .await?;
+        }
         Ok(())
+    }
+
+    /// Drops the scenario's counts and clock from the run's binding store.
+    async fn forget_scope(&self) -> Result<(), EngineError> {
+        let Some(port) = self.shared_store else {
+            return Ok(());
+        };
+        let body = serde_json::json!({ "scope": self.scope });
+        self.control(
+            ControlRequest::ForgetScope,
+            self.client
+                .post(format!("http://127.0.0.1:{port}/forget"))
+                .json(&body),
+        )
+        .await
+        .map(drop)
     }
 
     /// Sends one control request with the token and reads its JSON answer.
@@ -566,36 +614,44 @@ impl<'a> Runner<'a> {
             .tempdir()
             .map_err(EngineError::Config)?;
         let date = self.env.workerd.version.clone();
-        // A store only when some binding is in the config: one missing from
-        // start to end never asks it.
-        if !self.configured.is_empty() {
-            let (store_config, flags) = match &self.env.core {
-                CountingCore::Harness => (write_store_config(dir.path(), &date), &[][..]),
-                CountingCore::Reference(simulator) => {
-                    let storage = fresh_storage().map_err(EngineError::Config)?;
-                    let config = simulator.write_store_config(dir.path(), storage.path());
-                    self._reference_storage = Some(storage);
-                    (config, STORE_FLAGS)
+        // A store only when some binding is in the config (one missing from
+        // start to end never asks it) and the count is shared: by two
+        // isolates or more, or with the next process of a restarted isolate.
+        // One isolate never restarted has no one to share its count with, so
+        // the harness's core counts in its own process (where Cloudflare's
+        // binding counts too: "a count kept where the Worker runs"); a shared
+        // count is kept in the run's store, in the scenario's scope. The
+        // reference core always counts in a process of the scenario's own,
+        // on fresh storage.
+        let counting = match &self.env.core {
+            _ if self.configured.is_empty() => Counting::InIsolate,
+            CountingCore::Harness if !shares_count(self.prepared, count) => Counting::InIsolate,
+            CountingCore::Harness => {
+                let port = self.env.store.port(&self.env.workerd.path, &date)?;
+                self.shared_store = Some(port);
+                Counting::HarnessStore {
+                    port,
+                    scope: &self.scope,
                 }
-            };
-            let store_config = store_config.map_err(EngineError::Config)?;
-            let store = WorkerdProcess::start_with_flags(
-                &self.env.workerd.path,
-                &store_config,
-                flags,
-                self.epoch,
-            )
-            .await
-            .map_err(EngineError::StoreStart)?;
-            self.store = Some(store);
-        }
-        let counting = match (&self.store, &self.env.core) {
-            (None, _) => Counting::InIsolate,
-            (Some(store), CountingCore::Harness) => Counting::HarnessStore { port: store.port },
-            (Some(store), CountingCore::Reference(simulator)) => Counting::Reference {
-                port: store.port,
-                simulator,
-            },
+            }
+            CountingCore::Reference(simulator) => {
+                let storage = fresh_storage().map_err(EngineError::Config)?;
+                let store_config = simulator
+                    .write_store_config(dir.path(), storage.path())
+                    .map_err(EngineError::Config)?;
+                self._reference_storage = Some(storage);
+                let store = WorkerdProcess::start_with_flags(
+                    &self.env.workerd.path,
+                    &store_config,
+                    STORE_FLAGS,
+                    self.epoch,
+                )
+                .await
+                .map_err(EngineError::StoreStart)?;
+                let port = store.port;
+                self.store = Some(store);
+                Counting::Reference { port, simulator }
+            }
         };
         let config = IsolateConfig {
             application_toml: &self.prepared.application_toml,
@@ -690,6 +746,9 @@ impl<'a> Runner<'a> {
     }
 
     fn check_alive(&mut self, step: usize) -> Result<(), EngineError> {
+        if self.shared_store.is_some() {
+            self.env.store.alive()?;
+        }
         for (isolate, i) in self.isolates.iter_mut().enumerate() {
             if let Some(status) = i.process.exited() {
                 return Err(EngineError::Crashed {
@@ -806,6 +865,19 @@ impl<'a> Runner<'a> {
             served: isolate.served,
         });
     }
+}
+
+/// Whether a scenario's emulated count is shared beyond one process: it has
+/// `isolates` > 1, or restarts an isolate (the new process goes on counting).
+pub fn shares_count(prepared: &Prepared, isolates: usize) -> bool {
+    isolates > 1
+        || prepared
+            .scenario
+            .scenario
+            .get_ref()
+            .steps
+            .iter()
+            .any(|s| matches!(s.get_ref().action(), Ok(Action::RestartIsolate(_))))
 }
 
 /// A response's status, headers (names in lower case) and body, or why none came.

@@ -173,5 +173,6 @@ pub fn prepare_environment_with(
         workerd,
         deployable,
         core,
+        store: crate::workerd::SharedStore::default(),
     })
 }

@@ -43,8 +43,10 @@ pub struct IsolateConfig<'a> {
 pub enum Counting<'a> {
     /// The harness's core, in each isolate's binding module (benchmarks, tests).
     InIsolate,
-    /// The harness's core, in the binding store process at this port, shared by every isolate.
-    HarnessStore { port: u16 },
+    /// The harness's core, in the binding store process at this port, shared
+    /// by every isolate; the scenario counts in `scope` there (see
+    /// [`crate::workerd::store`]).
+    HarnessStore { port: u16, scope: &'a str },
     /// Cloudflare's simulator: its client in each isolate, its count in the
     /// reference process at this port, shared by every isolate.
     Reference { port: u16, simulator: &'a Simulator },
@@ -54,7 +56,8 @@ const ENTRY_JS: &str = include_str!("../../assets/entry.js");
 const RATELIMIT_JS: &str = include_str!("../../assets/ratelimit-binding.js");
 const STORE_JS: &str = include_str!("../../assets/binding-store.js");
 
-/// Writes the binding store's config (one worker that keeps the shared counts) into `dir`.
+/// Writes the binding store's config (one worker that keeps the shared
+/// counts, scenario by scenario in scopes) into `dir`.
 pub fn write_store_config(
     dir: &Path,
     compatibility_date: &str,
@@ -169,7 +172,7 @@ pub fn render_with_snippets(config: &IsolateConfig<'_>, snippets: &[&str]) -> St
 
     let (store_service, core_module) = match config.counting {
         Counting::InIsolate => (String::new(), ""),
-        Counting::HarnessStore { port } => (
+        Counting::HarnessStore { port, .. } => (
             format!(
                 ",\n    (name = \"binding-store\", external = (address = \"127.0.0.1:{port}\", http = ()))"
             ),
@@ -230,9 +233,11 @@ const deployable :Workerd.Worker = (
 fn core_binding(counting: Counting<'_>, binding: &EmulatedBinding) -> String {
     match counting {
         Counting::InIsolate => String::new(),
-        Counting::HarnessStore { .. } => {
-            "      (name = \"store\", service = \"binding-store\"),\n".to_owned()
-        }
+        Counting::HarnessStore { scope, .. } => format!(
+            "      (name = \"store\", service = \"binding-store\"),\n\
+             \x20     (name = \"scope\", text = {scope}),\n",
+            scope = quote(scope)
+        ),
         // As miniflare binds it: the client module, its fetcher with the
         // namespace in props, the configured limit and period.
         Counting::Reference { .. } => {
@@ -308,7 +313,10 @@ mod tests {
             bindings: &bindings,
             compatibility_date: "2026-11-17",
             control_token: "t",
-            counting: Counting::HarnessStore { port: 4242 },
+            counting: Counting::HarnessStore {
+                port: 4242,
+                scope: "scenario-7",
+            },
             limiting_off: false,
         });
         assert!(
@@ -317,6 +325,10 @@ mod tests {
         );
         assert!(
             text.contains(r#"(name = "store", service = "binding-store")"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"(name = "scope", text = "scenario-7")"#),
             "{text}"
         );
         assert!(

@@ -3,7 +3,9 @@
 pub mod config;
 pub mod find;
 pub mod process;
+pub mod store;
 
 pub use config::{EmulatedBinding, IsolateConfig};
 pub use find::{Workerd, WorkerdChoice, find_workerd};
 pub use process::{LogLine, Stream, WorkerdProcess};
+pub use store::SharedStore;

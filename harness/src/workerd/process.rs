@@ -166,6 +166,14 @@ impl WorkerdProcess {
         self.log.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
+    /// Waits until it exits by itself; its exit status, in words.
+    pub async fn wait(&mut self) -> String {
+        match self.child.wait().await {
+            Ok(status) => status.to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
     /// Kills it and waits for it to go.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;

@@ -1,0 +1,191 @@
+//! The harness's binding store for a whole run: one workerd process
+//! (`assets/binding-store.js`) that every scenario's emulated bindings ask,
+//! each scenario in a scope of its own (its counts and its clock), instead of
+//! a store process started for every scenario.
+//!
+//! Why: starting a workerd costs ~85 ms of CPU, and a store per scenario was
+//! ~50 of the ~120 processes of a run (BENCHMARKS.md, issue 11). The store is
+//! the emulation of Cloudflare's count, not the code under test, and a scope
+//! gives each scenario counters and a clock no other scenario can touch.
+//!
+//! The process is started on first use, from a thread of its own that owns it
+//! for as long as the handle lives, so its parent-death signal
+//! (`PR_SET_PDEATHSIG`, which follows the spawning thread) fires only when the
+//! harness itself goes; dropping the last handle stops it.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
+
+use super::config::write_store_config;
+use super::process::{Log, WorkerdProcess, stderr_text};
+
+/// Why the run's store is not there.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum StoreError {
+    /// Its directory or config could not be written.
+    #[error("could not write the binding store's config: {0}")]
+    Config(String),
+    /// Its workerd did not start.
+    #[error("the binding store's workerd did not start: {0}")]
+    Start(String),
+    /// Its thread could not be started, or ended before the store listened.
+    #[error("the binding store's thread: {0}")]
+    Thread(String),
+    /// Its workerd exited while the run went on.
+    #[error("the binding store's workerd exited ({status}); its stderr:\n{stderr}")]
+    Exited { status: String, stderr: String },
+}
+
+/// A handle on the run's binding store, cheap to clone; the process starts on
+/// the first [`SharedStore::port`] and stops when the last handle is dropped.
+#[derive(Debug, Clone, Default)]
+pub struct SharedStore {
+    inner: Arc<OnceLock<Result<Running, StoreError>>>,
+}
+
+/// The started store: its port, and the thread that owns its process.
+#[derive(Debug)]
+struct Running {
+    port: u16,
+    log: Log,
+    /// Set by the owning thread if the process exits by itself.
+    exited: Arc<Mutex<Option<String>>>,
+    stop: Mutex<Option<tokio::sync::oneshot::Sender<()>>>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.lock().ok().and_then(|mut s| s.take()) {
+            let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.lock().ok().and_then(|mut t| t.take()) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl SharedStore {
+    /// The store's port, starting it with `workerd` on first use.
+    pub fn port(&self, workerd: &Path, compatibility_date: &str) -> Result<u16, StoreError> {
+        let running = self
+            .inner
+            .get_or_init(|| Running::start(workerd.to_owned(), compatibility_date.to_owned()))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        running.alive()?;
+        Ok(running.port)
+    }
+
+    /// An error if the store was started and has exited since.
+    pub fn alive(&self) -> Result<(), StoreError> {
+        match self.inner.get() {
+            Some(Ok(running)) => running.alive(),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A fresh scope name, unique in this harness process: a scenario's counts
+/// and clock in the run's store.
+pub fn fresh_scope() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    format!("scenario-{}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+impl Running {
+    fn start(workerd: PathBuf, compatibility_date: String) -> Result<Running, StoreError> {
+        let dir = tempfile::Builder::new()
+            .prefix("harness-store-")
+            .tempdir()
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let config = write_store_config(dir.path(), &compatibility_date)
+            .map_err(|e| StoreError::Config(e.to_string()))?;
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(u16, Log), StoreError>>();
+        let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let exited = Arc::new(Mutex::new(None));
+        let exited_in_thread = exited.clone();
+        let thread = std::thread::Builder::new()
+            .name("binding-store".into())
+            .spawn(move || own_store(&workerd, &config, ready_tx, stop_rx, &exited_in_thread))
+            .map_err(|e| StoreError::Thread(e.to_string()))?;
+        match ready_rx.recv() {
+            Ok(Ok((port, log))) => Ok(Running {
+                port,
+                log,
+                exited,
+                stop: Mutex::new(Some(stop_tx)),
+                thread: Mutex::new(Some(thread)),
+                _dir: dir,
+            }),
+            Ok(Err(e)) => {
+                let _ = thread.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = thread.join();
+                Err(StoreError::Thread(
+                    "it ended before the store listened".into(),
+                ))
+            }
+        }
+    }
+
+    fn alive(&self) -> Result<(), StoreError> {
+        match self.exited.lock().ok().and_then(|e| e.clone()) {
+            Some(status) => Err(StoreError::Exited {
+                status,
+                stderr: stderr_text(&self.log),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The store's thread: starts the process, reports its port, and keeps it
+/// (and the tasks reading its output) until told to stop or until it exits.
+fn own_store(
+    workerd: &Path,
+    config: &Path,
+    ready: std::sync::mpsc::Sender<Result<(u16, Log), StoreError>>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+    exited: &Mutex<Option<String>>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            let _ = ready.send(Err(StoreError::Thread(format!(
+                "could not build its runtime: {e}"
+            ))));
+            return;
+        }
+    };
+    runtime.block_on(async {
+        let mut process = match WorkerdProcess::start(workerd, config, Instant::now()).await {
+            Ok(process) => process,
+            Err(e) => {
+                let _ = ready.send(Err(StoreError::Start(e.to_string())));
+                return;
+            }
+        };
+        if ready.send(Ok((process.port, process.log.clone()))).is_err() {
+            process.stop().await;
+            return;
+        }
+        tokio::select! {
+            _ = stop => process.stop().await,
+            status = process.wait() => {
+                if let Ok(mut slot) = exited.lock() {
+                    *slot = Some(status);
+                }
+            }
+        }
+    });
+}
