@@ -140,7 +140,12 @@ impl Run {
 fn percentile_ms(mut latencies: Vec<Duration>, p: f64) -> f64 {
     latencies.sort();
     let index = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-    latencies.get(index).copied().unwrap_or_default().as_secs_f64() * 1e3
+    latencies
+        .get(index)
+        .copied()
+        .unwrap_or_default()
+        .as_secs_f64()
+        * 1e3
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -234,7 +239,13 @@ async fn drive(
 }
 
 /// An HTTP check: true when the answer is 200.
-fn http_check(client: reqwest::Client, url: String, keys: Keys, round: usize, total: usize) -> Arc<dyn Fn(usize) -> Check + Send + Sync> {
+fn http_check(
+    client: reqwest::Client,
+    url: String,
+    keys: Keys,
+    round: usize,
+    total: usize,
+) -> Arc<dyn Fn(usize) -> Check + Send + Sync> {
     Arc::new(move |i| {
         let request = client
             .get(&url)
@@ -273,9 +284,18 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
     );
     let dir = tempfile::tempdir().expect("dir");
     let targets = [
-        ("off", instance(dir.path(), "off", &app(None), &["--limiting-off"]).await),
-        ("memory", instance(dir.path(), "memory", &app(None), &[]).await),
-        ("redis", instance(dir.path(), "redis", &app(Some(&server.url())), &[]).await),
+        (
+            "off",
+            instance(dir.path(), "off", &app(None), &["--limiting-off"]).await,
+        ),
+        (
+            "memory",
+            instance(dir.path(), "memory", &app(None), &[]).await,
+        ),
+        (
+            "redis",
+            instance(dir.path(), "redis", &app(Some(&server.url())), &[]).await,
+        ),
     ];
     let client = client();
     // runs[keys][target][round]
@@ -303,7 +323,8 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
                 .zip(off)
                 .map(|(r, o)| r.per_second() / o.per_second())
                 .collect();
-            let p = |runs: &[Run], q: f64| median(runs.iter().map(|r| r.percentile_ms(q)).collect());
+            let p =
+                |runs: &[Run], q: f64| median(runs.iter().map(|r| r.percentile_ms(q)).collect());
             let (p50, p99) = (p(these, 0.5), p(these, 0.99));
             let passed: usize = these.iter().map(|r| r.passed).sum();
             let checks: usize = these.iter().map(Run::checks).sum();
@@ -339,7 +360,10 @@ fn round_trips(passed: usize, checks: usize, evalsha: u64) -> (String, String) {
     let per_refusal = if refusals == 0 {
         "-".to_owned()
     } else {
-        format!("{:.4} ({refusal_trips} of {refusals})", refusal_trips as f64 / refusals as f64)
+        format!(
+            "{:.4} ({refusal_trips} of {refusals})",
+            refusal_trips as f64 / refusals as f64
+        )
     };
     (format!("{per_counted:.3} ({evalsha} EVALSHA)"), per_refusal)
 }
@@ -437,7 +461,9 @@ mod peer {
 
     /// Its exact storage: every check asks Redis.
     pub(super) async fn exact(url: &str) -> Arc<AsyncRateLimiter> {
-        let storage = AsyncRedisStorage::new(url).await.expect("limitador connects");
+        let storage = AsyncRedisStorage::new(url)
+            .await
+            .expect("limitador connects");
         limiter(AsyncStorage::with_counter_storage(Box::new(storage)))
     }
 
@@ -450,7 +476,11 @@ mod peer {
         limiter(AsyncStorage::with_counter_storage(Box::new(storage)))
     }
 
-    pub(super) async fn check(limiter: &AsyncRateLimiter, address: &str, caller: Option<&str>) -> bool {
+    pub(super) async fn check(
+        limiter: &AsyncRateLimiter,
+        address: &str,
+        caller: Option<&str>,
+    ) -> bool {
         let values = HashMap::from([match caller {
             Some(caller) => ("caller".to_owned(), caller.to_owned()),
             None => ("addr".to_owned(), address.to_owned()),
@@ -485,7 +515,9 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
                 });
                 // limitador's cached storage hung here once (distinct keys): a run
                 // that does not finish is reported as such, not waited for.
-                match tokio::time::timeout(RUN_TIMEOUT, drive(total, pid, Some(server), check)).await {
+                match tokio::time::timeout(RUN_TIMEOUT, drive(total, pid, Some(server), check))
+                    .await
+                {
                     Ok(run) => runs[k][s].push(run),
                     Err(_) => hung[k][s] += 1,
                 }
@@ -538,7 +570,9 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
 /// Waits until the running minute has at least `room` left, so a run on
 /// minute-aligned windows stays in one window.
 async fn wait_for_room(room: Duration) {
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
     let into_minute = Duration::from_millis((now.as_millis() % 60_000) as u64);
     if into_minute + room > Duration::from_secs(60) {
         tokio::time::sleep(Duration::from_secs(60) - into_minute).await;
@@ -570,14 +604,21 @@ async fn exactness(server: &RedisServer, rounds: usize) {
             let run = drive(EXACTNESS_CHECKS, std::process::id(), Some(server), check);
             match tokio::time::timeout(RUN_TIMEOUT, run).await {
                 Ok(run) => passed.push(run.passed),
-                Err(_) => println!("| {} | did not finish within {RUN_TIMEOUT:?} | |", kind.name()),
+                Err(_) => println!(
+                    "| {} | did not finish within {RUN_TIMEOUT:?} | |",
+                    kind.name()
+                ),
             }
         }
         let worst = passed.iter().max().copied().unwrap_or(0);
         println!(
             "| {} | {} | {} |",
             kind.name(),
-            passed.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+            passed
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", "),
             worst.saturating_sub(CALLER_LIMIT as usize)
         );
     }
@@ -601,7 +642,11 @@ async fn hanging(requests: usize) {
         .send()
         .await
         .expect("the instance answers");
-    assert_eq!(warm.status(), reqwest::StatusCode::OK, "a healthy Redis lets the first request through");
+    assert_eq!(
+        warm.status(),
+        reqwest::StatusCode::OK,
+        "a healthy Redis lets the first request through"
+    );
     server.hang();
     let check = http_check(client, url, Keys::Distinct, 7, requests);
     let run = drive(requests, process.pid().unwrap_or(0), None, check).await;
@@ -613,9 +658,16 @@ async fn hanging(requests: usize) {
         .filter(|(_, d)| *d >= WAITED)
         .map(|(_, d)| d.as_secs_f64() * 1e3)
         .collect();
-    let others: Vec<Duration> = run.latencies.iter().map(|(_, d)| *d).filter(|d| *d < WAITED).collect();
+    let others: Vec<Duration> = run
+        .latencies
+        .iter()
+        .map(|(_, d)| *d)
+        .filter(|d| *d < WAITED)
+        .collect();
     let after_first: Vec<Duration> = run.latencies.iter().skip(1).map(|(_, d)| *d).collect();
-    println!("| answered 200 | p50 after the first, ms | waited (>= 400 ms) | their min-max, ms | the others: p99 / max, ms |");
+    println!(
+        "| answered 200 | p50 after the first, ms | waited (>= 400 ms) | their min-max, ms | the others: p99 / max, ms |"
+    );
     println!("|---:|---:|---:|---:|---:|");
     println!(
         "| {} of {} | {:.3} | {} | {:.1}-{:.1} | {:.3} / {:.3} |",
@@ -646,7 +698,9 @@ fn main() {
         .build()
         .expect("runtime");
     if cfg!(not(feature = "limitador")) {
-        println!("(built without the `limitador` feature: ours only; tools/bench-native builds it with limitador)");
+        println!(
+            "(built without the `limitador` feature: ours only; tools/bench-native builds it with limitador)"
+        );
     }
     runtime.block_on(async {
         let server = RedisServer::start().await.expect("redis-server");
