@@ -421,6 +421,20 @@ impl Kind {
         }
     }
 
+    /// Whether this store is known to hang on these keys, so it is not run:
+    /// limitador's cached storage stopped answering during its run of
+    /// distinct keys in each of two runs (2026-11-30: no CPU used, and the
+    /// run's 60 s timeout never fired, so the runtime's threads were blocked).
+    fn hangs_on(self, keys: Keys) -> bool {
+        match self {
+            Kind::Ours => false,
+            #[cfg(feature = "limitador")]
+            Kind::LimitadorExact => false,
+            #[cfg(feature = "limitador")]
+            Kind::LimitadorCached => keys == Keys::Distinct,
+        }
+    }
+
     /// A fresh instance (its own connection and caches) on `server`.
     async fn limiter(self, server: &RedisServer) -> Limiter {
         match self {
@@ -506,6 +520,10 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
     for round in 0..rounds {
         for (k, keys) in Keys::ALL.into_iter().enumerate() {
             for (s, kind) in Kind::ALL.iter().enumerate() {
+                if kind.hangs_on(keys) {
+                    hung[k][s] += 1;
+                    continue;
+                }
                 server.cli(&["FLUSHALL"]).await.expect("flush");
                 let limiter = kind.limiter(server).await;
                 let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
@@ -534,7 +552,7 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
             let these = &runs[k][s];
             if hung[k][s] > 0 {
                 println!(
-                    "| {} | {} | did not finish within {RUN_TIMEOUT:?} in {} of {rounds} round(s) | | | | | | |",
+                    "| {} | {} | not run, or did not finish within {RUN_TIMEOUT:?}, in {} of {rounds} round(s): it hangs (see `Kind::hangs_on`) | | | | | | |",
                     keys.name(),
                     kind.name(),
                     hung[k][s]
