@@ -22,7 +22,6 @@
 //! (default 3, `--quick` 1), `BENCH_REQUESTS` (per target and round, default
 //! 20000, `--quick` 2000).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
@@ -426,12 +425,12 @@ impl Kind {
     /// distinct keys in each of two runs (2026-11-30: no CPU used, and the
     /// run's 60 s timeout never fired, so the runtime's threads were blocked).
     fn hangs_on(self, keys: Keys) -> bool {
-        match self {
-            Kind::Ours => false,
+        match (self, keys) {
+            (Kind::Ours, _) => false,
             #[cfg(feature = "limitador")]
-            Kind::LimitadorExact => false,
+            (Kind::LimitadorExact, _) => false,
             #[cfg(feature = "limitador")]
-            Kind::LimitadorCached => keys == Keys::Distinct,
+            (Kind::LimitadorCached, keys) => keys == Keys::Distinct,
         }
     }
 
@@ -455,11 +454,12 @@ impl Kind {
 /// `caller`), each applying when its variable is given.
 #[cfg(feature = "limitador")]
 mod peer {
-    use super::{ADDRESS_LIMIT, CALLER_LIMIT, HashMap};
+    use super::{ADDRESS_LIMIT, CALLER_LIMIT};
     use limitador::limit::{Context, Limit};
     use limitador::storage::AsyncStorage;
     use limitador::storage::redis::{AsyncRedisStorage, CachedRedisStorageBuilder};
     use limitador::{AsyncRateLimiter, AsyncRateLimiterBuilder};
+    use std::collections::HashMap;
     use std::sync::Arc;
 
     const NAMESPACE: &str = "api";
