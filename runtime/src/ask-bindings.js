@@ -65,3 +65,9 @@ export function askBindings(env, asks, deadlineMs) {
     }
   });
 }
+
+// answer.then(resume): Rust's continuation of a request whose bindings were
+// asked, called once with the codes (wasm awaits no promise itself).
+export function whenAnswered(answer, resume) {
+  return answer.then(resume);
+}

@@ -35,6 +35,17 @@ pub const BINDING_DEADLINE_MS: u32 = 500;
 /// client can write.
 pub const ADDRESS_HEADER: &str = "CF-Connecting-IP";
 
+/// The path of an absolute URL as the WHATWG URL parser serialises it (a
+/// Worker's `request.url`): what `new URL(url).pathname` gives, read off the
+/// string instead of parsed again (the authority of a serialised URL holds no
+/// `/`, `?` or `#`). Without one, the path is `/`.
+pub fn url_path(url: &str) -> &str {
+    let rest = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let path = rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]);
+    let path = path.find(['?', '#']).map_or(path, |i| &path[..i]);
+    if path.is_empty() { "/" } else { path }
+}
+
 /// Who a request is counted for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {

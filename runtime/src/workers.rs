@@ -1,21 +1,28 @@
 //! The I/O half on Cloudflare Workers (wasm32 only): asks every binding of a
 //! request at once through a small JavaScript helper (`ask-bindings.js`,
 //! carried beside the wasm-bindgen glue in its `snippets/` folder) that races
-//! them against the 500 ms deadline on the isolate's own timer, so wasm
-//! awaits one promise per request; hands the answers to the sans-IO
-//! [`Limiter`], and writes the fallback log lines.
+//! them against the 500 ms deadline on the isolate's own timer; hands the
+//! answers to the sans-IO [`Limiter`], and writes the fallback log lines.
+//!
+//! No Rust future is suspended on the way: [`Gate::decide`] runs
+//! synchronously, and when a binding has to be waited for, JavaScript awaits
+//! it and calls back into wasm once with every answer. Awaiting a promise
+//! from wasm (wasm-bindgen-futures' `JsFuture`, its task queue's
+//! `queueMicrotask` on every wake-up, an `async` export's
+//! `future_to_promise`) cost more CPU than the whole binding call does in
+//! JavaScript (BENCHMARKS.md, "The cost of asking a healthy binding").
 
 use std::cell::RefCell;
+use std::rc::Rc;
 
 use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 use crate::config::{Application, Counting};
 pub use crate::limiter::GateError;
 use crate::limiter::{
-    ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, FallbackReason, Limiter, Refusal, Subject,
-    Tally,
+    ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason, Limiter, Refusal,
+    Subject, Tally, url_path,
 };
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
@@ -25,6 +32,10 @@ extern "C" {
     /// one when a binding was asked (codes in `ask-bindings.js`, `ANSWER`).
     #[wasm_bindgen(js_name = askBindings)]
     fn ask_bindings_js(env: &JsValue, asks: &Array, deadline_ms: u32) -> JsValue;
+
+    /// `answer.then(resume)`: the promise of what `resume` returns.
+    #[wasm_bindgen(js_name = whenAnswered)]
+    fn when_answered(answer: &Promise, resume: &JsValue) -> Promise;
 }
 
 #[wasm_bindgen]
@@ -36,7 +47,11 @@ extern "C" {
 /// One isolate's limiter for one deployable. Keep it for the isolate's
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
-    limiter: RefCell<Limiter>,
+    /// Shared with the continuations of requests waiting for a binding.
+    limiter: Rc<RefCell<Limiter>>,
+    /// Each planned binding's name as a JavaScript string, made once, so a
+    /// request does not encode it again.
+    names: Vec<(String, JsValue)>,
 }
 
 impl Gate {
@@ -46,57 +61,93 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
+        let names = limiter
+            .plan()
+            .bindings
+            .iter()
+            .map(|b| (b.name.clone(), JsValue::from_str(&b.name)))
+            .collect();
         Ok(Gate {
-            limiter: RefCell::new(limiter),
+            limiter: Rc::new(RefCell::new(limiter)),
+            names,
         })
     }
 
-    /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to send.
-    /// Never fails for the binding's sake: every binding problem falls back to memory.
+    /// Decides one request to `path` and answers it with `respond`, which is
+    /// given `Ok` to pass or `Err` with the refusal, and builds the response
+    /// (for a refusal, usually [`refusal_response`]). Never fails for the binding's sake: every
+    /// binding problem falls back to memory.
+    ///
+    /// Returns `respond`'s response itself when no binding had to be waited
+    /// for (counting in memory, a binding missing or cooling off), else a
+    /// promise of it, settled once every asked binding answered or the 500 ms
+    /// deadline passed: either way what a Worker's `fetch` handler returns.
+    /// `respond` runs exactly once; an `Err` it returns is thrown (or rejects
+    /// the promise).
     ///
     /// `now_ms` is the embedding's clock in ms since the Unix epoch, read when
     /// the request arrived: a production Worker passes `Date.now()`, a test
     /// embedding may pass its own clock. It must never go backwards between
     /// requests of one isolate (the fallback count's windows are aligned to
     /// it). The 500 ms deadline runs on the isolate's real timers whatever it is.
-    pub async fn decide(
+    pub fn decide<F>(
         &self,
         env: &JsValue,
         subject: &Subject,
         path: &str,
         now_ms: u64,
-    ) -> Result<(), Refusal> {
+        respond: F,
+    ) -> Result<JsValue, JsValue>
+    where
+        F: FnOnce(Result<(), Refusal>) -> Result<web_sys::Response, JsValue> + 'static,
+    {
         let checks = self.limiter.borrow().checks(subject, path);
-        // Every binding is asked at once, so the 500 ms deadline bounds the
-        // whole request however many limits count it.
-        // The embedding's clock at arrival, moved on by the real time the asks took,
-        // so the cool-off is measured from when a binding failed.
+        let asked = self.limiter.borrow_mut().asks(&checks, now_ms);
+        let Some(list) = self.ask_list(&checks, &asked) else {
+            let verdict = conclude(&self.limiter, &checks, &asked, &JsValue::UNDEFINED, now_ms);
+            return respond(verdict).map(JsValue::from);
+        };
+        // The embedding's clock at arrival, moved on by the real time the asks
+        // took, so a cool-off is measured from when a binding failed.
         let started = js_sys::Date::now();
-        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms);
+        let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS);
+        let Some(promise) = outcome.dyn_ref::<Promise>() else {
+            // Every binding answered at once (missing, or threw).
+            let verdict = conclude(&self.limiter, &checks, &asked, &outcome, now_ms);
+            return respond(verdict).map(JsValue::from);
+        };
+        let limiter = Rc::clone(&self.limiter);
+        // The borrow is never held across the wait: requests interleave in an isolate.
+        let resume = move |codes: JsValue| -> Result<JsValue, JsValue> {
+            let settled_ms = now_ms + (js_sys::Date::now() - started).max(0.0) as u64;
+            let verdict = conclude(&limiter, &checks, &asked, &codes, settled_ms);
+            respond(verdict).map(JsValue::from)
+        };
+        Ok(when_answered(promise, &Closure::once_into_js(resume)).into())
+    }
+
+    /// The `[name, key, ...]` list of the bindings to ask now, or `None` when
+    /// there is none.
+    fn ask_list(&self, checks: &[Check], asked: &[bool]) -> Option<Array> {
         let asks: Vec<(&str, &str)> = checks
             .iter()
-            .zip(&asks_now)
+            .zip(asked)
             .filter(|(_, ask)| **ask)
             .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
             .collect();
-        let mut asked = ask_bindings(env, &asks).await.into_iter();
-        let answers = asks_now
-            .iter()
-            .map(|&ask| if ask { asked.next() } else { None })
-            .collect();
-        // The borrow is never held across an await: requests interleave in an isolate.
-        let settled_ms = now_ms + (js_sys::Date::now() - started).max(0.0) as u64;
-        let decision = self
-            .limiter
-            .borrow_mut()
-            .conclude(&checks, answers, settled_ms);
-        for log in &decision.logs {
-            console_warn(&log.to_json_line());
+        if asks.is_empty() {
+            return None;
         }
-        match decision.refusal {
-            Some(refusal) => Err(refusal),
-            None => Ok(()),
+        let list = Array::new_with_length(2 * asks.len() as u32);
+        for (i, (name, key)) in asks.into_iter().enumerate() {
+            let name = match self.names.iter().find(|(n, _)| n == name) {
+                Some((_, js)) => js.clone(),
+                None => JsValue::from_str(name),
+            };
+            list.set(2 * i as u32, name);
+            list.set(2 * i as u32 + 1, JsValue::from_str(key));
         }
+        Some(list)
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
@@ -120,6 +171,54 @@ impl Gate {
     }
 }
 
+/// Settles a request with the answer codes of the bindings it asked
+/// (`codes`: the helper's `Uint8Array`, in the order of the asked checks;
+/// anything else means every asked binding failed), writes the fallback
+/// lines, and says whether it passes.
+fn conclude(
+    limiter: &RefCell<Limiter>,
+    checks: &[Check],
+    asked: &[bool],
+    codes: &JsValue,
+    now_ms: u64,
+) -> Result<(), Refusal> {
+    let codes = codes
+        .dyn_ref::<Uint8Array>()
+        .map(Uint8Array::to_vec)
+        .unwrap_or_default();
+    let mut codes = codes.into_iter();
+    let answers = asked
+        .iter()
+        .map(|&ask| ask.then(|| answer_of(codes.next())))
+        .collect();
+    let decision = limiter.borrow_mut().conclude(checks, answers, now_ms);
+    for log in &decision.logs {
+        console_warn(&log.to_json_line());
+    }
+    match decision.refusal {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
+    }
+}
+
+/// One answer code of `ask-bindings.js` (`ANSWER`) as the limiter reads it;
+/// a code that is absent or unknown is a failure.
+fn answer_of(code: Option<u8>) -> BindingAnswer {
+    match code {
+        Some(0) => BindingAnswer::Answered { success: false },
+        Some(1) => BindingAnswer::Answered { success: true },
+        Some(2) => BindingAnswer::Unavailable(FallbackReason::Missing),
+        Some(4) => BindingAnswer::Unavailable(FallbackReason::TimedOut),
+        _ => BindingAnswer::Unavailable(FallbackReason::Failed),
+    }
+}
+
+/// The path a request is limited under: its URL's path, as
+/// `new URL(request.url).pathname` gives it, without building a URL object.
+pub fn path_of(request: &web_sys::Request) -> String {
+    url_path(&request.url()).to_owned()
+}
+
 /// The subject of a request: the caller the application signed in, else the
 /// address from `CF-Connecting-IP`.
 pub fn subject_of(request: &web_sys::Request, caller_id: Option<&str>) -> Subject {
@@ -140,36 +239,4 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
         .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
-}
-
-/// Asks the bindings `(name, key)` at once with the deadline, turning every
-/// way one can fail into a fallback reason; one answer per ask, in order.
-async fn ask_bindings(env: &JsValue, asks: &[(&str, &str)]) -> Vec<BindingAnswer> {
-    if asks.is_empty() {
-        return Vec::new();
-    }
-    let list = Array::new_with_length(2 * asks.len() as u32);
-    for (i, (name, key)) in asks.iter().enumerate() {
-        list.set(2 * i as u32, JsValue::from_str(name));
-        list.set(2 * i as u32 + 1, JsValue::from_str(key));
-    }
-    let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS);
-    let codes = match outcome.dyn_into::<Promise>() {
-        // The helper never rejects; if it did, every binding failed.
-        Ok(promise) => JsFuture::from(promise).await.unwrap_or(JsValue::UNDEFINED),
-        Err(codes) => codes,
-    };
-    let codes = codes
-        .dyn_into::<Uint8Array>()
-        .map(|c| c.to_vec())
-        .unwrap_or_default();
-    (0..asks.len())
-        .map(|i| match codes.get(i) {
-            Some(0) => BindingAnswer::Answered { success: false },
-            Some(1) => BindingAnswer::Answered { success: true },
-            Some(2) => BindingAnswer::Unavailable(FallbackReason::Missing),
-            Some(4) => BindingAnswer::Unavailable(FallbackReason::TimedOut),
-            _ => BindingAnswer::Unavailable(FallbackReason::Failed),
-        })
-        .collect()
 }

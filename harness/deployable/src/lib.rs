@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Reflect;
-use runtime::workers::{Gate, refusal_response, subject_of};
+use runtime::workers::{Gate, path_of, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
@@ -77,18 +77,35 @@ fn json_response(status: u16, body: &serde_json::Value) -> Result<web_sys::Respo
     Ok(response)
 }
 
+thread_local! {
+    /// The body and init of `200 {"ok":true}`, the answer to every request
+    /// let through, made once: a response reads its init and copies its body,
+    /// so both can be used again.
+    static PASSED: (js_sys::Uint8Array, web_sys::ResponseInit) = {
+        let init = web_sys::ResponseInit::new();
+        init.set_status(200);
+        let headers = js_sys::Object::new();
+        let _ = Reflect::set(&headers, &"Content-Type".into(), &"application/json".into());
+        init.set_headers(&headers);
+        (js_sys::Uint8Array::from(&br#"{"ok":true}"#[..]), init)
+    };
+}
+
+/// `200 {"ok":true}`, for a request let through.
+fn passed() -> Result<web_sys::Response, JsValue> {
+    PASSED.with(|(body, init)| {
+        web_sys::Response::new_with_opt_buffer_source_and_init(Some(body), init)
+    })
+}
+
 /// The Worker's fetch handler, called by the JavaScript entry module with
 /// the time the request arrived, in ms since the Unix epoch (never going
-/// backwards in an isolate: see [`Gate::decide`]).
+/// backwards in an isolate: see [`Gate::decide`]). It returns the response,
+/// or a promise of it when the gate waits for a binding.
 #[wasm_bindgen]
-pub async fn fetch(
-    request: web_sys::Request,
-    env: JsValue,
-    now_ms: f64,
-) -> Result<web_sys::Response, JsValue> {
+pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
     let gate = gate(&env)?;
-    let url = web_sys::Url::new(&request.url())?;
-    let path = url.pathname();
+    let path = path_of(&request);
     if path == "/health" {
         let tally = gate.record_health_check();
         let deployable = Reflect::get(&env, &"DEPLOYABLE".into())?.as_string();
@@ -101,22 +118,29 @@ pub async fn fetch(
                 "health_checks": tally.health_checks,
                 "refused": tally.refused,
             }),
-        );
+        )
+        .map(JsValue::from);
     }
     if !path.starts_with("/api/") {
-        return json_response(404, &serde_json::json!({ "error": "not_found" }));
+        return json_response(404, &serde_json::json!({ "error": "not_found" })).map(JsValue::from);
     }
     if !gate.serves_api() {
         gate.record_refused();
-        return json_response(404, &serde_json::json!({ "error": "no_api" }));
+        return json_response(404, &serde_json::json!({ "error": "no_api" })).map(JsValue::from);
     }
     if limiting_off(&env) {
-        return json_response(200, &serde_json::json!({ "ok": true }));
+        return passed().map(JsValue::from);
     }
     let caller = request.headers().get(CALLER_HEADER)?;
     let subject = subject_of(&request, caller.as_deref());
-    match gate.decide(&env, &subject, &path, now_ms as u64).await {
-        Ok(()) => json_response(200, &serde_json::json!({ "ok": true })),
-        Err(refusal) => refusal_response(&refusal),
-    }
+    gate.decide(
+        &env,
+        &subject,
+        &path,
+        now_ms as u64,
+        |verdict| match verdict {
+            Ok(()) => passed(),
+            Err(refusal) => refusal_response(&refusal),
+        },
+    )
 }
