@@ -1,15 +1,22 @@
 // Asks every binding one request needs at once and races them against one
-// deadline on the isolate's own timer, in JavaScript: the Rust side crosses
-// into JavaScript once and awaits one promise per request, instead of
-// building each options object through Reflect and awaiting a race per
-// binding (runtime/src/workers.rs; the cost is measured in BENCHMARKS.md).
+// deadline on the isolate's own timer, in JavaScript: wasm crosses into
+// JavaScript once per request and awaits nothing itself; when a binding has
+// to be waited for, this helper awaits it and calls back into wasm once with
+// every answer (runtime/src/workers.rs; the cost is measured in BENCHMARKS.md).
 //
-// askBindings(env, asks, deadlineMs): `asks` is [name0, key0, name1, key1, ...].
-// Returns a Uint8Array with one code per binding, or a promise of it when a
-// binding was asked: the codes are those of ANSWER below. A binding that
-// misses the deadline keeps TIMED_OUT; answers after the deadline are ignored.
+// askBindings(env, asks, deadlineMs, resume, ticket): `asks` is
+// [name0, key0, name1, key1, ...], at most MAX_ASKS bindings. The answer codes
+// (ANSWER below) travel packed in one number, code i times 8 ** i, so no
+// array crosses back. When no binding was asked (all missing, or all threw)
+// it returns that number; else it returns the promise of
+// resume(ticket, codes, elapsedMs), called once every asked binding answered
+// or the deadline passed. A binding that misses the deadline keeps TIMED_OUT;
+// answers after the deadline are ignored.
 
 const ANSWER = { REFUSED: 0, WITHIN: 1, MISSING: 2, FAILED: 3, TIMED_OUT: 4 };
+
+// Codes are base-8 digits of a double: 17 fit its 53 bits exactly.
+export const MAX_ASKS = 17;
 
 function judge(value) {
   try {
@@ -22,8 +29,18 @@ function judge(value) {
   return ANSWER.FAILED;
 }
 
-export function askBindings(env, asks, deadlineMs) {
-  const codes = new Uint8Array(asks.length >> 1);
+function pack(codes) {
+  let packed = 0;
+  let scale = 1;
+  for (const code of codes) {
+    packed += code * scale;
+    scale *= 8;
+  }
+  return packed;
+}
+
+export function askBindings(env, asks, deadlineMs, resume, ticket) {
+  const codes = new Array(Math.min(asks.length >> 1, MAX_ASKS));
   const pending = [];
   for (let i = 0; i < codes.length; i++) {
     const binding = env[asks[2 * i]];
@@ -32,25 +49,31 @@ export function askBindings(env, asks, deadlineMs) {
       continue;
     }
     try {
-      pending.push([i, binding.limit({ key: asks[2 * i + 1] })]);
+      pending.push(i, binding.limit({ key: asks[2 * i + 1] }));
       codes[i] = ANSWER.TIMED_OUT;
     } catch {
       codes[i] = ANSWER.FAILED;
     }
   }
-  if (pending.length === 0) return codes;
-  return new Promise((resolve) => {
-    let left = pending.length;
+  if (pending.length === 0) return pack(codes);
+  const started = Date.now();
+  return new Promise((resolve, reject) => {
+    let left = pending.length >> 1;
     let done = false;
     const finish = () => {
       if (done) return;
       done = true;
       clearTimeout(timer);
-      resolve(codes);
+      try {
+        resolve(resume(ticket, pack(codes), Date.now() - started));
+      } catch (error) {
+        reject(error);
+      }
     };
     const timer = setTimeout(finish, deadlineMs);
-    for (const [i, answer] of pending) {
-      Promise.resolve(answer).then(
+    for (let p = 0; p < pending.length; p += 2) {
+      const i = pending[p];
+      Promise.resolve(pending[p + 1]).then(
         (value) => {
           if (done) return;
           codes[i] = judge(value);
@@ -64,10 +87,4 @@ export function askBindings(env, asks, deadlineMs) {
       );
     }
   });
-}
-
-// answer.then(resume): Rust's continuation of a request whose bindings were
-// asked, called once with the codes (wasm awaits no promise itself).
-export function whenAnswered(answer, resume) {
-  return answer.then(resume);
 }

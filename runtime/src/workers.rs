@@ -15,7 +15,7 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use js_sys::{Array, Promise, Uint8Array};
+use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
 use crate::config::{Application, Counting};
@@ -28,14 +28,17 @@ use crate::limiter::{
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
     /// Asks the bindings `[name0, key0, name1, key1, ...]` of `env` at once,
-    /// racing `deadline_ms`: a `Uint8Array` of answer codes, or a promise of
-    /// one when a binding was asked (codes in `ask-bindings.js`, `ANSWER`).
+    /// racing `deadline_ms`. Returns the answer codes packed in a number
+    /// (code `i` times `8^i`; codes in `ask-bindings.js`, `ANSWER`) when no
+    /// binding was asked, else the promise of `resume(ticket, codes, elapsed_ms)`.
     #[wasm_bindgen(js_name = askBindings)]
-    fn ask_bindings_js(env: &JsValue, asks: &Array, deadline_ms: u32) -> JsValue;
-
-    /// `answer.then(resume)`: the promise of what `resume` returns.
-    #[wasm_bindgen(js_name = whenAnswered)]
-    fn when_answered(answer: &Promise, resume: &JsValue) -> Promise;
+    fn ask_bindings_js(
+        env: &JsValue,
+        asks: &Array,
+        deadline_ms: u32,
+        resume: &Resume,
+        ticket: u32,
+    ) -> JsValue;
 }
 
 #[wasm_bindgen]
@@ -44,11 +47,133 @@ extern "C" {
     fn console_warn(line: &str);
 }
 
+/// The most bindings asked at once: their codes fill a double's 53 bits
+/// (`MAX_ASKS` in `ask-bindings.js`). A valid application asks at most two
+/// (the subject's limit and the route's own).
+const MAX_ASKS: usize = 17;
+
+/// The continuation of a request whose bindings were asked: its ticket, the
+/// packed answer codes, and the milliseconds the asks took.
+type Resume = Closure<dyn FnMut(u32, f64, f64) -> Result<JsValue, JsValue>>;
+
+/// What builds a request's response (or a promise of it) from its verdict.
+type Respond = Box<dyn FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue>>;
+
+/// A request waiting for its bindings.
+struct Waiting {
+    checks: Vec<Check>,
+    asked: Vec<bool>,
+    now_ms: u64,
+    /// The isolate's real clock when it started waiting (`Date.now()`).
+    parked_at_ms: f64,
+    respond: Respond,
+}
+
+/// Waiting requests kept before stale ones are looked for.
+const WAITING_SWEEP_AT: usize = 64;
+
+/// A request still waiting this long after its 500 ms deadline was cancelled
+/// (its client went away, and workerd dropped its timer with it): its slot
+/// is taken back, so cancelled requests cannot grow the table.
+const STALE_MS: f64 = 10.0 * BINDING_DEADLINE_MS as f64;
+
+/// The state requests share: the limiter, and the requests waiting for a
+/// binding, by ticket (a slot freed when its request resumes).
+struct Shared {
+    limiter: RefCell<Limiter>,
+    waiting: RefCell<Vec<Option<Waiting>>>,
+}
+
+impl Shared {
+    /// Puts a waiting request in a free slot; its ticket.
+    fn park(&self, waiting: Waiting) -> u32 {
+        let mut slots = self.waiting.borrow_mut();
+        if slots.len() >= WAITING_SWEEP_AT && slots.iter().all(Option::is_some) {
+            let now = waiting.parked_at_ms;
+            for slot in slots.iter_mut() {
+                if slot
+                    .as_ref()
+                    .is_some_and(|w| now - w.parked_at_ms > STALE_MS)
+                {
+                    *slot = None;
+                }
+            }
+        }
+        match slots.iter().position(Option::is_none) {
+            Some(i) => {
+                slots[i] = Some(waiting);
+                i as u32
+            }
+            None => {
+                slots.push(Some(waiting));
+                (slots.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Takes the request of `ticket` out of its slot.
+    fn unpark(&self, ticket: u32) -> Option<Waiting> {
+        self.waiting.borrow_mut().get_mut(ticket as usize)?.take()
+    }
+
+    /// Resumes the request of `ticket` with its bindings' packed answer codes.
+    fn resume(&self, ticket: u32, codes: f64, elapsed_ms: f64) -> Result<JsValue, JsValue> {
+        let waiting = self
+            .unpark(ticket)
+            .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
+        // The embedding's clock at arrival, moved on by the real time the asks
+        // took, so a cool-off is measured from when a binding failed.
+        let settled_ms = waiting.now_ms + elapsed_ms.max(0.0) as u64;
+        let verdict = self.conclude(&waiting.checks, &waiting.asked, codes, settled_ms);
+        (waiting.respond)(verdict)
+    }
+
+    /// Settles a request with the packed answer codes of the bindings it
+    /// asked (in the order of the asked checks), writes the fallback lines,
+    /// and says whether it passes.
+    fn conclude(
+        &self,
+        checks: &[Check],
+        asked: &[bool],
+        codes: f64,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        // A code is a base-8 digit; whole numbers up to 8^17 are exact in a double.
+        let mut codes = if codes.is_finite() && codes >= 0.0 {
+            codes as u64
+        } else {
+            u64::MAX
+        };
+        let mut asks = 0;
+        let answers = asked
+            .iter()
+            .map(|&ask| {
+                (ask && asks < MAX_ASKS).then(|| {
+                    asks += 1;
+                    let code = (codes % 8) as u8;
+                    codes /= 8;
+                    answer_of(code)
+                })
+            })
+            .collect();
+        let decision = self.limiter.borrow_mut().conclude(checks, answers, now_ms);
+        for log in &decision.logs {
+            console_warn(&log.to_json_line());
+        }
+        match decision.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
+}
+
 /// One isolate's limiter for one deployable. Keep it for the isolate's
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
-    /// Shared with the continuations of requests waiting for a binding.
-    limiter: Rc<RefCell<Limiter>>,
+    shared: Rc<Shared>,
+    /// The one continuation every waiting request resumes through, made
+    /// once (a closure per request would be made and freed per request).
+    resume: Resume,
     /// Each planned binding's name as a JavaScript string, made once, so a
     /// request does not encode it again.
     names: Vec<(String, JsValue)>,
@@ -67,20 +192,30 @@ impl Gate {
             .iter()
             .map(|b| (b.name.clone(), JsValue::from_str(&b.name)))
             .collect();
+        let shared = Rc::new(Shared {
+            limiter: RefCell::new(limiter),
+            waiting: RefCell::new(Vec::new()),
+        });
+        let resumed = Rc::clone(&shared);
+        let resume: Resume = Closure::new(move |ticket, codes, elapsed_ms| {
+            resumed.resume(ticket, codes, elapsed_ms)
+        });
         Ok(Gate {
-            limiter: Rc::new(RefCell::new(limiter)),
+            shared,
+            resume,
             names,
         })
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
-    /// given `Ok` to pass or `Err` with the refusal, and builds the response
-    /// (for a refusal, usually [`refusal_response`]). Never fails for the binding's sake: every
-    /// binding problem falls back to memory.
+    /// given `Ok` to pass or `Err` with the refusal, and returns the response
+    /// or a promise of it (an async handler: `future_to_promise`; for a
+    /// refusal, usually [`refusal_response`]). Never fails for the binding's
+    /// sake: every binding problem falls back to memory.
     ///
-    /// Returns `respond`'s response itself when no binding had to be waited
-    /// for (counting in memory, a binding missing or cooling off), else a
-    /// promise of it, settled once every asked binding answered or the 500 ms
+    /// Returns what `respond` returned when no binding had to be waited for
+    /// (counting in memory, a binding missing or cooling off), else a promise
+    /// of it, settled once every asked binding answered or the 500 ms
     /// deadline passed: either way what a Worker's `fetch` handler returns.
     /// `respond` runs exactly once; an `Err` it returns is thrown (or rejects
     /// the promise).
@@ -99,41 +234,39 @@ impl Gate {
         respond: F,
     ) -> Result<JsValue, JsValue>
     where
-        F: FnOnce(Result<(), Refusal>) -> Result<web_sys::Response, JsValue> + 'static,
+        F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
     {
-        let checks = self.limiter.borrow().checks(subject, path);
-        let asked = self.limiter.borrow_mut().asks(&checks, now_ms);
+        let checks = self.shared.limiter.borrow().checks(subject, path);
+        let asked = self.shared.limiter.borrow_mut().asks(&checks, now_ms);
         let Some(list) = self.ask_list(&checks, &asked) else {
-            let verdict = conclude(&self.limiter, &checks, &asked, &JsValue::UNDEFINED, now_ms);
-            return respond(verdict).map(JsValue::from);
+            let verdict = self.shared.conclude(&checks, &asked, 0.0, now_ms);
+            return respond(verdict);
         };
-        // The embedding's clock at arrival, moved on by the real time the asks
-        // took, so a cool-off is measured from when a binding failed.
-        let started = js_sys::Date::now();
-        let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS);
-        let Some(promise) = outcome.dyn_ref::<Promise>() else {
+        // The borrows are never held across the wait: requests interleave in an isolate.
+        let ticket = self.shared.park(Waiting {
+            checks,
+            asked,
+            now_ms,
+            parked_at_ms: js_sys::Date::now(),
+            respond: Box::new(respond),
+        });
+        let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS, &self.resume, ticket);
+        match outcome.as_f64() {
             // Every binding answered at once (missing, or threw).
-            let verdict = conclude(&self.limiter, &checks, &asked, &outcome, now_ms);
-            return respond(verdict).map(JsValue::from);
-        };
-        let limiter = Rc::clone(&self.limiter);
-        // The borrow is never held across the wait: requests interleave in an isolate.
-        let resume = move |codes: JsValue| -> Result<JsValue, JsValue> {
-            let settled_ms = now_ms + (js_sys::Date::now() - started).max(0.0) as u64;
-            let verdict = conclude(&limiter, &checks, &asked, &codes, settled_ms);
-            respond(verdict).map(JsValue::from)
-        };
-        Ok(when_answered(promise, &Closure::once_into_js(resume)).into())
+            Some(codes) => self.shared.resume(ticket, codes, 0.0),
+            None => Ok(outcome),
+        }
     }
 
-    /// The `[name, key, ...]` list of the bindings to ask now, or `None` when
-    /// there is none.
+    /// The `[name, key, ...]` list of the bindings to ask now (at most
+    /// [`MAX_ASKS`]), or `None` when there is none.
     fn ask_list(&self, checks: &[Check], asked: &[bool]) -> Option<Array> {
         let asks: Vec<(&str, &str)> = checks
             .iter()
             .zip(asked)
             .filter(|(_, ask)| **ask)
             .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
+            .take(MAX_ASKS)
             .collect();
         if asks.is_empty() {
             return None;
@@ -152,63 +285,33 @@ impl Gate {
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
     pub fn counting(&self) -> Counting {
-        self.limiter.borrow().counting().clone()
+        self.shared.limiter.borrow().counting().clone()
     }
 
     /// Whether this deployable serves an API (asked on every request, so no clone).
     pub fn serves_api(&self) -> bool {
-        *self.limiter.borrow().counting() != Counting::NoApi
+        *self.shared.limiter.borrow().counting() != Counting::NoApi
     }
 
     /// Records a request refused for another reason (an API request to a deployable without one).
     pub fn record_refused(&self) {
-        self.limiter.borrow_mut().record_refused();
+        self.shared.limiter.borrow_mut().record_refused();
     }
 
     /// Records a health check and returns the tally its response reports.
     pub fn record_health_check(&self) -> Tally {
-        self.limiter.borrow_mut().record_health_check()
-    }
-}
-
-/// Settles a request with the answer codes of the bindings it asked
-/// (`codes`: the helper's `Uint8Array`, in the order of the asked checks;
-/// anything else means every asked binding failed), writes the fallback
-/// lines, and says whether it passes.
-fn conclude(
-    limiter: &RefCell<Limiter>,
-    checks: &[Check],
-    asked: &[bool],
-    codes: &JsValue,
-    now_ms: u64,
-) -> Result<(), Refusal> {
-    let codes = codes
-        .dyn_ref::<Uint8Array>()
-        .map(Uint8Array::to_vec)
-        .unwrap_or_default();
-    let mut codes = codes.into_iter();
-    let answers = asked
-        .iter()
-        .map(|&ask| ask.then(|| answer_of(codes.next())))
-        .collect();
-    let decision = limiter.borrow_mut().conclude(checks, answers, now_ms);
-    for log in &decision.logs {
-        console_warn(&log.to_json_line());
-    }
-    match decision.refusal {
-        Some(refusal) => Err(refusal),
-        None => Ok(()),
+        self.shared.limiter.borrow_mut().record_health_check()
     }
 }
 
 /// One answer code of `ask-bindings.js` (`ANSWER`) as the limiter reads it;
-/// a code that is absent or unknown is a failure.
-fn answer_of(code: Option<u8>) -> BindingAnswer {
+/// an unknown code is a failure.
+fn answer_of(code: u8) -> BindingAnswer {
     match code {
-        Some(0) => BindingAnswer::Answered { success: false },
-        Some(1) => BindingAnswer::Answered { success: true },
-        Some(2) => BindingAnswer::Unavailable(FallbackReason::Missing),
-        Some(4) => BindingAnswer::Unavailable(FallbackReason::TimedOut),
+        0 => BindingAnswer::Answered { success: false },
+        1 => BindingAnswer::Answered { success: true },
+        2 => BindingAnswer::Unavailable(FallbackReason::Missing),
+        4 => BindingAnswer::Unavailable(FallbackReason::TimedOut),
         _ => BindingAnswer::Unavailable(FallbackReason::Failed),
     }
 }

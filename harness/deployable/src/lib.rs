@@ -139,8 +139,8 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
         &path,
         now_ms as u64,
         |verdict| match verdict {
-            Ok(()) => passed(),
-            Err(refusal) => refusal_response(&refusal),
+            Ok(()) => passed().map(JsValue::from),
+            Err(refusal) => refusal_response(&refusal).map(JsValue::from),
         },
     )
 }
