@@ -174,9 +174,6 @@ pub struct Gate {
     /// The one continuation every waiting request resumes through, made
     /// once (a closure per request would be made and freed per request).
     resume: Resume,
-    /// Each planned binding's name as a JavaScript string, made once, so a
-    /// request does not encode it again.
-    names: Vec<(String, JsValue)>,
 }
 
 impl Gate {
@@ -186,12 +183,11 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
-        let names = limiter
-            .plan()
-            .bindings
-            .iter()
-            .map(|b| (b.name.clone(), JsValue::from_str(&b.name)))
-            .collect();
+        // The strings every request passes to JavaScript, made once.
+        wasm_bindgen::intern(ADDRESS_HEADER);
+        for binding in &limiter.plan().bindings {
+            wasm_bindgen::intern(&binding.name);
+        }
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(Vec::new()),
@@ -200,11 +196,7 @@ impl Gate {
         let resume: Resume = Closure::new(move |ticket, codes, elapsed_ms| {
             resumed.resume(ticket, codes, elapsed_ms)
         });
-        Ok(Gate {
-            shared,
-            resume,
-            names,
-        })
+        Ok(Gate { shared, resume })
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
@@ -273,11 +265,7 @@ impl Gate {
         }
         let list = Array::new_with_length(2 * asks.len() as u32);
         for (i, (name, key)) in asks.into_iter().enumerate() {
-            let name = match self.names.iter().find(|(n, _)| n == name) {
-                Some((_, js)) => js.clone(),
-                None => JsValue::from_str(name),
-            };
-            list.set(2 * i as u32, name);
+            list.set(2 * i as u32, JsValue::from_str(name));
             list.set(2 * i as u32 + 1, JsValue::from_str(key));
         }
         Some(list)
@@ -323,9 +311,10 @@ pub fn path_of(request: &web_sys::Request) -> String {
 }
 
 /// The subject of a request: the caller the application signed in, else the
-/// address from `CF-Connecting-IP`.
-pub fn subject_of(request: &web_sys::Request, caller_id: Option<&str>) -> Subject {
-    let address = request.headers().get(ADDRESS_HEADER).ok().flatten();
+/// address from `CF-Connecting-IP` in the request's `headers` (read once,
+/// for the sign-in too: each read crosses from wasm into JavaScript).
+pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subject {
+    let address = headers.get(ADDRESS_HEADER).ok().flatten();
     Subject::of_request(caller_id, address.as_deref())
 }
 

@@ -64,6 +64,8 @@ fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
     };
     let gate = Gate::new(&text("APPLICATION")?, &text("DEPLOYABLE")?)
         .map_err(|e| JsValue::from_str(&e.to_string()))?;
+    // Read on every API request: made into a JavaScript string once.
+    wasm_bindgen::intern(CALLER_HEADER);
     let gate = Rc::new(gate);
     GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)
@@ -131,8 +133,9 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
     if limiting_off(&env) {
         return passed().map(JsValue::from);
     }
-    let caller = request.headers().get(CALLER_HEADER)?;
-    let subject = subject_of(&request, caller.as_deref());
+    let headers = request.headers();
+    let caller = headers.get(CALLER_HEADER)?;
+    let subject = subject_of(&headers, caller.as_deref());
     gate.decide(
         &env,
         &subject,
