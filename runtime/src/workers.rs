@@ -12,7 +12,7 @@
 //! `future_to_promise`) cost more CPU than the whole binding call does in
 //! JavaScript (BENCHMARKS.md, "The cost of asking a healthy binding").
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Array;
@@ -61,6 +61,10 @@ type Respond = Box<dyn FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue>>;
 
 /// A request waiting for its bindings.
 struct Waiting {
+    /// Given by [`Shared::park`]; never the same for two requests waiting at
+    /// once (it wraps after 2^32 requests), so a late resume cannot take
+    /// another request's slot.
+    ticket: u32,
     checks: Vec<Check>,
     asked: Vec<bool>,
     now_ms: u64,
@@ -78,15 +82,19 @@ const WAITING_SWEEP_AT: usize = 64;
 const STALE_MS: f64 = 10.0 * BINDING_DEADLINE_MS as f64;
 
 /// The state requests share: the limiter, and the requests waiting for a
-/// binding, by ticket (a slot freed when its request resumes).
+/// binding (a slot freed when its request resumes).
 struct Shared {
     limiter: RefCell<Limiter>,
     waiting: RefCell<Vec<Option<Waiting>>>,
+    next_ticket: Cell<u32>,
 }
 
 impl Shared {
     /// Puts a waiting request in a free slot; its ticket.
-    fn park(&self, waiting: Waiting) -> u32 {
+    fn park(&self, mut waiting: Waiting) -> u32 {
+        let ticket = self.next_ticket.get();
+        self.next_ticket.set(ticket.wrapping_add(1));
+        waiting.ticket = ticket;
         let mut slots = self.waiting.borrow_mut();
         if slots.len() >= WAITING_SWEEP_AT && slots.iter().all(Option::is_some) {
             let now = waiting.parked_at_ms;
@@ -99,21 +107,20 @@ impl Shared {
                 }
             }
         }
-        match slots.iter().position(Option::is_none) {
-            Some(i) => {
-                slots[i] = Some(waiting);
-                i as u32
-            }
-            None => {
-                slots.push(Some(waiting));
-                (slots.len() - 1) as u32
-            }
+        match slots.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(waiting),
+            None => slots.push(Some(waiting)),
         }
+        ticket
     }
 
     /// Takes the request of `ticket` out of its slot.
     fn unpark(&self, ticket: u32) -> Option<Waiting> {
-        self.waiting.borrow_mut().get_mut(ticket as usize)?.take()
+        self.waiting
+            .borrow_mut()
+            .iter_mut()
+            .find(|slot| slot.as_ref().is_some_and(|w| w.ticket == ticket))?
+            .take()
     }
 
     /// Resumes the request of `ticket` with its bindings' packed answer codes.
@@ -191,6 +198,7 @@ impl Gate {
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(Vec::new()),
+            next_ticket: Cell::new(0),
         });
         let resumed = Rc::clone(&shared);
         let resume: Resume = Closure::new(move |ticket, codes, elapsed_ms| {
@@ -236,6 +244,7 @@ impl Gate {
         };
         // The borrows are never held across the wait: requests interleave in an isolate.
         let ticket = self.shared.park(Waiting {
+            ticket: 0,
             checks,
             asked,
             now_ms,
