@@ -10,7 +10,7 @@
 //! from wasm (wasm-bindgen-futures' `JsFuture`, its task queue's
 //! `queueMicrotask` on every wake-up, an `async` export's
 //! `future_to_promise`) cost more CPU than the whole binding call does in
-//! JavaScript (BENCHMARKS.md, "The cost of asking a healthy binding").
+//! JavaScript (BENCHMARKS.md, "The cost of asking, second round").
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
