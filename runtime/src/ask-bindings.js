@@ -4,11 +4,13 @@
 // to be waited for, this helper awaits it and calls back into wasm once with
 // every answer (runtime/src/workers.rs; the cost is measured in BENCHMARKS.md).
 //
-// askBindings(env, asks, deadlineMs, resume, ticket): `asks` is
-// [name0, key0, name1, key1, ...], at most MAX_ASKS bindings. The answer codes
-// (ANSWER below) travel packed in one number, code i times 8 ** i, so no
-// array crosses back. When no binding was asked (all missing, or all threw)
-// it returns that number; else it returns the promise of
+// askBindings(env, names, asks, keys, deadlineMs, resume, ticket): ask i
+// is the binding env[names[asks[2i]]] with the key made of the next
+// asks[2i + 1] UTF-16 units of `keys` (the keys written one after another),
+// at most MAX_ASKS asks; `names` comes from bindingKeys, once per gate. The
+// answer codes (ANSWER below) travel packed in one number, code i times
+// 8 ** i, so no array crosses back. When no binding was asked (all missing,
+// or all threw) it returns that number; else it returns the promise of
 // resume(ticket, codes, elapsedMs), called once every asked binding answered
 // or the deadline passed. A binding that misses the deadline keeps TIMED_OUT;
 // answers after the deadline are ignored.
@@ -39,17 +41,28 @@ function pack(codes) {
   return packed;
 }
 
-export function askBindings(env, asks, deadlineMs, resume, ticket) {
+// The binding names as property keys: a string decoded from wasm is not
+// internalized, and looking one up in `env` then takes V8's slow path on
+// every request; the keys of an object literal are internalized once here.
+export function bindingKeys(names) {
+  return names.map((name) => Object.keys({ [name]: 0 })[0]);
+}
+
+export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) {
   const codes = new Array(Math.min(asks.length >> 1, MAX_ASKS));
   const pending = [];
+  let offset = 0;
   for (let i = 0; i < codes.length; i++) {
-    const binding = env[asks[2 * i]];
+    const units = asks[2 * i + 1];
+    const key = units === keys.length ? keys : keys.slice(offset, offset + units);
+    offset += units;
+    const binding = env[names[asks[2 * i]]];
     if (binding === undefined || binding === null) {
       codes[i] = ANSWER.MISSING;
       continue;
     }
     try {
-      pending.push(i, binding.limit({ key: asks[2 * i + 1] }));
+      pending.push(i, binding.limit({ key }));
       codes[i] = ANSWER.TIMED_OUT;
     } catch {
       codes[i] = ANSWER.FAILED;

@@ -82,10 +82,23 @@ impl Subject {
         }
     }
 
+    /// `caller:ID` or `address:IP`, built without the formatting machinery
+    /// (it runs on every request).
     fn key(&self) -> String {
         match self {
-            Subject::Caller(id) => format!("caller:{id}"),
-            Subject::Address(address) => format!("address:{address}"),
+            Subject::Caller(id) => {
+                let mut key = String::with_capacity("caller:".len() + id.len());
+                key.push_str("caller:");
+                key.push_str(id);
+                key
+            }
+            Subject::Address(address) => {
+                // The longest IPv4 key, so one allocation in the common case.
+                let mut key = String::with_capacity("address:255.255.255.255".len());
+                key.push_str("address:");
+                address.push_key(&mut key);
+                key
+            }
         }
     }
 }
@@ -356,7 +369,13 @@ impl Limiter {
             .routes
             .iter()
             .filter(|(route, _)| route == path)
-            .map(|(route, limit)| (*limit, format!("{route}|{subject_key}"), route.clone()));
+            .map(|(route, limit)| {
+                let mut key = String::with_capacity(route.len() + 1 + subject_key.len());
+                key.push_str(route);
+                key.push('|');
+                key.push_str(&subject_key);
+                (*limit, key, route.clone())
+            });
         std::iter::once((
             subject.limit(),
             subject_key.clone(),

@@ -15,7 +15,6 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use js_sys::Array;
 use wasm_bindgen::prelude::*;
 
 use crate::config::{Application, Counting};
@@ -27,14 +26,24 @@ use crate::limiter::{
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
-    /// Asks the bindings `[name0, key0, name1, key1, ...]` of `env` at once,
-    /// racing `deadline_ms`. Returns the answer codes packed in a number
-    /// (code `i` times `8^i`; codes in `ask-bindings.js`, `ANSWER`) when no
-    /// binding was asked, else the promise of `resume(ticket, codes, elapsed_ms)`.
+    /// The names of a gate's bindings as property keys ready for `env`
+    /// lookups (a name decoded from wasm is looked up the slow way on every
+    /// request); made once per gate.
+    #[wasm_bindgen(js_name = bindingKeys)]
+    fn binding_keys_js(names: Vec<String>) -> JsValue;
+
+    /// Asks bindings of `env` at once, racing `deadline_ms`: ask `i` is the
+    /// binding `names[asks[2i]]` with the key of the next `asks[2i + 1]`
+    /// UTF-16 units of `keys` (the keys written one after another). Returns
+    /// the answer codes packed in a number (code `i` times `8^i`; codes in
+    /// `ask-bindings.js`, `ANSWER`) when no binding was asked, else the
+    /// promise of `resume(ticket, codes, elapsed_ms)`.
     #[wasm_bindgen(js_name = askBindings)]
     fn ask_bindings_js(
         env: &JsValue,
-        asks: &Array,
+        names: &JsValue,
+        asks: &[u32],
+        keys: &str,
         deadline_ms: u32,
         resume: &Resume,
         ticket: u32,
@@ -178,6 +187,11 @@ impl Shared {
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
     shared: Rc<Shared>,
+    /// The stores a check may name (the plan's bindings, then a Redis
+    /// connection's name), in the order of `names`.
+    stores: Vec<String>,
+    /// `stores` as `ask-bindings.js` looks them up in `env` (`bindingKeys`).
+    names: JsValue,
     /// The one continuation every waiting request resumes through, made
     /// once (a closure per request would be made and freed per request).
     resume: Resume,
@@ -192,9 +206,16 @@ impl Gate {
         let limiter = Limiter::new(&app, deployable, seed)?;
         // The strings every request passes to JavaScript, made once.
         wasm_bindgen::intern(ADDRESS_HEADER);
-        for binding in &limiter.plan().bindings {
-            wasm_bindgen::intern(&binding.name);
+        let mut stores: Vec<String> = limiter
+            .plan()
+            .bindings
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        if let Counting::Redis { connection, .. } = limiter.counting() {
+            stores.push(connection.clone());
         }
+        let names = binding_keys_js(stores.clone());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(Vec::new()),
@@ -204,7 +225,12 @@ impl Gate {
         let resume: Resume = Closure::new(move |ticket, codes, elapsed_ms| {
             resumed.resume(ticket, codes, elapsed_ms)
         });
-        Ok(Gate { shared, resume })
+        Ok(Gate {
+            shared,
+            stores,
+            names,
+            resume,
+        })
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
@@ -238,10 +264,11 @@ impl Gate {
     {
         let checks = self.shared.limiter.borrow().checks(subject, path);
         let asked = self.shared.limiter.borrow_mut().asks(&checks, now_ms);
-        let Some(list) = self.ask_list(&checks, &asked) else {
+        let (asks, keys) = self.ask_list(&checks, &asked);
+        if asks.is_empty() {
             let verdict = self.shared.conclude(&checks, &asked, 0.0, now_ms);
             return respond(verdict);
-        };
+        }
         // The borrows are never held across the wait: requests interleave in an isolate.
         let ticket = self.shared.park(Waiting {
             ticket: 0,
@@ -251,7 +278,15 @@ impl Gate {
             parked_at_ms: js_sys::Date::now(),
             respond: Box::new(respond),
         });
-        let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS, &self.resume, ticket);
+        let outcome = ask_bindings_js(
+            env,
+            &self.names,
+            &asks,
+            &keys,
+            BINDING_DEADLINE_MS,
+            &self.resume,
+            ticket,
+        );
         match outcome.as_f64() {
             // Every binding answered at once (missing, or threw).
             Some(codes) => self.shared.resume(ticket, codes, 0.0),
@@ -259,25 +294,37 @@ impl Gate {
         }
     }
 
-    /// The `[name, key, ...]` list of the bindings to ask now (at most
-    /// [`MAX_ASKS`]), or `None` when there is none.
-    fn ask_list(&self, checks: &[Check], asked: &[bool]) -> Option<Array> {
-        let asks: Vec<(&str, &str)> = checks
+    /// The bindings to ask now (at most [`MAX_ASKS`]), as `askBindings`
+    /// takes them: `[store index, key length in UTF-16 units, ...]` and the
+    /// keys one after another. Numbers and one string cross into
+    /// JavaScript, not an array of strings made element by element.
+    fn ask_list(&self, checks: &[Check], asked: &[bool]) -> (Vec<u32>, String) {
+        let mut asks = Vec::new();
+        let mut keys = String::new();
+        let to_ask = checks
             .iter()
             .zip(asked)
             .filter(|(_, ask)| **ask)
             .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
-            .take(MAX_ASKS)
-            .collect();
-        if asks.is_empty() {
-            return None;
+            .take(MAX_ASKS);
+        for (name, key) in to_ask {
+            // Every store a check names is in `stores` (both come from the
+            // limiter); were one not, no binding has the index and it is missing.
+            let index = self
+                .stores
+                .iter()
+                .position(|store| store == name)
+                .map_or(u32::MAX, |i| i as u32);
+            let units = if key.is_ascii() {
+                key.len()
+            } else {
+                key.encode_utf16().count()
+            };
+            asks.push(index);
+            asks.push(units as u32);
+            keys.push_str(key);
         }
-        let list = Array::new_with_length(2 * asks.len() as u32);
-        for (i, (name, key)) in asks.into_iter().enumerate() {
-            list.set(2 * i as u32, JsValue::from_str(name));
-            list.set(2 * i as u32 + 1, JsValue::from_str(key));
-        }
-        Some(list)
+        (asks, keys)
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
