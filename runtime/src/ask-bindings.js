@@ -11,8 +11,10 @@
 // answer codes (ANSWER below) travel packed in one number, code i times
 // 8 ** i, so no array crosses back. When no binding was asked (all missing,
 // or all threw) it returns that number; else it returns the promise of
-// resume(ticket, codes, elapsedMs), called once every asked binding answered
-// or the deadline passed. A binding that misses the deadline keeps TIMED_OUT;
+// resume(ticket, codes, settledAtMs), called once every asked binding
+// answered or the deadline passed; settledAtMs is Date.now() then if a
+// binding failed or timed out, else -1: the clock (a workerd API call) is
+// read only when the time moves a cool-off. A binding that misses the deadline keeps TIMED_OUT;
 // answers after the deadline are ignored.
 
 const ANSWER = { REFUSED: 0, WITHIN: 1, MISSING: 2, FAILED: 3, TIMED_OUT: 4 };
@@ -69,7 +71,6 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
     }
   }
   if (pending.length === 0) return pack(codes);
-  const started = Date.now();
   return new Promise((resolve, reject) => {
     let left = pending.length >> 1;
     let done = false;
@@ -78,7 +79,9 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
       done = true;
       clearTimeout(timer);
       try {
-        resolve(resume(ticket, pack(codes), Date.now() - started));
+        let troubled = false;
+        for (const code of codes) if (code === ANSWER.FAILED || code === ANSWER.TIMED_OUT) troubled = true;
+        resolve(resume(ticket, pack(codes), troubled ? Date.now() : -1));
       } catch (error) {
         reject(error);
       }

@@ -37,7 +37,7 @@ extern "C" {
     /// UTF-16 units of `keys` (the keys written one after another). Returns
     /// the answer codes packed in a number (code `i` times `8^i`; codes in
     /// `ask-bindings.js`, `ANSWER`) when no binding was asked, else the
-    /// promise of `resume(ticket, codes, elapsed_ms)`.
+    /// promise of `resume(ticket, codes, settled_at_ms)`.
     #[wasm_bindgen(js_name = askBindings)]
     fn ask_bindings_js(
         env: &JsValue,
@@ -62,7 +62,8 @@ extern "C" {
 const MAX_ASKS: usize = 17;
 
 /// The continuation of a request whose bindings were asked: its ticket, the
-/// packed answer codes, and the milliseconds the asks took.
+/// packed answer codes, and `Date.now()` when they settled if a binding
+/// failed or timed out, else -1 (the clock is read only when it moves a cool-off).
 type Resume = Closure<dyn FnMut(u32, f64, f64) -> Result<JsValue, JsValue>>;
 
 /// What builds a request's response (or a promise of it) from its verdict.
@@ -132,14 +133,22 @@ impl Shared {
             .take()
     }
 
-    /// Resumes the request of `ticket` with its bindings' packed answer codes.
-    fn resume(&self, ticket: u32, codes: f64, elapsed_ms: f64) -> Result<JsValue, JsValue> {
+    /// Resumes the request of `ticket` with its bindings' packed answer
+    /// codes; `settled_at_ms` as [`Resume`] says.
+    fn resume(&self, ticket: u32, codes: f64, settled_at_ms: f64) -> Result<JsValue, JsValue> {
         let waiting = self
             .unpark(ticket)
             .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
         // The embedding's clock at arrival, moved on by the real time the asks
         // took, so a cool-off is measured from when a binding failed.
-        let settled_ms = waiting.now_ms + elapsed_ms.max(0.0) as u64;
+        // An answer in time closes a cool-off whenever it came, so only
+        // trouble needs the real time the asks took.
+        let elapsed_ms = if settled_at_ms >= 0.0 {
+            (settled_at_ms - waiting.parked_at_ms).max(0.0)
+        } else {
+            0.0
+        };
+        let settled_ms = waiting.now_ms + elapsed_ms as u64;
         let verdict = self.conclude(&waiting.checks, &waiting.asked, codes, settled_ms);
         (waiting.respond)(verdict)
     }
@@ -222,8 +231,8 @@ impl Gate {
             next_ticket: Cell::new(0),
         });
         let resumed = Rc::clone(&shared);
-        let resume: Resume = Closure::new(move |ticket, codes, elapsed_ms| {
-            resumed.resume(ticket, codes, elapsed_ms)
+        let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
+            resumed.resume(ticket, codes, settled_at_ms)
         });
         Ok(Gate {
             shared,
@@ -289,7 +298,7 @@ impl Gate {
         );
         match outcome.as_f64() {
             // Every binding answered at once (missing, or threw).
-            Some(codes) => self.shared.resume(ticket, codes, 0.0),
+            Some(codes) => self.shared.resume(ticket, codes, -1.0),
             None => Ok(outcome),
         }
     }
