@@ -54,6 +54,41 @@ extern "C" {
 extern "C" {
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     fn console_warn(line: &str);
+
+    /// A request's `Headers`, seen through [`HeaderName::read`].
+    type HeadersByName;
+
+    /// `headers.get(name)` with the name passed as a JavaScript string (an
+    /// interned `&str` is fetched from wasm-bindgen's table on every call).
+    #[wasm_bindgen(method, catch, js_name = get)]
+    fn get_by_name(this: &HeadersByName, name: &JsValue) -> Result<Option<String>, JsValue>;
+}
+
+/// A header name made a JavaScript string once (keep it in a
+/// `thread_local!`), so a request reads the header without passing the name
+/// from wasm.
+pub struct HeaderName(JsValue);
+
+impl HeaderName {
+    /// The name `name`, made a JavaScript string now.
+    pub fn new(name: &str) -> HeaderName {
+        HeaderName(JsValue::from_str(name))
+    }
+
+    /// The header's value in `headers` (`None` when absent, or when reading
+    /// it threw).
+    pub fn read(&self, headers: &web_sys::Headers) -> Option<String> {
+        headers
+            .unchecked_ref::<HeadersByName>()
+            .get_by_name(&self.0)
+            .ok()
+            .flatten()
+    }
+}
+
+thread_local! {
+    /// [`ADDRESS_HEADER`], read on every request counted by address.
+    static ADDRESS: HeaderName = HeaderName::new(ADDRESS_HEADER);
 }
 
 /// The most bindings asked at once: their codes fill a double's 53 bits
@@ -213,8 +248,6 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
-        // The strings every request passes to JavaScript, made once.
-        wasm_bindgen::intern(ADDRESS_HEADER);
         let mut stores: Vec<String> = limiter
             .plan()
             .bindings
@@ -379,7 +412,7 @@ pub fn path_of(request: &web_sys::Request) -> String {
 /// address from `CF-Connecting-IP` in the request's `headers` (read once,
 /// for the sign-in too: each read crosses from wasm into JavaScript).
 pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subject {
-    let address = headers.get(ADDRESS_HEADER).ok().flatten();
+    let address = ADDRESS.with(|name| name.read(headers));
     Subject::of_request(caller_id, address.as_deref())
 }
 

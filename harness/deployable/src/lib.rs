@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Reflect;
-use runtime::workers::{Gate, path_of, refusal_response, subject_of};
+use runtime::workers::{Gate, HeaderName, path_of, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
@@ -37,6 +37,8 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 thread_local! {
     /// The isolate's gate, built on the first request and kept for the isolate's life.
     static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
+    /// [`CALLER_HEADER`], read on every API request.
+    static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
     static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
 }
@@ -64,8 +66,6 @@ fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
     };
     let gate = Gate::new(&text("APPLICATION")?, &text("DEPLOYABLE")?)
         .map_err(|e| JsValue::from_str(&e.to_string()))?;
-    // Read on every API request: made into a JavaScript string once.
-    wasm_bindgen::intern(CALLER_HEADER);
     let gate = Rc::new(gate);
     GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)
@@ -138,7 +138,7 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
         return passed().map(JsValue::from);
     }
     let headers = request.headers();
-    let caller = headers.get(CALLER_HEADER)?;
+    let caller = CALLER.with(|name| name.read(&headers));
     let subject = subject_of(&headers, caller.as_deref());
     gate.decide(
         &env,
