@@ -175,9 +175,8 @@ impl Shared {
             .unpark(ticket)
             .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
         // The embedding's clock at arrival, moved on by the real time the asks
-        // took, so a cool-off is measured from when a binding failed.
-        // An answer in time closes a cool-off whenever it came, so only
-        // trouble needs the real time the asks took.
+        // took, so a cool-off is measured from when a binding failed (an
+        // answer in time closes a cool-off whenever it came: no time needed).
         let elapsed_ms = if settled_at_ms >= 0.0 {
             (settled_at_ms - waiting.parked_at_ms).max(0.0)
         } else {
