@@ -35,6 +35,17 @@ pub const BINDING_DEADLINE_MS: u32 = 500;
 /// client can write.
 pub const ADDRESS_HEADER: &str = "CF-Connecting-IP";
 
+/// The path of an absolute URL as the WHATWG URL parser serialises it (a
+/// Worker's `request.url`): what `new URL(url).pathname` gives, read off the
+/// string instead of parsed again (the authority of a serialised URL holds no
+/// `/`, `?` or `#`). Without one, the path is `/`.
+pub fn url_path(url: &str) -> &str {
+    let rest = url.find("://").map_or(url, |i| &url[i + 3..]);
+    let path = rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]);
+    let path = path.find(['?', '#']).map_or(path, |i| &path[..i]);
+    if path.is_empty() { "/" } else { path }
+}
+
 /// Who a request is counted for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Subject {
@@ -71,10 +82,23 @@ impl Subject {
         }
     }
 
+    /// `caller:ID` or `address:IP`, built without the formatting machinery
+    /// (it runs on every request).
     fn key(&self) -> String {
         match self {
-            Subject::Caller(id) => format!("caller:{id}"),
-            Subject::Address(address) => format!("address:{address}"),
+            Subject::Caller(id) => {
+                let mut key = String::with_capacity("caller:".len() + id.len());
+                key.push_str("caller:");
+                key.push_str(id);
+                key
+            }
+            Subject::Address(address) => {
+                // The longest IPv4 key, so one allocation in the common case.
+                let mut key = String::with_capacity("address:255.255.255.255".len());
+                key.push_str("address:");
+                address.push_key(&mut key);
+                key
+            }
         }
     }
 }
@@ -349,7 +373,13 @@ impl Limiter {
             .routes
             .iter()
             .filter(|(route, _)| route == path)
-            .map(|(route, limit)| (*limit, format!("{route}|{subject_key}"), route.clone()));
+            .map(|(route, limit)| {
+                let mut key = String::with_capacity(route.len() + 1 + subject_key.len());
+                key.push_str(route);
+                key.push('|');
+                key.push_str(&subject_key);
+                (*limit, key, route.clone())
+            });
         std::iter::once((
             subject.limit(),
             subject_key.clone(),

@@ -1,42 +1,243 @@
 //! The I/O half on Cloudflare Workers (wasm32 only): asks every binding of a
 //! request at once through a small JavaScript helper (`ask-bindings.js`,
 //! carried beside the wasm-bindgen glue in its `snippets/` folder) that races
-//! them against the 500 ms deadline on the isolate's own timer, so wasm
-//! awaits one promise per request; hands the answers to the sans-IO
-//! [`Limiter`], and writes the fallback log lines.
+//! them against the 500 ms deadline on the isolate's own timer; hands the
+//! answers to the sans-IO [`Limiter`], and writes the fallback log lines.
+//!
+//! No Rust future is suspended on the way: [`Gate::decide`] runs
+//! synchronously, and when a binding has to be waited for, JavaScript awaits
+//! it and calls back into wasm once with every answer. Awaiting a promise
+//! from wasm (wasm-bindgen-futures' `JsFuture`, its task queue's
+//! `queueMicrotask` on every wake-up, an `async` export's
+//! `future_to_promise`) cost more CPU than the whole binding call does in
+//! JavaScript (BENCHMARKS.md, "The cost of asking, second round").
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
 
-use js_sys::{Array, Promise, Uint8Array};
 use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
 
 use crate::config::{Application, Counting};
 pub use crate::limiter::GateError;
 use crate::limiter::{
-    ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, FallbackReason, Limiter, Refusal, Subject,
-    Tally,
+    ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason, Limiter, Refusal,
+    Subject, Tally, url_path,
 };
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
-    /// Asks the bindings `[name0, key0, name1, key1, ...]` of `env` at once,
-    /// racing `deadline_ms`: a `Uint8Array` of answer codes, or a promise of
-    /// one when a binding was asked (codes in `ask-bindings.js`, `ANSWER`).
+    /// The names of a gate's bindings as property keys ready for `env`
+    /// lookups (a name decoded from wasm is looked up the slow way on every
+    /// request); made once per gate.
+    #[wasm_bindgen(js_name = bindingKeys)]
+    fn binding_keys_js(names: Vec<String>) -> JsValue;
+
+    /// Asks bindings of `env` at once, racing `deadline_ms`: ask `i` is the
+    /// binding `names[asks[2i]]` with the key of the next `asks[2i + 1]`
+    /// UTF-16 units of `keys` (the keys written one after another). Returns
+    /// the answer codes packed in a number (code `i` times `8^i`; codes in
+    /// `ask-bindings.js`, `ANSWER`) when no binding was asked, else the
+    /// promise of `resume(ticket, codes, settled_at_ms)`.
     #[wasm_bindgen(js_name = askBindings)]
-    fn ask_bindings_js(env: &JsValue, asks: &Array, deadline_ms: u32) -> JsValue;
+    fn ask_bindings_js(
+        env: &JsValue,
+        names: &JsValue,
+        asks: &[u32],
+        keys: &str,
+        deadline_ms: u32,
+        resume: &Resume,
+        ticket: u32,
+    ) -> JsValue;
 }
 
 #[wasm_bindgen]
 extern "C" {
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     fn console_warn(line: &str);
+
+    /// A request's `Headers`, seen through [`HeaderName::read`].
+    type HeadersByName;
+
+    /// `headers.get(name)` with the name passed as a JavaScript string (an
+    /// interned `&str` is fetched from wasm-bindgen's table on every call).
+    #[wasm_bindgen(method, catch, js_name = get)]
+    fn get_by_name(this: &HeadersByName, name: &JsValue) -> Result<Option<String>, JsValue>;
+}
+
+/// A header name made a JavaScript string once (keep it in a
+/// `thread_local!`), so a request reads the header without passing the name
+/// from wasm.
+pub struct HeaderName(JsValue);
+
+impl HeaderName {
+    /// The name `name`, made a JavaScript string now.
+    pub fn new(name: &str) -> HeaderName {
+        HeaderName(JsValue::from_str(name))
+    }
+
+    /// The header's value in `headers` (`None` when absent, or when reading
+    /// it threw).
+    pub fn read(&self, headers: &web_sys::Headers) -> Option<String> {
+        headers
+            .unchecked_ref::<HeadersByName>()
+            .get_by_name(&self.0)
+            .ok()
+            .flatten()
+    }
+}
+
+thread_local! {
+    /// [`ADDRESS_HEADER`], read on every request counted by address.
+    static ADDRESS: HeaderName = HeaderName::new(ADDRESS_HEADER);
+}
+
+/// The most bindings asked at once: their codes fill a double's 53 bits
+/// (`MAX_ASKS` in `ask-bindings.js`). A valid application asks at most two
+/// (the subject's limit and the route's own).
+const MAX_ASKS: usize = 17;
+
+/// The continuation of a request whose bindings were asked: its ticket, the
+/// packed answer codes, and `Date.now()` when they settled if a binding
+/// failed or timed out, else -1 (the clock is read only when it moves a cool-off).
+type Resume = Closure<dyn FnMut(u32, f64, f64) -> Result<JsValue, JsValue>>;
+
+/// What builds a request's response (or a promise of it) from its verdict.
+type Respond = Box<dyn FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue>>;
+
+/// A request waiting for its bindings.
+struct Waiting {
+    /// Given by [`Shared::park`]; never the same for two requests waiting at
+    /// once (it wraps after 2^32 requests), so a late resume cannot take
+    /// another request's slot.
+    ticket: u32,
+    checks: Vec<Check>,
+    asked: Vec<bool>,
+    now_ms: u64,
+    /// The isolate's real clock when it started waiting (`Date.now()`).
+    parked_at_ms: f64,
+    respond: Respond,
+}
+
+/// Waiting requests kept before stale ones are looked for.
+const WAITING_SWEEP_AT: usize = 64;
+
+/// A request still waiting this long after its 500 ms deadline was cancelled
+/// (its client went away, and workerd dropped its timer with it): its slot
+/// is taken back, so cancelled requests cannot grow the table.
+const STALE_MS: f64 = 10.0 * BINDING_DEADLINE_MS as f64;
+
+/// The state requests share: the limiter, and the requests waiting for a
+/// binding (a slot freed when its request resumes).
+struct Shared {
+    limiter: RefCell<Limiter>,
+    waiting: RefCell<Vec<Option<Waiting>>>,
+    next_ticket: Cell<u32>,
+}
+
+impl Shared {
+    /// Puts a waiting request in a free slot; its ticket.
+    fn park(&self, mut waiting: Waiting) -> u32 {
+        let ticket = self.next_ticket.get();
+        self.next_ticket.set(ticket.wrapping_add(1));
+        waiting.ticket = ticket;
+        let mut slots = self.waiting.borrow_mut();
+        if slots.len() >= WAITING_SWEEP_AT && slots.iter().all(Option::is_some) {
+            let now = waiting.parked_at_ms;
+            for slot in slots.iter_mut() {
+                if slot
+                    .as_ref()
+                    .is_some_and(|w| now - w.parked_at_ms > STALE_MS)
+                {
+                    *slot = None;
+                }
+            }
+        }
+        match slots.iter_mut().find(|slot| slot.is_none()) {
+            Some(slot) => *slot = Some(waiting),
+            None => slots.push(Some(waiting)),
+        }
+        ticket
+    }
+
+    /// Takes the request of `ticket` out of its slot.
+    fn unpark(&self, ticket: u32) -> Option<Waiting> {
+        self.waiting
+            .borrow_mut()
+            .iter_mut()
+            .find(|slot| slot.as_ref().is_some_and(|w| w.ticket == ticket))?
+            .take()
+    }
+
+    /// Resumes the request of `ticket` with its bindings' packed answer
+    /// codes; `settled_at_ms` as [`Resume`] says.
+    fn resume(&self, ticket: u32, codes: f64, settled_at_ms: f64) -> Result<JsValue, JsValue> {
+        let waiting = self
+            .unpark(ticket)
+            .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
+        // The embedding's clock at arrival, moved on by the real time the asks
+        // took, so a cool-off is measured from when a binding failed (an
+        // answer in time closes a cool-off whenever it came: no time needed).
+        let elapsed_ms = if settled_at_ms >= 0.0 {
+            (settled_at_ms - waiting.parked_at_ms).max(0.0)
+        } else {
+            0.0
+        };
+        let settled_ms = waiting.now_ms + elapsed_ms as u64;
+        let verdict = self.conclude(&waiting.checks, &waiting.asked, codes, settled_ms);
+        (waiting.respond)(verdict)
+    }
+
+    /// Settles a request with the packed answer codes of the bindings it
+    /// asked (in the order of the asked checks), writes the fallback lines,
+    /// and says whether it passes.
+    fn conclude(
+        &self,
+        checks: &[Check],
+        asked: &[bool],
+        codes: f64,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
+        // A code is a base-8 digit; whole numbers up to 8^17 are exact in a double.
+        let mut codes = if codes.is_finite() && codes >= 0.0 {
+            codes as u64
+        } else {
+            u64::MAX
+        };
+        let mut asks = 0;
+        let answers = asked
+            .iter()
+            .map(|&ask| {
+                (ask && asks < MAX_ASKS).then(|| {
+                    asks += 1;
+                    let code = (codes % 8) as u8;
+                    codes /= 8;
+                    answer_of(code)
+                })
+            })
+            .collect();
+        let decision = self.limiter.borrow_mut().conclude(checks, answers, now_ms);
+        for log in &decision.logs {
+            console_warn(&log.to_json_line());
+        }
+        match decision.refusal {
+            Some(refusal) => Err(refusal),
+            None => Ok(()),
+        }
+    }
 }
 
 /// One isolate's limiter for one deployable. Keep it for the isolate's
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
-    limiter: RefCell<Limiter>,
+    shared: Rc<Shared>,
+    /// The stores a check may name (the plan's bindings, then a Redis
+    /// connection's name), in the order of `names`.
+    stores: Vec<String>,
+    /// `stores` as `ask-bindings.js` looks them up in `env` (`bindingKeys`).
+    names: JsValue,
+    /// The one continuation every waiting request resumes through, made
+    /// once (a closure per request would be made and freed per request).
+    resume: Resume,
 }
 
 impl Gate {
@@ -46,84 +247,171 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
-        Ok(Gate {
+        let mut stores: Vec<String> = limiter
+            .plan()
+            .bindings
+            .iter()
+            .map(|b| b.name.clone())
+            .collect();
+        if let Counting::Redis { connection, .. } = limiter.counting() {
+            stores.push(connection.clone());
+        }
+        let names = binding_keys_js(stores.clone());
+        let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
+            waiting: RefCell::new(Vec::new()),
+            next_ticket: Cell::new(0),
+        });
+        let resumed = Rc::clone(&shared);
+        let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
+            resumed.resume(ticket, codes, settled_at_ms)
+        });
+        Ok(Gate {
+            shared,
+            stores,
+            names,
+            resume,
         })
     }
 
-    /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to send.
-    /// Never fails for the binding's sake: every binding problem falls back to memory.
+    /// Decides one request to `path` and answers it with `respond`, which is
+    /// given `Ok` to pass or `Err` with the refusal, and returns the response
+    /// or a promise of it (an async handler: `future_to_promise`; for a
+    /// refusal, usually [`refusal_response`]). Never fails for the binding's
+    /// sake: every binding problem falls back to memory.
+    ///
+    /// Returns what `respond` returned when no binding had to be waited for
+    /// (counting in memory, a binding missing or cooling off), else a promise
+    /// of it, settled once every asked binding answered or the 500 ms
+    /// deadline passed: either way what a Worker's `fetch` handler returns.
+    /// `respond` runs exactly once; an `Err` it returns is thrown (or rejects
+    /// the promise).
     ///
     /// `now_ms` is the embedding's clock in ms since the Unix epoch, read when
     /// the request arrived: a production Worker passes `Date.now()`, a test
     /// embedding may pass its own clock. It must never go backwards between
     /// requests of one isolate (the fallback count's windows are aligned to
     /// it). The 500 ms deadline runs on the isolate's real timers whatever it is.
-    pub async fn decide(
+    pub fn decide<F>(
         &self,
         env: &JsValue,
         subject: &Subject,
         path: &str,
         now_ms: u64,
-    ) -> Result<(), Refusal> {
-        let checks = self.limiter.borrow().checks(subject, path);
-        // Every binding is asked at once, so the 500 ms deadline bounds the
-        // whole request however many limits count it.
-        // The embedding's clock at arrival, moved on by the real time the asks took,
-        // so the cool-off is measured from when a binding failed.
-        let started = js_sys::Date::now();
-        let asks_now = self.limiter.borrow_mut().asks(&checks, now_ms);
-        let asks: Vec<(&str, &str)> = checks
+        respond: F,
+    ) -> Result<JsValue, JsValue>
+    where
+        F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
+    {
+        let checks = self.shared.limiter.borrow().checks(subject, path);
+        let asked = self.shared.limiter.borrow_mut().asks(&checks, now_ms);
+        let (asks, keys) = self.ask_list(&checks, &asked);
+        if asks.is_empty() {
+            let verdict = self.shared.conclude(&checks, &asked, 0.0, now_ms);
+            return respond(verdict);
+        }
+        // The borrows are never held across the wait: requests interleave in an isolate.
+        let ticket = self.shared.park(Waiting {
+            ticket: 0,
+            checks,
+            asked,
+            now_ms,
+            parked_at_ms: js_sys::Date::now(),
+            respond: Box::new(respond),
+        });
+        let outcome = ask_bindings_js(
+            env,
+            &self.names,
+            &asks,
+            &keys,
+            BINDING_DEADLINE_MS,
+            &self.resume,
+            ticket,
+        );
+        match outcome.as_f64() {
+            // Every binding answered at once (missing, or threw).
+            Some(codes) => self.shared.resume(ticket, codes, -1.0),
+            None => Ok(outcome),
+        }
+    }
+
+    /// The bindings to ask now (at most [`MAX_ASKS`]), as `askBindings`
+    /// takes them: `[store index, key length in UTF-16 units, ...]` and the
+    /// keys one after another. Numbers and one string cross into
+    /// JavaScript, not an array of strings made element by element.
+    fn ask_list(&self, checks: &[Check], asked: &[bool]) -> (Vec<u32>, String) {
+        let mut asks = Vec::new();
+        let mut keys = String::new();
+        let to_ask = checks
             .iter()
-            .zip(&asks_now)
+            .zip(asked)
             .filter(|(_, ask)| **ask)
             .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
-            .collect();
-        let mut asked = ask_bindings(env, &asks).await.into_iter();
-        let answers = asks_now
-            .iter()
-            .map(|&ask| if ask { asked.next() } else { None })
-            .collect();
-        // The borrow is never held across an await: requests interleave in an isolate.
-        let settled_ms = now_ms + (js_sys::Date::now() - started).max(0.0) as u64;
-        let decision = self
-            .limiter
-            .borrow_mut()
-            .conclude(&checks, answers, settled_ms);
-        for log in &decision.logs {
-            console_warn(&log.to_json_line());
+            .take(MAX_ASKS);
+        for (name, key) in to_ask {
+            // Every store a check names is in `stores` (both come from the
+            // limiter); were one not, no binding has the index and it is missing.
+            let index = self
+                .stores
+                .iter()
+                .position(|store| store == name)
+                .map_or(u32::MAX, |i| i as u32);
+            let units = if key.is_ascii() {
+                key.len()
+            } else {
+                key.encode_utf16().count()
+            };
+            asks.push(index);
+            asks.push(units as u32);
+            keys.push_str(key);
         }
-        match decision.refusal {
-            Some(refusal) => Err(refusal),
-            None => Ok(()),
-        }
+        (asks, keys)
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
     pub fn counting(&self) -> Counting {
-        self.limiter.borrow().counting().clone()
+        self.shared.limiter.borrow().counting().clone()
     }
 
     /// Whether this deployable serves an API (asked on every request, so no clone).
     pub fn serves_api(&self) -> bool {
-        *self.limiter.borrow().counting() != Counting::NoApi
+        *self.shared.limiter.borrow().counting() != Counting::NoApi
     }
 
     /// Records a request refused for another reason (an API request to a deployable without one).
     pub fn record_refused(&self) {
-        self.limiter.borrow_mut().record_refused();
+        self.shared.limiter.borrow_mut().record_refused();
     }
 
     /// Records a health check and returns the tally its response reports.
     pub fn record_health_check(&self) -> Tally {
-        self.limiter.borrow_mut().record_health_check()
+        self.shared.limiter.borrow_mut().record_health_check()
     }
 }
 
+/// One answer code of `ask-bindings.js` (`ANSWER`) as the limiter reads it;
+/// an unknown code is a failure.
+fn answer_of(code: u8) -> BindingAnswer {
+    match code {
+        0 => BindingAnswer::Answered { success: false },
+        1 => BindingAnswer::Answered { success: true },
+        2 => BindingAnswer::Unavailable(FallbackReason::Missing),
+        4 => BindingAnswer::Unavailable(FallbackReason::TimedOut),
+        _ => BindingAnswer::Unavailable(FallbackReason::Failed),
+    }
+}
+
+/// The path a request is limited under: its URL's path, as
+/// `new URL(request.url).pathname` gives it, without building a URL object.
+pub fn path_of(request: &web_sys::Request) -> String {
+    url_path(&request.url()).to_owned()
+}
+
 /// The subject of a request: the caller the application signed in, else the
-/// address from `CF-Connecting-IP`.
-pub fn subject_of(request: &web_sys::Request, caller_id: Option<&str>) -> Subject {
-    let address = request.headers().get(ADDRESS_HEADER).ok().flatten();
+/// address from `CF-Connecting-IP` in the request's `headers` (read once,
+/// for the sign-in too: each read crosses from wasm into JavaScript).
+pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subject {
+    let address = ADDRESS.with(|name| name.read(headers));
     Subject::of_request(caller_id, address.as_deref())
 }
 
@@ -140,36 +428,4 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
         .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response)
-}
-
-/// Asks the bindings `(name, key)` at once with the deadline, turning every
-/// way one can fail into a fallback reason; one answer per ask, in order.
-async fn ask_bindings(env: &JsValue, asks: &[(&str, &str)]) -> Vec<BindingAnswer> {
-    if asks.is_empty() {
-        return Vec::new();
-    }
-    let list = Array::new_with_length(2 * asks.len() as u32);
-    for (i, (name, key)) in asks.iter().enumerate() {
-        list.set(2 * i as u32, JsValue::from_str(name));
-        list.set(2 * i as u32 + 1, JsValue::from_str(key));
-    }
-    let outcome = ask_bindings_js(env, &list, BINDING_DEADLINE_MS);
-    let codes = match outcome.dyn_into::<Promise>() {
-        // The helper never rejects; if it did, every binding failed.
-        Ok(promise) => JsFuture::from(promise).await.unwrap_or(JsValue::UNDEFINED),
-        Err(codes) => codes,
-    };
-    let codes = codes
-        .dyn_into::<Uint8Array>()
-        .map(|c| c.to_vec())
-        .unwrap_or_default();
-    (0..asks.len())
-        .map(|i| match codes.get(i) {
-            Some(0) => BindingAnswer::Answered { success: false },
-            Some(1) => BindingAnswer::Answered { success: true },
-            Some(2) => BindingAnswer::Unavailable(FallbackReason::Missing),
-            Some(4) => BindingAnswer::Unavailable(FallbackReason::TimedOut),
-            _ => BindingAnswer::Unavailable(FallbackReason::Failed),
-        })
-        .collect()
 }

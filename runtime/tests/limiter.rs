@@ -334,3 +334,23 @@ fn a_route_listed_twice_counts_each_request_once() {
 fn an_unknown_deployable_is_an_error() {
     assert!(Limiter::new(&app("limits", ""), "nope", 1).is_err());
 }
+
+#[test]
+fn a_requests_path_is_read_off_its_url_as_url_pathname_gives_it() {
+    use runtime::limiter::url_path;
+    for (url, path) in [
+        ("http://127.0.0.1:8787/api/search", "/api/search"),
+        ("https://example.com/api/search?q=1&r=/x", "/api/search"),
+        ("https://example.com/api/items#frag/ment", "/api/items"),
+        (
+            "https://user:p%2Fw@example.com:443/api/a%20b/",
+            "/api/a%20b/",
+        ),
+        ("https://example.com", "/"),
+        ("https://example.com?q=/api/", "/"),
+        ("https://example.com#/api/", "/"),
+        ("http://[2001:db8::1]:8080/health", "/health"),
+    ] {
+        assert_eq!(url_path(url), path, "{url}");
+    }
+}

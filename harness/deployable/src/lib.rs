@@ -28,7 +28,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Reflect;
-use runtime::workers::{Gate, refusal_response, subject_of};
+use runtime::workers::{Gate, HeaderName, path_of, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
@@ -37,6 +37,8 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 thread_local! {
     /// The isolate's gate, built on the first request and kept for the isolate's life.
     static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
+    /// [`CALLER_HEADER`], read on every API request.
+    static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
     static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
 }
@@ -77,18 +79,39 @@ fn json_response(status: u16, body: &serde_json::Value) -> Result<web_sys::Respo
     Ok(response)
 }
 
+#[wasm_bindgen]
+extern "C" {
+    /// `Response.json(data)`: workerd serialises `data` and builds the 200
+    /// with its JSON content type itself, where `new Response(body, init)`
+    /// has the body's type and the init's fields and headers read back from
+    /// JavaScript objects on every response (BENCHMARKS.md, "The cost of
+    /// asking, third round").
+    #[wasm_bindgen(catch, js_namespace = Response, js_name = json)]
+    fn response_json(data: &JsValue) -> Result<web_sys::Response, JsValue>;
+}
+
+thread_local! {
+    /// `{"ok":true}`, the body of the answer to every request let through, made once.
+    static PASSED: JsValue = {
+        let body = js_sys::Object::new();
+        let _ = Reflect::set(&body, &"ok".into(), &JsValue::TRUE);
+        body.into()
+    };
+}
+
+/// `200 {"ok":true}`, for a request let through.
+fn passed() -> Result<web_sys::Response, JsValue> {
+    PASSED.with(response_json)
+}
+
 /// The Worker's fetch handler, called by the JavaScript entry module with
 /// the time the request arrived, in ms since the Unix epoch (never going
-/// backwards in an isolate: see [`Gate::decide`]).
+/// backwards in an isolate: see [`Gate::decide`]). It returns the response,
+/// or a promise of it when the gate waits for a binding.
 #[wasm_bindgen]
-pub async fn fetch(
-    request: web_sys::Request,
-    env: JsValue,
-    now_ms: f64,
-) -> Result<web_sys::Response, JsValue> {
+pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
     let gate = gate(&env)?;
-    let url = web_sys::Url::new(&request.url())?;
-    let path = url.pathname();
+    let path = path_of(&request);
     if path == "/health" {
         let tally = gate.record_health_check();
         let deployable = Reflect::get(&env, &"DEPLOYABLE".into())?.as_string();
@@ -101,22 +124,30 @@ pub async fn fetch(
                 "health_checks": tally.health_checks,
                 "refused": tally.refused,
             }),
-        );
+        )
+        .map(JsValue::from);
     }
     if !path.starts_with("/api/") {
-        return json_response(404, &serde_json::json!({ "error": "not_found" }));
+        return json_response(404, &serde_json::json!({ "error": "not_found" })).map(JsValue::from);
     }
     if !gate.serves_api() {
         gate.record_refused();
-        return json_response(404, &serde_json::json!({ "error": "no_api" }));
+        return json_response(404, &serde_json::json!({ "error": "no_api" })).map(JsValue::from);
     }
     if limiting_off(&env) {
-        return json_response(200, &serde_json::json!({ "ok": true }));
+        return passed().map(JsValue::from);
     }
-    let caller = request.headers().get(CALLER_HEADER)?;
-    let subject = subject_of(&request, caller.as_deref());
-    match gate.decide(&env, &subject, &path, now_ms as u64).await {
-        Ok(()) => json_response(200, &serde_json::json!({ "ok": true })),
-        Err(refusal) => refusal_response(&refusal),
-    }
+    let headers = request.headers();
+    let caller = CALLER.with(|name| name.read(&headers));
+    let subject = subject_of(&headers, caller.as_deref());
+    gate.decide(
+        &env,
+        &subject,
+        &path,
+        now_ms as u64,
+        |verdict| match verdict {
+            Ok(()) => passed().map(JsValue::from),
+            Err(refusal) => refusal_response(&refusal).map(JsValue::from),
+        },
+    )
 }
