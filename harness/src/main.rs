@@ -12,6 +12,13 @@ use harness::reference::{CoreChoice, CountingCore};
 use harness::report::{self, Counts};
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
+
+/// Scenarios run at once by default: more than the 2 cores of the machines
+/// this runs on, because a scenario spends much of its time waiting (500 ms
+/// deadlines, probes, process starts) rather than computing; on 2 cores the
+/// default suite takes ~9.5 s with 4 at once against ~14 s with 2
+/// (BENCHMARKS.md, issue 11).
+const DEFAULT_JOBS: usize = 4;
 use harness::workerd::find::{binary_in, install_version, newest_npm_version, pinned_npm_version};
 use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
@@ -57,7 +64,7 @@ enum Command {
         #[arg(long)]
         junit: Option<PathBuf>,
         /// How many scenarios run at once.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = DEFAULT_JOBS)]
         jobs: usize,
         /// The counting core the emulated binding wraps: the harness's own
         /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
@@ -91,7 +98,7 @@ enum Command {
         #[arg(long, default_value = "reports/edge-compat")]
         out: PathBuf,
         /// How many scenarios run at once.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = DEFAULT_JOBS)]
         jobs: usize,
         /// Report a p99 change when it is at least this many percent...
         #[arg(long, default_value_t = 50)]
