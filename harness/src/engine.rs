@@ -22,11 +22,11 @@ use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
 use crate::scenario::{
     ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, RedisCalls, SendRequests, WaitForRoom,
 };
-use crate::store::{ScenarioRedis, StoreError as RedisStoreError};
+use crate::store::{ScenarioRedis, ScenarioRedisError};
 use crate::wasm::Deployable;
 use crate::workerd::config::{Counting, IsolateConfig, write_config};
 use crate::workerd::process::{LogLine, ProcessError};
-use crate::workerd::store::{StoreError as SharedStoreError, fresh_scope};
+use crate::workerd::store::{SharedStoreError, fresh_scope};
 use crate::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
@@ -140,7 +140,7 @@ pub enum EngineError {
     NativeLaunch(#[from] LaunchError),
     /// The scenario's Redis could not be started or changed.
     #[error("the scenario's Redis: {0}")]
-    Store(#[from] RedisStoreError),
+    Store(#[from] ScenarioRedisError),
     /// A Redis step or expectation in a scenario without a Redis (load_file refuses these first).
     #[error("step {step}: the scenario's deployable does not count in Redis")]
     NoRedis { step: usize },
@@ -664,20 +664,49 @@ impl<'a> Runner<'a> {
         };
         let path =
             write_config(dir.path(), &config, &self.env.deployable).map_err(EngineError::Config)?;
-        let starts =
-            (0..count).map(|_| WorkerdProcess::start(&self.env.workerd.path, &path, self.epoch));
+        self._dir = Some(dir);
+        self.start_all(count, path).await
+    }
+
+    /// Starts the scenario's `count` isolates at once, each a first generation.
+    async fn start_all(
+        &mut self,
+        count: usize,
+        config: std::path::PathBuf,
+    ) -> Result<(), EngineError> {
+        let starts = (0..count).map(|isolate| self.start_instance(isolate, &config));
         let started = futures::future::join_all(starts).await;
-        for (isolate, process) in started.into_iter().enumerate() {
-            let process = process.map_err(|source| EngineError::Start { isolate, source })?;
+        for process in started {
             self.isolates.push(Isolate {
-                process: Instance::Workerd(process),
+                process: process?,
                 generation: 0,
                 served: false,
-                config: path.clone(),
+                config: config.clone(),
             });
         }
-        self._dir = Some(dir);
         Ok(())
+    }
+
+    /// Starts one process for `isolate`: a native instance when the scenario's
+    /// deployable is native, else a workerd on `config`.
+    async fn start_instance(
+        &self,
+        isolate: usize,
+        config: &std::path::Path,
+    ) -> Result<Instance, EngineError> {
+        Ok(match &self.native {
+            Some(native) => Instance::Native(
+                native
+                    .start(self.epoch)
+                    .await
+                    .map_err(|source| EngineError::NativeStart { isolate, source })?,
+            ),
+            None => Instance::Workerd(
+                WorkerdProcess::start(&self.env.workerd.path, config, self.epoch)
+                    .await
+                    .map_err(|source| EngineError::Start { isolate, source })?,
+            ),
+        })
     }
 
     /// `send`: fires the requests (round-robin over the isolates unless one is
@@ -791,22 +820,7 @@ impl<'a> Runner<'a> {
         let config = old.config.clone();
         let generation = old.generation + 1;
         self.retire(index, old).await;
-        let process = match &self.native {
-            Some(native) => Instance::Native(native.start(self.epoch).await.map_err(|source| {
-                EngineError::NativeStart {
-                    isolate: index,
-                    source,
-                }
-            })?),
-            None => Instance::Workerd(
-                WorkerdProcess::start(&self.env.workerd.path, &config, self.epoch)
-                    .await
-                    .map_err(|source| EngineError::Start {
-                        isolate: index,
-                        source,
-                    })?,
-            ),
-        };
+        let process = self.start_instance(index, &config).await?;
         self.isolates.insert(
             index,
             Isolate {

@@ -31,7 +31,7 @@ pub struct ScenarioRedis {
 
 /// Why a store behaviour could not be done.
 #[derive(Debug, thiserror::Error)]
-pub enum StoreError {
+pub enum ScenarioRedisError {
     /// Starting, stopping or commanding redis-server failed.
     #[error(transparent)]
     Redis(#[from] RedisError),
@@ -50,7 +50,7 @@ impl ScenarioRedis {
     pub async fn start(
         kind: RedisKind,
         initial: StoreBehaviour,
-    ) -> Result<ScenarioRedis, StoreError> {
+    ) -> Result<ScenarioRedis, ScenarioRedisError> {
         let topology = match (initial, kind) {
             (StoreBehaviour::Missing, _) => Topology::Missing { port: free_port()? },
             (_, RedisKind::Server) => Topology::Server(RedisServer::start().await?),
@@ -90,8 +90,8 @@ impl ScenarioRedis {
     }
 
     /// Does `behaviour` to every server of the store.
-    pub async fn apply(&mut self, behaviour: StoreBehaviour) -> Result<(), StoreError> {
-        let unsupported = |store| StoreError::Unsupported { behaviour, store };
+    pub async fn apply(&mut self, behaviour: StoreBehaviour) -> Result<(), ScenarioRedisError> {
+        let unsupported = |store| ScenarioRedisError::Unsupported { behaviour, store };
         match (&self.topology, behaviour) {
             (Topology::Missing { .. }, _) => return Err(unsupported("a missing store")),
             (Topology::Cluster(_), StoreBehaviour::Restarted) => {
@@ -108,7 +108,7 @@ impl ScenarioRedis {
 
     /// How many EVALSHA and EVAL calls the store has run so far (`INFO
     /// commandstats`, summed over a cluster's nodes).
-    pub async fn calls(&self) -> Result<RedisCalls, StoreError> {
+    pub async fn calls(&self) -> Result<RedisCalls, ScenarioRedisError> {
         let (mut evalsha, mut eval) = (0, 0);
         for server in self.servers() {
             evalsha += server.command_calls("evalsha").await?;

@@ -4,8 +4,7 @@
 
 use runtime::config::{Application, Counting};
 
-use super::{EngineError, Isolate, Runner};
-use crate::instance::Instance;
+use super::{EngineError, Runner};
 use crate::native::launch::NativeLaunch;
 use crate::scenario::{RedisCalls, SendRequests, StoreBehaviour};
 use crate::store::ScenarioRedis;
@@ -36,19 +35,9 @@ impl Runner<'_> {
             address.as_ref(),
             &self.token,
         )?;
-        let starts = (0..count).map(|_| launch.start(self.epoch));
-        let started = futures::future::join_all(starts).await;
-        for (isolate, process) in started.into_iter().enumerate() {
-            let process = process.map_err(|source| EngineError::NativeStart { isolate, source })?;
-            self.isolates.push(Isolate {
-                process: Instance::Native(process),
-                generation: 0,
-                served: false,
-                config: launch.application().to_owned(),
-            });
-        }
+        let application = launch.application().to_owned();
         self.native = Some(launch);
-        Ok(())
+        self.start_all(count, application).await
     }
 
     /// `set_store`: does the behaviour to the scenario's real Redis.

@@ -23,7 +23,7 @@ use super::process::{Log, WorkerdProcess, stderr_text};
 
 /// Why the run's store is not there.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum StoreError {
+pub enum SharedStoreError {
     /// Its directory or config could not be written.
     #[error("could not write the binding store's config: {0}")]
     Config(String),
@@ -42,7 +42,7 @@ pub enum StoreError {
 /// the first [`SharedStore::port`] and stops when the last handle is dropped.
 #[derive(Debug, Clone, Default)]
 pub struct SharedStore {
-    inner: Arc<OnceLock<Result<Running, StoreError>>>,
+    inner: Arc<OnceLock<Result<Running, SharedStoreError>>>,
 }
 
 /// The started store: its port, and the thread that owns its process.
@@ -70,7 +70,7 @@ impl Drop for Running {
 
 impl SharedStore {
     /// The store's port, starting it with `workerd` on first use.
-    pub fn port(&self, workerd: &Path, compatibility_date: &str) -> Result<u16, StoreError> {
+    pub fn port(&self, workerd: &Path, compatibility_date: &str) -> Result<u16, SharedStoreError> {
         let running = self
             .inner
             .get_or_init(|| Running::start(workerd.to_owned(), compatibility_date.to_owned()))
@@ -81,7 +81,7 @@ impl SharedStore {
     }
 
     /// An error if the store was started and has exited since.
-    pub fn alive(&self) -> Result<(), StoreError> {
+    pub fn alive(&self) -> Result<(), SharedStoreError> {
         match self.inner.get() {
             Some(Ok(running)) => running.alive(),
             Some(Err(e)) => Err(e.clone()),
@@ -98,21 +98,22 @@ pub fn fresh_scope() -> String {
 }
 
 impl Running {
-    fn start(workerd: PathBuf, compatibility_date: String) -> Result<Running, StoreError> {
+    fn start(workerd: PathBuf, compatibility_date: String) -> Result<Running, SharedStoreError> {
         let dir = tempfile::Builder::new()
             .prefix("harness-store-")
             .tempdir()
-            .map_err(|e| StoreError::Config(e.to_string()))?;
+            .map_err(|e| SharedStoreError::Config(e.to_string()))?;
         let config = write_store_config(dir.path(), &compatibility_date)
-            .map_err(|e| StoreError::Config(e.to_string()))?;
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(u16, Log), StoreError>>();
+            .map_err(|e| SharedStoreError::Config(e.to_string()))?;
+        let (ready_tx, ready_rx) =
+            std::sync::mpsc::channel::<Result<(u16, Log), SharedStoreError>>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let exited = Arc::new(Mutex::new(None));
         let exited_in_thread = exited.clone();
         let thread = std::thread::Builder::new()
             .name("binding-store".into())
             .spawn(move || own_store(&workerd, &config, ready_tx, stop_rx, &exited_in_thread))
-            .map_err(|e| StoreError::Thread(e.to_string()))?;
+            .map_err(|e| SharedStoreError::Thread(e.to_string()))?;
         match ready_rx.recv() {
             Ok(Ok((port, log))) => Ok(Running {
                 port,
@@ -128,16 +129,16 @@ impl Running {
             }
             Err(_) => {
                 let _ = thread.join();
-                Err(StoreError::Thread(
+                Err(SharedStoreError::Thread(
                     "it ended before the store listened".into(),
                 ))
             }
         }
     }
 
-    fn alive(&self) -> Result<(), StoreError> {
+    fn alive(&self) -> Result<(), SharedStoreError> {
         match self.exited.lock().ok().and_then(|e| e.clone()) {
-            Some(status) => Err(StoreError::Exited {
+            Some(status) => Err(SharedStoreError::Exited {
                 status,
                 stderr: stderr_text(&self.log),
             }),
@@ -151,7 +152,7 @@ impl Running {
 fn own_store(
     workerd: &Path,
     config: &Path,
-    ready: std::sync::mpsc::Sender<Result<(u16, Log), StoreError>>,
+    ready: std::sync::mpsc::Sender<Result<(u16, Log), SharedStoreError>>,
     stop: tokio::sync::oneshot::Receiver<()>,
     exited: &Mutex<Option<String>>,
 ) {
@@ -161,7 +162,7 @@ fn own_store(
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            let _ = ready.send(Err(StoreError::Thread(format!(
+            let _ = ready.send(Err(SharedStoreError::Thread(format!(
                 "could not build its runtime: {e}"
             ))));
             return;
@@ -171,7 +172,7 @@ fn own_store(
         let mut process = match WorkerdProcess::start(workerd, config, Instant::now()).await {
             Ok(process) => process,
             Err(e) => {
-                let _ = ready.send(Err(StoreError::Start(e.to_string())));
+                let _ = ready.send(Err(SharedStoreError::Start(e.to_string())));
                 return;
             }
         };
