@@ -126,7 +126,7 @@ pub enum RedisKind {
     /// One `redis-server`.
     #[default]
     Server,
-    /// Three `redis-server --cluster-enabled yes` joined by `redis-cli --cluster create`.
+    /// Three `redis-server --cluster-enabled yes` joined into one cluster.
     Cluster,
 }
 

@@ -136,7 +136,7 @@ async fn apply_to_server(
         StoreBehaviour::Healthy if server.pid().is_none() => server.restart().await,
         StoreBehaviour::Healthy => {
             server.resume();
-            server.cli(&["CLIENT", "UNPAUSE"]).await.map(drop)
+            server.unpause().await
         }
         StoreBehaviour::Down => {
             server.kill().await;

@@ -1,7 +1,9 @@
 //! The scenarios of a directory as trials, the expected failures that apply
 //! to them, and the environment they run in.
 
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use crate::engine::Environment;
 use crate::expectations::{self, Expectations};
@@ -66,6 +68,11 @@ pub struct RunResult {
 impl Suite {
     /// Runs the trials whose names contain `filter` (all, when `None`),
     /// `jobs` at a time, printing each verdict to stderr as it comes.
+    ///
+    /// The longest trials start first (as long as they took in the last run
+    /// that ran them, [`TrialDurations`]), so the run does not end waiting
+    /// for one long scenario started last: the Redis Cluster's, for one,
+    /// takes over 2 s however idle the machine is.
     pub fn run_all(
         &self,
         env: &Environment,
@@ -78,6 +85,8 @@ impl Suite {
             .iter()
             .filter(|t| filter.is_none_or(|f| t.name().contains(f)))
             .partition(|t| include_slow || !t.ignored());
+        let mut durations = TrialDurations::load();
+        let selected = durations.longest_first(selected);
         let queue = std::sync::Mutex::new(selected.into_iter());
         let outcomes = std::sync::Mutex::new(Vec::new());
         std::thread::scope(|scope| {
@@ -95,10 +104,73 @@ impl Suite {
         });
         let mut outcomes = outcomes.into_inner().unwrap_or_default();
         outcomes.sort_by(|a, b| a.name.cmp(&b.name));
+        durations.record(&outcomes);
+        if let Err(error) = durations.save() {
+            eprintln!("harness: could not keep the trials' durations for the next run: {error}");
+        }
         RunResult {
             outcomes,
             skipped: skipped.len(),
         }
+    }
+}
+
+/// How long each trial took when it last ran, kept between runs in
+/// `target/harness/trial-durations.json` (a cache: deleting it only costs
+/// the next run its order).
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct TrialDurations {
+    /// Trial name -> milliseconds.
+    millis: BTreeMap<String, u64>,
+}
+
+impl TrialDurations {
+    fn path() -> PathBuf {
+        crate::paths::repo_root().join("target/harness/trial-durations.json")
+    }
+
+    /// The durations of earlier runs; none when there are none or the file
+    /// cannot be read.
+    pub fn load() -> TrialDurations {
+        let millis = std::fs::read(Self::path())
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        TrialDurations { millis }
+    }
+
+    /// Keeps these durations for the next run (written whole, then renamed
+    /// into place, so runs at the same time never read half a file).
+    pub fn save(&self) -> std::io::Result<()> {
+        let path = Self::path();
+        let dir = path.parent().unwrap_or(Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let mut file = tempfile::NamedTempFile::new_in(dir)?;
+        serde_json::to_writer_pretty(&mut file, &self.millis)?;
+        file.persist(&path).map_err(|e| e.error)?;
+        Ok(())
+    }
+
+    /// How long `name` took last time, if it ever ran.
+    pub fn of(&self, name: &str) -> Option<Duration> {
+        self.millis.get(name).copied().map(Duration::from_millis)
+    }
+
+    /// Notes how long each of `outcomes` took (the others keep theirs).
+    pub fn record(&mut self, outcomes: &[TrialOutcome]) {
+        for outcome in outcomes {
+            let millis = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX);
+            self.millis.insert(outcome.name.clone(), millis);
+        }
+    }
+
+    /// `trials` in the order to start them: the longest first, and before
+    /// them those never timed (a new scenario may be long); otherwise in
+    /// their own order.
+    pub fn longest_first<'t>(&self, mut trials: Vec<&'t Trial>) -> Vec<&'t Trial> {
+        trials
+            .sort_by_key(|trial| std::cmp::Reverse(self.of(trial.name()).unwrap_or(Duration::MAX)));
+        trials
     }
 }
 
@@ -175,4 +247,63 @@ pub fn prepare_environment_with(
         core,
         store: crate::workerd::SharedStore::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expectations::Verdict;
+
+    fn trial(name: &str) -> Trial {
+        Trial::Malformed {
+            name: name.into(),
+            error: String::new(),
+        }
+    }
+
+    fn outcome(name: &str, millis: u64) -> TrialOutcome {
+        TrialOutcome {
+            name: name.into(),
+            passed: true,
+            verdict: Verdict::Passed,
+            message: String::new(),
+            requests: 0,
+            p50_ms: None,
+            p99_ms: None,
+            duration: Duration::from_millis(millis),
+        }
+    }
+
+    #[test]
+    fn the_longest_trials_start_first_and_untimed_ones_before_them() {
+        let mut durations = TrialDurations::default();
+        durations.record(&[
+            outcome("short", 100),
+            outcome("long", 2_400),
+            outcome("mid", 700),
+        ]);
+        let trials = [
+            trial("short"),
+            trial("new"),
+            trial("mid"),
+            trial("long"),
+            trial("newer"),
+        ];
+        let order: Vec<&str> = durations
+            .longest_first(trials.iter().collect())
+            .into_iter()
+            .map(Trial::name)
+            .collect();
+        assert_eq!(order, ["new", "newer", "long", "mid", "short"]);
+    }
+
+    #[test]
+    fn a_later_run_replaces_a_trials_duration_and_keeps_the_others() {
+        let mut durations = TrialDurations::default();
+        durations.record(&[outcome("a", 100), outcome("b", 200)]);
+        durations.record(&[outcome("a", 900)]);
+        assert_eq!(durations.of("a"), Some(Duration::from_millis(900)));
+        assert_eq!(durations.of("b"), Some(Duration::from_millis(200)));
+        assert_eq!(durations.of("c"), None);
+    }
 }

@@ -261,7 +261,7 @@ async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
     );
     // The keys really are spread: every master holds some.
     for node in cluster.nodes() {
-        let keys = node.cli(&["DBSIZE"]).await.expect("DBSIZE");
+        let keys = node.command(&["DBSIZE"]).await.expect("DBSIZE");
         assert!(
             keys.trim().parse::<u64>().unwrap_or(0) > 0,
             "node {} holds no key",

@@ -524,7 +524,7 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
                     hung[k][s] += 1;
                     continue;
                 }
-                server.cli(&["FLUSHALL"]).await.expect("flush");
+                server.command(&["FLUSHALL"]).await.expect("flush");
                 let limiter = kind.limiter(server).await;
                 let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
                     let limiter = limiter.clone();
@@ -608,7 +608,7 @@ async fn exactness(server: &RedisServer, rounds: usize) {
     for kind in Kind::ALL {
         let mut passed = Vec::new();
         for _ in 0..rounds {
-            server.cli(&["FLUSHALL"]).await.expect("flush");
+            server.command(&["FLUSHALL"]).await.expect("flush");
             let mut instances = Vec::new();
             for _ in 0..3 {
                 instances.push(kind.limiter(server).await);
