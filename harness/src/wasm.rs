@@ -46,8 +46,9 @@ pub struct Deployable {
     pub snippets: Vec<(String, PathBuf)>,
 }
 
-/// Builds the deployable when its sources changed (cargo decides) and re-runs
-/// wasm-bindgen when the wasm is newer than its glue. Several harness
+/// Builds the deployable when its sources changed (cargo decides, unless no
+/// file it read changed since it was last asked: [`built_from_current_sources`])
+/// and re-runs wasm-bindgen when the wasm is newer than its glue. Several harness
 /// processes may call this at once: a file lock serialises them.
 pub fn build_deployable() -> Result<Deployable, BuildError> {
     let target_dir = wasm_target_dir();
@@ -65,32 +66,42 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
         source,
     })?;
 
-    ensure_target()?;
-    run(
-        Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "-p",
-                CRATE,
-                "--target",
-                TARGET,
-                "--target-dir",
-            ])
-            .arg(&target_dir)
-            .current_dir(repo_root())
-            // The outer cargo's flags are for the host, not for wasm32.
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .env_remove("CARGO_TARGET_DIR"),
-        "cargo build of the deployable for wasm32",
-    )?;
-
     let raw = target_dir
         .join(TARGET)
         .join("release")
         .join(format!("{}.wasm", CRATE.replace('-', "_")));
+    let stamp = target_dir.join(CARGO_STAMP);
+    if !built_from_current_sources(&raw, &stamp) {
+        let asked_at = std::time::SystemTime::now();
+        ensure_target()?;
+        run(
+            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+                .args([
+                    "build",
+                    "--quiet",
+                    "--release",
+                    "-p",
+                    CRATE,
+                    "--target",
+                    TARGET,
+                    "--target-dir",
+                ])
+                .arg(&target_dir)
+                .current_dir(repo_root())
+                // The outer cargo's flags are for the host, not for wasm32.
+                .env_remove("RUSTFLAGS")
+                .env_remove("CARGO_ENCODED_RUSTFLAGS")
+                .env_remove("CARGO_TARGET_DIR"),
+            "cargo build of the deployable for wasm32",
+        )?;
+        // Dated when cargo was asked, so a source edited while it built is newer.
+        File::create(&stamp)
+            .and_then(|file| file.set_modified(asked_at))
+            .map_err(|source| BuildError::Io {
+                path: stamp.clone(),
+                source,
+            })?;
+    }
     let out_dir = target_dir.join("bindgen");
     let glue_js = out_dir.join(format!("{STEM}.js"));
     let wasm = out_dir.join(format!("{STEM}_bg.wasm"));
@@ -199,10 +210,136 @@ fn run(command: &mut Command, what: &str) -> Result<(), BuildError> {
     }
 }
 
+/// Files the deployable's build reads that cargo's dep-info does not list:
+/// the manifests (profiles, features, dependencies) and the lockfile.
+const MANIFESTS: [&str; 4] = [
+    "Cargo.toml",
+    "Cargo.lock",
+    "runtime/Cargo.toml",
+    "harness/deployable/Cargo.toml",
+];
+
+/// A file in the wasm target directory dated when cargo was last asked to
+/// build the deployable, and succeeded.
+const CARGO_STAMP: &str = "deployable-built.stamp";
+
+/// Whether cargo, last asked at `stamp`'s date, saw every file the build of
+/// the wasm at `raw` reads: the sources cargo's dep-info beside it lists
+/// (`harness_deployable.d`) and [`MANIFESTS`] are all older than `stamp`.
+/// Then cargo would find nothing to do, and not asking it spares every run
+/// ~0.3-0.6 s before its first scenario can start (BENCHMARKS.md, issue
+/// 11). Anything missing or unreadable says no.
+fn built_from_current_sources(raw: &Path, stamp: &Path) -> bool {
+    if !raw.is_file() {
+        return false;
+    }
+    let Ok(dep_info) = std::fs::read_to_string(raw.with_extension("d")) else {
+        return false;
+    };
+    let root = repo_root();
+    let Some(sources) = dep_info_sources(&dep_info, raw) else {
+        return false;
+    };
+    let manifests = MANIFESTS.iter().map(|m| root.join(m));
+    sources
+        .into_iter()
+        .chain(manifests)
+        .all(|source| !is_newer(&source, stamp))
+}
+
+/// The files a Makefile-style dep-info file lists for `target` (`target:
+/// a b c`, a space in a name escaped as `\ `); `None` when it has no rule
+/// for `target`.
+fn dep_info_sources(dep_info: &str, target: &Path) -> Option<Vec<PathBuf>> {
+    let target = target.to_string_lossy();
+    let rule = dep_info
+        .lines()
+        .find_map(|line| line.strip_prefix(target.as_ref())?.strip_prefix(':'))?;
+    let mut sources = Vec::new();
+    let mut name = String::new();
+    let mut chars = rule.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => name.extend(chars.next()),
+            ' ' | '\t' => {
+                if !name.is_empty() {
+                    sources.push(PathBuf::from(std::mem::take(&mut name)));
+                }
+            }
+            c => name.push(c),
+        }
+    }
+    if !name.is_empty() {
+        sources.push(PathBuf::from(name));
+    }
+    Some(sources)
+}
+
+/// Whether `source` changed after `derived` was made (or either is missing).
 fn is_newer(source: &Path, derived: &Path) -> bool {
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     match (modified(source), modified(derived)) {
         (Some(s), Some(d)) => s > d,
         _ => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn dep_info_lists_the_targets_sources_with_escaped_spaces() {
+        let dep_info =
+            "/t/a.wasm: /src/lib.rs /src/my\\ file.rs\n\n/src/lib.rs:\n\n/src/my\\ file.rs:\n";
+        assert_eq!(
+            dep_info_sources(dep_info, Path::new("/t/a.wasm")),
+            Some(vec![
+                PathBuf::from("/src/lib.rs"),
+                PathBuf::from("/src/my file.rs")
+            ])
+        );
+        assert_eq!(dep_info_sources(dep_info, Path::new("/t/b.wasm")), None);
+    }
+
+    #[test]
+    fn a_source_changed_after_the_build_asks_cargo_again() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let source = dir.path().join("lib.rs");
+        let raw = dir.path().join("harness_deployable.wasm");
+        let stamp = dir.path().join(CARGO_STAMP);
+        let set_time = |path: &Path, time: SystemTime| {
+            let file = File::options()
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .expect("open");
+            file.set_modified(time).expect("mtime");
+        };
+        let now = SystemTime::now();
+        set_time(&source, now - Duration::from_secs(100));
+        set_time(&raw, now);
+        set_time(&stamp, now);
+        std::fs::write(
+            raw.with_extension("d"),
+            format!("{}: {}\n", raw.display(), source.display()),
+        )
+        .expect("dep-info");
+        // The manifests are the repository's: older than a wasm made now.
+        let fresh = built_from_current_sources(&raw, &stamp);
+        set_time(&source, now + Duration::from_secs(100));
+        let edited = built_from_current_sources(&raw, &stamp);
+        set_time(&source, now - Duration::from_secs(100));
+        std::fs::remove_file(&stamp).expect("rm stamp");
+        let never_asked = built_from_current_sources(&raw, &stamp);
+        set_time(&stamp, now);
+        std::fs::remove_file(raw.with_extension("d")).expect("rm dep-info");
+        let no_dep_info = built_from_current_sources(&raw, &stamp);
+        assert_eq!(
+            (fresh, edited, never_asked, no_dep_info),
+            (true, false, false, false)
+        );
     }
 }
