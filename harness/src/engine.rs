@@ -302,15 +302,10 @@ struct Runner<'a> {
     client: reqwest::Client,
     /// The bindings in the config: those a step can change.
     configured: Vec<String>,
-    /// The reference core's process keeping the emulated bindings' shared
-    /// count for this scenario.
-    store: Option<WorkerdProcess>,
+    /// Where the scenario's isolates keep the count they share.
+    shared_count: SharedCount,
     /// A native scenario's way to start its instances.
     native: Option<NativeLaunch>,
-    /// A native scenario's real Redis.
-    redis: Option<ScenarioRedis>,
-    /// The port of the run's binding store, when the harness's core counts there.
-    shared_store: Option<u16>,
     /// The scenario's scope in the run's binding store.
     scope: String,
     /// Which clock the processes read.
@@ -321,6 +316,20 @@ struct Runner<'a> {
     /// The reference core's counters, new for the scenario.
     _reference_storage: Option<tempfile::TempDir>,
     next_address: u32,
+}
+
+/// Where a scenario's isolates keep the count they share, stopped or
+/// dropped when the scenario ends.
+enum SharedCount {
+    /// Nowhere: each isolate counts on its own (one isolate, never
+    /// restarted, or no binding in the config), or nothing counts.
+    None,
+    /// The run's binding store, on this port, in the scenario's scope.
+    RunStore { port: u16 },
+    /// The reference core's process (Cloudflare's simulator), the scenario's own.
+    Reference(WorkerdProcess),
+    /// A native scenario's real Redis.
+    Redis(ScenarioRedis),
 }
 
 impl<'a> Runner<'a> {
@@ -337,10 +346,8 @@ impl<'a> Runner<'a> {
             isolates: Vec::new(),
             client,
             configured: Vec::new(),
-            store: None,
+            shared_count: SharedCount::None,
             native: None,
-            redis: None,
-            shared_store: None,
             scope: fresh_scope(),
             clock_kind: prepared.scenario.scenario.get_ref().clock,
             clock: ScenarioClock::default(),
@@ -357,15 +364,14 @@ impl<'a> Runner<'a> {
         for (index, isolate) in live.into_iter().enumerate() {
             self.retire(index, isolate).await;
         }
-        if let Some(store) = self.store.take() {
-            store.stop().await;
-        }
-        if let Some(redis) = self.redis.take() {
-            redis.stop().await;
-        }
-        if self.shared_store.is_some() {
-            // Best effort: a store that is gone has nothing left to drop.
-            let _ = self.forget_scope().await;
+        match std::mem::replace(&mut self.shared_count, SharedCount::None) {
+            SharedCount::None => {}
+            SharedCount::RunStore { port } => {
+                // Best effort: a store that is gone has nothing left to drop.
+                let _ = self.forget_scope(port).await;
+            }
+            SharedCount::Reference(store) => store.stop().await,
+            SharedCount::Redis(redis) => redis.stop().await,
         }
         self.observation
             .instances
@@ -513,11 +519,15 @@ impl<'a> Runner<'a> {
     /// clock through the production path.
     async fn push_clock(&self) -> Result<(), EngineError> {
         let body = serde_json::json!({ "offset_ms": self.clock.offset_ms });
+        let reference = match &self.shared_count {
+            SharedCount::Reference(store) => Some(store.url()),
+            _ => None,
+        };
         let urls = self
             .isolates
             .iter()
             .map(|i| i.process.url())
-            .chain(self.store.iter().map(WorkerdProcess::url));
+            .chain(reference);
         for url in urls {
             self.control(
                 ControlRequest::SetClock,
@@ -525,7 +535,7 @@ impl<'a> Runner<'a> {
             )
             .await?;
         }
-        if let Some(port) = self.shared_store {
+        if let SharedCount::RunStore { port } = self.shared_count {
             let scoped =
                 serde_json::json!({ "scope": self.scope, "offset_ms": self.clock.offset_ms });
             self.control(
@@ -539,11 +549,8 @@ impl<'a> Runner<'a> {
         Ok(())
     }
 
-    /// Drops the scenario's counts and clock from the run's binding store.
-    async fn forget_scope(&self) -> Result<(), EngineError> {
-        let Some(port) = self.shared_store else {
-            return Ok(());
-        };
+    /// Drops the scenario's counts and clock from the run's binding store on `port`.
+    async fn forget_scope(&self, port: u16) -> Result<(), EngineError> {
         let body = serde_json::json!({ "scope": self.scope });
         self.control(
             ControlRequest::ForgetScope,
@@ -628,7 +635,7 @@ impl<'a> Runner<'a> {
             CountingCore::Harness if !shares_count(self.prepared, count) => Counting::InIsolate,
             CountingCore::Harness => {
                 let port = self.env.store.port(&self.env.workerd.path, &date)?;
-                self.shared_store = Some(port);
+                self.shared_count = SharedCount::RunStore { port };
                 Counting::HarnessStore {
                     port,
                     scope: &self.scope,
@@ -649,7 +656,7 @@ impl<'a> Runner<'a> {
                 .await
                 .map_err(EngineError::StoreStart)?;
                 let port = store.port;
-                self.store = Some(store);
+                self.shared_count = SharedCount::Reference(store);
                 Counting::Reference { port, simulator }
             }
         };
@@ -775,7 +782,7 @@ impl<'a> Runner<'a> {
     }
 
     fn check_alive(&mut self, step: usize) -> Result<(), EngineError> {
-        if self.shared_store.is_some() {
+        if let SharedCount::RunStore { .. } = self.shared_count {
             self.env.store.alive()?;
         }
         for (isolate, i) in self.isolates.iter_mut().enumerate() {

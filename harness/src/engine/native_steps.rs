@@ -4,7 +4,7 @@
 
 use runtime::config::{Application, Counting};
 
-use super::{EngineError, Runner};
+use super::{EngineError, Runner, SharedCount};
 use crate::native::launch::NativeLaunch;
 use crate::scenario::{RedisCalls, SendRequests, StoreBehaviour};
 use crate::store::ScenarioRedis;
@@ -26,9 +26,13 @@ impl Runner<'_> {
                 .store
                 .as_ref()
                 .map_or(StoreBehaviour::Healthy, |b| *b.get_ref());
-            self.redis = Some(ScenarioRedis::start(scenario.redis, initial).await?);
+            let redis = ScenarioRedis::start(scenario.redis, initial).await?;
+            self.shared_count = SharedCount::Redis(redis);
         }
-        let address = self.redis.as_ref().map(ScenarioRedis::address);
+        let address = match &self.shared_count {
+            SharedCount::Redis(redis) => Some(redis.address()),
+            _ => None,
+        };
         let launch = NativeLaunch::new(
             &self.prepared.application_toml,
             &self.prepared.deployable,
@@ -46,10 +50,9 @@ impl Runner<'_> {
         step: usize,
         behaviour: StoreBehaviour,
     ) -> Result<(), EngineError> {
-        let redis = self
-            .redis
-            .as_mut()
-            .ok_or(EngineError::NoRedis { step: step + 1 })?;
+        let SharedCount::Redis(redis) = &mut self.shared_count else {
+            return Err(EngineError::NoRedis { step: step + 1 });
+        };
         redis.apply(behaviour).await?;
         Ok(())
     }
@@ -66,17 +69,9 @@ impl Runner<'_> {
             self.send(step, send).await;
             return Ok(());
         }
-        let redis = self
-            .redis
-            .as_ref()
-            .ok_or(EngineError::NoRedis { step: step + 1 })?;
-        let before = redis.calls().await?;
+        let before = self.redis_calls(step).await?;
         self.send(step, send).await;
-        let redis = self
-            .redis
-            .as_ref()
-            .ok_or(EngineError::NoRedis { step: step + 1 })?;
-        let after = redis.calls().await?;
+        let after = self.redis_calls(step).await?;
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         self.observation.redis_calls.insert(
             step,
@@ -86,5 +81,13 @@ impl Runner<'_> {
             },
         );
         Ok(())
+    }
+
+    /// The script calls the scenario's Redis has run so far.
+    async fn redis_calls(&self, step: usize) -> Result<RedisCalls, EngineError> {
+        let SharedCount::Redis(redis) = &self.shared_count else {
+            return Err(EngineError::NoRedis { step: step + 1 });
+        };
+        Ok(redis.calls().await?)
     }
 }
