@@ -10,15 +10,9 @@ use harness::engine::Environment;
 use harness::expectations::Verdict;
 use harness::reference::{CoreChoice, CountingCore};
 use harness::report::{self, Counts};
+use harness::suite::DEFAULT_JOBS;
 use harness::suite::{self, Suite};
 use harness::workerd::WorkerdChoice;
-
-/// Scenarios run at once by default: more than the 2 cores of the machines
-/// this runs on, because a scenario spends much of its time waiting (500 ms
-/// deadlines, probes, process starts) rather than computing; on 2 cores the
-/// default suite takes a median of ~10 s with 4 at once against ~14 s with 2
-/// (BENCHMARKS.md, issue 11).
-const DEFAULT_JOBS: usize = 4;
 use harness::workerd::find::{binary_in, install_version, newest_npm_version, pinned_npm_version};
 use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
