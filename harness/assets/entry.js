@@ -114,16 +114,9 @@ async function control(request, env) {
 }
 
 export default {
-  // Not `async`: the deployable's answer (a response, or a promise of it
-  // when the gate waits for a binding) is returned as it is, not adopted by
-  // one more promise; an error still reaches workerd as a rejection.
-  fetch(request, env) {
-    try {
-      const token = request.headers.get(CONTROL_HEADER);
-      if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
-      return handle(request, visibleEnv(env), Date.now() + clockOffsetMs);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  async fetch(request, env) {
+    const token = request.headers.get(CONTROL_HEADER);
+    if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
+    return handle(request, visibleEnv(env), Date.now() + clockOffsetMs);
   },
 };

@@ -10,12 +10,12 @@
 // at most MAX_ASKS asks; `names` comes from bindingKeys, once per gate. The
 // answer codes (ANSWER below) travel packed in one number, code i times
 // 8 ** i, so no array crosses back. When no binding was asked (all missing,
-// or all threw) it returns that number; else it returns the promise of
-// resume(ticket, codes, settledAtMs), called once every asked binding
-// answered or the deadline passed; settledAtMs is Date.now() then if a
-// binding failed or timed out, else -1: the clock (a workerd API call) is
-// read only when the time moves a cool-off. A binding that misses the deadline keeps TIMED_OUT;
-// answers after the deadline are ignored.
+// or all threw) it returns resume(ticket, codes, -1), called at once; else
+// the promise of resume(ticket, codes, settledAtMs), called once every asked
+// binding answered or the deadline passed; settledAtMs is Date.now() then if
+// a binding failed or timed out, else -1: the clock (a workerd API call) is
+// read only when the time moves a cool-off. A binding that misses the
+// deadline keeps TIMED_OUT; answers after the deadline are ignored.
 
 const ANSWER = { REFUSED: 0, WITHIN: 1, MISSING: 2, FAILED: 3, TIMED_OUT: 4 };
 
@@ -77,7 +77,7 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
       (others ??= []).push(scale, answer);
     }
   }
-  if (first === null) return codes;
+  if (first === null) return resume(ticket, codes, -1);
   return new Promise((resolve, reject) => {
     let left = others === null ? 1 : 1 + (others.length >> 1);
     let done = false;
