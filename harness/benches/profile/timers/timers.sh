@@ -18,6 +18,6 @@ const w :Workerd.Worker = (
   compatibilityDate = "2026-11-17",
 );
 EOT
-for V in none settimeout noclear wait abort; do
+for V in none settimeout noclear wait abort abortlisten; do
   "$HERE/../instructions.sh" "$D" "${1:-2000}" "${2:-1000}" "/api/$V" | sed "s#^[^:]*:#/api/$V:#"
 done

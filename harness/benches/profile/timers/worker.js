@@ -20,6 +20,9 @@ export default {
       case "/api/abort": // AbortSignal.timeout, no listener yet
         for (let i = 0; i < K; i++) AbortSignal.timeout(500);
         break;
+      case "/api/abortlisten": // the same with the listener a race needs
+        for (let i = 0; i < K; i++) AbortSignal.timeout(500).addEventListener("abort", noop);
+        break;
       default:
         break;
     }
