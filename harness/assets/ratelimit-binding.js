@@ -146,10 +146,20 @@ class HarnessCore {
     this.#scope = scope;
   }
 
-  async limit(options) {
+  // The answer: the object itself when it is known at once (no store),
+  // else a promise of it (asked of the store). A validation error is thrown
+  // here; Ratelimit.limit turns it into a rejection, so a caller sees what
+  // the simulator's async method gives (a rejected promise, never a throw)
+  // without the promises an async method costs on every healthy call.
+  answer(options) {
     check(typeof options === "object" && options !== null, "invalid rate limit options");
-    const extra = Object.keys(options).filter((k) => !OPTION_KEYS.includes(k));
-    check(extra.length === 0, `bad rate limit options: [${extra.join(",")}]`);
+    const names = Object.keys(options);
+    for (let i = 0; i < names.length; i++) {
+      if (!OPTION_KEYS.includes(names[i])) {
+        const extra = names.filter((k) => !OPTION_KEYS.includes(k));
+        check(false, `bad rate limit options: [${extra.join(",")}]`);
+      }
+    }
     const { key = "", limit = this.#limit, period = this.#period, delta = 1 } = options;
     check(typeof key === "string", `invalid key: ${key}`);
     check(typeof limit === "number", `limit must be a number: ${limit}`);
@@ -157,18 +167,7 @@ class HarnessCore {
     check(PERIODS.includes(period), `unsupported period: ${period}`);
     const weight = toDelta(delta);
 
-    if (this.#store !== null) {
-      const body = JSON.stringify({
-        scope: this.#scope,
-        namespace: this.#namespace,
-        period,
-        limit,
-        key,
-        delta: weight,
-      });
-      const response = await this.#store.fetch("http://binding-store/limit", { method: "POST", body });
-      return response.json();
-    }
+    if (this.#store !== null) return this.#askStore(key, limit, period, weight);
     const window = Math.floor((Date.now() + clockOffsetMs) / (period * 1000));
     const map = counters(this.#namespace);
     const id = `${period}:${key}`;
@@ -180,6 +179,19 @@ class HarnessCore {
     if (bucket.count >= limit) return { success: false };
     bucket.count += weight;
     return { success: true };
+  }
+
+  async #askStore(key, limit, period, weight) {
+    const body = JSON.stringify({
+      scope: this.#scope,
+      namespace: this.#namespace,
+      period,
+      limit,
+      key,
+      delta: weight,
+    });
+    const response = await this.#store.fetch("http://binding-store/limit", { method: "POST", body });
+    return response.json();
   }
 }
 
@@ -243,14 +255,35 @@ class Ratelimit {
       case "hanging":
         return new Promise(() => {});
     }
-    // Both cores are async, so a validation error is a rejection, never a throw.
-    const outcome = Promise.resolve()
-      .then(() => this.#core.limit(options))
+    const outcome = this.#ask(options, state);
+    return typeof behaviour === "object" ? delayed(outcome, behaviour.slow_ms) : outcome;
+  }
+
+  // The core's answer as a promise; a validation error is a rejection, never
+  // a throw (both cores behave as the simulator's async method), counted in
+  // `invalid`, as is any other rejection of the core.
+  #ask(options, state) {
+    const core = this.#core;
+    if (core instanceof HarnessCore) {
+      let answer;
+      try {
+        answer = core.answer(options);
+      } catch (error) {
+        state.invalid++;
+        return Promise.reject(error);
+      }
+      if (!(answer instanceof Promise)) return Promise.resolve(answer);
+      return answer.catch((error) => {
+        state.invalid++;
+        throw error;
+      });
+    }
+    return Promise.resolve()
+      .then(() => core.limit(options))
       .catch((error) => {
         state.invalid++;
         throw error;
       });
-    return typeof behaviour === "object" ? delayed(outcome, behaviour.slow_ms) : outcome;
   }
 
   __harnessSetBehaviour(behaviour) {

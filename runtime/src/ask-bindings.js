@@ -10,12 +10,12 @@
 // at most MAX_ASKS asks; `names` comes from bindingKeys, once per gate. The
 // answer codes (ANSWER below) travel packed in one number, code i times
 // 8 ** i, so no array crosses back. When no binding was asked (all missing,
-// or all threw) it returns that number; else it returns the promise of
-// resume(ticket, codes, settledAtMs), called once every asked binding
-// answered or the deadline passed; settledAtMs is Date.now() then if a
-// binding failed or timed out, else -1: the clock (a workerd API call) is
-// read only when the time moves a cool-off. A binding that misses the deadline keeps TIMED_OUT;
-// answers after the deadline are ignored.
+// or all threw) it returns resume(ticket, codes, -1), called at once; else
+// the promise of resume(ticket, codes, settledAtMs), called once every asked
+// binding answered or the deadline passed; settledAtMs is Date.now() then if
+// a binding failed or timed out, else -1: the clock (a workerd API call) is
+// read only when the time moves a cool-off. A binding that misses the
+// deadline keeps TIMED_OUT; answers after the deadline are ignored.
 
 const ANSWER = { REFUSED: 0, WITHIN: 1, MISSING: 2, FAILED: 3, TIMED_OUT: 4 };
 
@@ -33,16 +33,6 @@ function judge(value) {
   return ANSWER.FAILED;
 }
 
-function pack(codes) {
-  let packed = 0;
-  let scale = 1;
-  for (const code of codes) {
-    packed += code * scale;
-    scale *= 8;
-  }
-  return packed;
-}
-
 // The binding names as property keys: a string decoded from wasm is not
 // internalized, and looking one up in `env` then takes V8's slow path on
 // every request; the keys of an object literal are internalized once here.
@@ -51,55 +41,74 @@ export function bindingKeys(names) {
 }
 
 export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) {
-  const codes = new Array(Math.min(asks.length >> 1, MAX_ASKS));
-  const pending = [];
+  const count = Math.min(asks.length >> 1, MAX_ASKS);
+  // The codes packed as they become known (code i times 8 ** i): an ask
+  // waited for holds TIMED_OUT until its answer replaces it.
+  let codes = 0;
+  let troubled = false;
+  // The answers to wait for: the first apart, the others (rare: a route's
+  // own limit) as [scale, answer, ...], so one ask allocates no array.
+  let first = null;
+  let firstScale = 0;
+  let others = null;
   let offset = 0;
-  for (let i = 0; i < codes.length; i++) {
+  for (let i = 0, scale = 1; i < count; i++, scale *= 8) {
     const units = asks[2 * i + 1];
     const key = units === keys.length ? keys : keys.slice(offset, offset + units);
     offset += units;
     const binding = env[names[asks[2 * i]]];
     if (binding === undefined || binding === null) {
-      codes[i] = ANSWER.MISSING;
+      codes += ANSWER.MISSING * scale;
       continue;
     }
+    let answer;
     try {
-      pending.push(i, binding.limit({ key }));
-      codes[i] = ANSWER.TIMED_OUT;
+      answer = binding.limit({ key });
     } catch {
-      codes[i] = ANSWER.FAILED;
+      codes += ANSWER.FAILED * scale;
+      troubled = true;
+      continue;
+    }
+    codes += ANSWER.TIMED_OUT * scale;
+    if (first === null) {
+      first = answer;
+      firstScale = scale;
+    } else {
+      (others ??= []).push(scale, answer);
     }
   }
-  if (pending.length === 0) return pack(codes);
+  if (first === null) return resume(ticket, codes, -1);
   return new Promise((resolve, reject) => {
-    let left = pending.length >> 1;
+    let left = others === null ? 1 : 1 + (others.length >> 1);
     let done = false;
     const finish = () => {
       if (done) return;
       done = true;
       clearTimeout(timer);
       try {
-        let troubled = false;
-        for (const code of codes) if (code === ANSWER.FAILED || code === ANSWER.TIMED_OUT) troubled = true;
-        resolve(resume(ticket, pack(codes), troubled ? Date.now() : -1));
+        // A binding still unanswered timed out.
+        resolve(resume(ticket, codes, troubled || left > 0 ? Date.now() : -1));
       } catch (error) {
         reject(error);
       }
     };
+    const settle = (scale, code) => {
+      if (done) return;
+      codes += (code - ANSWER.TIMED_OUT) * scale;
+      if (code === ANSWER.FAILED) troubled = true;
+      if (--left === 0) finish();
+    };
     const timer = setTimeout(finish, deadlineMs);
-    for (let p = 0; p < pending.length; p += 2) {
-      const i = pending[p];
-      Promise.resolve(pending[p + 1]).then(
-        (value) => {
-          if (done) return;
-          codes[i] = judge(value);
-          if (--left === 0) finish();
-        },
-        () => {
-          if (done) return;
-          codes[i] = ANSWER.FAILED;
-          if (--left === 0) finish();
-        },
+    Promise.resolve(first).then(
+      (value) => settle(firstScale, judge(value)),
+      () => settle(firstScale, ANSWER.FAILED),
+    );
+    if (others === null) return;
+    for (let p = 0; p < others.length; p += 2) {
+      const scale = others[p];
+      Promise.resolve(others[p + 1]).then(
+        (value) => settle(scale, judge(value)),
+        () => settle(scale, ANSWER.FAILED),
       );
     }
   });

@@ -369,24 +369,7 @@ impl Limiter {
             Counting::Redis { connection, .. } => Some(connection),
             Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => None,
         };
-        let route = self
-            .routes
-            .iter()
-            .filter(|(route, _)| route == path)
-            .map(|(route, limit)| {
-                let mut key = String::with_capacity(route.len() + 1 + subject_key.len());
-                key.push_str(route);
-                key.push('|');
-                key.push_str(&subject_key);
-                (*limit, key, route.clone())
-            });
-        std::iter::once((
-            subject.limit(),
-            subject_key.clone(),
-            subject.policy().to_owned(),
-        ))
-        .chain(route)
-        .map(|(limit, key, policy)| Check {
+        let check = |limit: Limit, key: String, policy: String| Check {
             binding: self
                 .plan
                 .binding_for(limit)
@@ -395,8 +378,25 @@ impl Limiter {
             limit,
             key,
             policy,
-        })
-        .collect()
+        };
+        let routes = self.routes.iter().filter(|(route, _)| route == path);
+        let mut checks = Vec::with_capacity(1 + routes.clone().count());
+        // The subject's check first; its key is moved in once the route keys
+        // that contain it are built (no copy of it per request).
+        checks.push(check(
+            subject.limit(),
+            String::new(),
+            subject.policy().to_owned(),
+        ));
+        for (route, limit) in routes {
+            let mut key = String::with_capacity(route.len() + 1 + subject_key.len());
+            key.push_str(route);
+            key.push('|');
+            key.push_str(&subject_key);
+            checks.push(check(*limit, key, route.clone()));
+        }
+        checks[0].key = subject_key;
+        checks
     }
 
     /// Which checks' bindings to ask now, one flag per check: false for a

@@ -34,11 +34,13 @@ extern "C" {
 
     /// Asks bindings of `env` at once, racing `deadline_ms`: ask `i` is the
     /// binding `names[asks[2i]]` with the key of the next `asks[2i + 1]`
-    /// UTF-16 units of `keys` (the keys written one after another). Returns
-    /// the answer codes packed in a number (code `i` times `8^i`; codes in
-    /// `ask-bindings.js`, `ANSWER`) when no binding was asked, else the
-    /// promise of `resume(ticket, codes, settled_at_ms)`.
-    #[wasm_bindgen(js_name = askBindings)]
+    /// UTF-16 units of `keys` (the keys written one after another), and
+    /// `resume(ticket, codes, settled_at_ms)` gets the answer codes packed in
+    /// a number (code `i` times `8^i`; codes in `ask-bindings.js`,
+    /// `ANSWER`). Returns what `resume` returned when no binding was asked
+    /// (it is called before this returns), else the promise of it; an error
+    /// `resume` (or the helper) threw is `Err`.
+    #[wasm_bindgen(catch, js_name = askBindings)]
     fn ask_bindings_js(
         env: &JsValue,
         names: &JsValue,
@@ -47,7 +49,7 @@ extern "C" {
         deadline_ms: u32,
         resume: &Resume,
         ticket: u32,
-    ) -> JsValue;
+    ) -> Result<JsValue, JsValue>;
 }
 
 #[wasm_bindgen]
@@ -319,6 +321,9 @@ impl Gate {
             parked_at_ms: js_sys::Date::now(),
             respond: Box::new(respond),
         });
+        // When every binding answered at once (missing, or threw), the
+        // helper resumes the request itself before returning: no second
+        // crossing to tell a number from a promise.
         let outcome = ask_bindings_js(
             env,
             &self.names,
@@ -328,11 +333,12 @@ impl Gate {
             &self.resume,
             ticket,
         );
-        match outcome.as_f64() {
-            // Every binding answered at once (missing, or threw).
-            Some(codes) => self.shared.resume(ticket, codes, -1.0),
-            None => Ok(outcome),
+        if outcome.is_err() {
+            // Thrown before or by the resume: the slot must not wait for a
+            // resume that may never come.
+            self.shared.unpark(ticket);
         }
+        outcome
     }
 
     /// The bindings to ask now (at most [`MAX_ASKS`]), as `askBindings`
@@ -340,8 +346,8 @@ impl Gate {
     /// keys one after another. Numbers and one string cross into
     /// JavaScript, not an array of strings made element by element.
     fn ask_list(&self, checks: &[Check], asked: &[bool]) -> (Vec<u32>, String) {
-        let mut asks = Vec::new();
-        let mut keys = String::new();
+        let mut asks = Vec::with_capacity(2 * checks.len().min(MAX_ASKS));
+        let mut keys = String::with_capacity(checks.iter().map(|c| c.key.len()).sum());
         let to_ask = checks
             .iter()
             .zip(asked)

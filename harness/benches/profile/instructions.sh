@@ -6,9 +6,9 @@
 # does not depend on the machine's load; the instructions of V8's optimising
 # compilers still at work are shown apart, for subtracting.
 #
-#   harness/benches/profile/instructions.sh /tmp/gate-configs/on [WARM=500] [N=1000]
+#   harness/benches/profile/instructions.sh /tmp/gate-configs/on [WARM=500] [N=1000] [PATH=/api/items]
 set -e
-D=$(cd "$1" && pwd); WARM=${2:-500}; N=${3:-1000}
+D=$(cd "$1" && pwd); WARM=${2:-500}; N=${3:-1000}; P=${4:-/api/items}
 HERE=$(cd "$(dirname "$0")" && pwd)
 W=${WORKERD:-$HERE/../../../tools/fixtures/workers/node_modules/@cloudflare/workerd-linux-64/bin/workerd}
 PORT=$((17000 + $$ % 900)); OUT=$(mktemp -d)
@@ -17,9 +17,9 @@ PORT=$((17000 + $$ % 900)); OUT=$(mktemp -d)
   >"$OUT/workerd.log" 2>&1) &
 VPID=$!
 i=0; until curl -s -o /dev/null "http://127.0.0.1:$PORT/health"; do sleep 1; i=$((i+1)); [ $i -gt 600 ] && exit 1; done
-node "$HERE/load.mjs" "$PORT" "$WARM"
+node "$HERE/load.mjs" "$PORT" "$WARM" "$P"
 callgrind_control -i on "$VPID" >/dev/null 2>&1
-node "$HERE/load.mjs" "$PORT" "$N"
+node "$HERE/load.mjs" "$PORT" "$N" "$P"
 callgrind_control -i off "$VPID" >/dev/null 2>&1
 callgrind_control -d "$VPID" >/dev/null 2>&1
 sleep 1; kill "$VPID"; wait "$VPID" 2>/dev/null || true

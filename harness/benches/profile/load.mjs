@@ -1,8 +1,10 @@
-// node load.mjs PORT N: N requests GET /api/items over 8 keep-alive
-// connections, each from the next of 50,000 addresses (as the workerd bench).
+// node load.mjs PORT N [PATH]: N requests GET PATH (default /api/items) over
+// 8 keep-alive connections, each from the next of 50,000 addresses (as the
+// workerd bench).
 import http from "node:http";
 
-const [port, n] = process.argv.slice(2).map(Number);
+const [port, n] = process.argv.slice(2, 4).map(Number);
+const path = process.argv[4] ?? "/api/items";
 const agent = new http.Agent({ keepAlive: true, maxSockets: 8 });
 let next = 0;
 let left = n;
@@ -13,7 +15,7 @@ const one = () =>
     const address = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}`;
     const headers = { "CF-Connecting-IP": address };
     http
-      .get({ host: "127.0.0.1", port, path: "/api/items", agent, headers }, (res) => {
+      .get({ host: "127.0.0.1", port, path, agent, headers }, (res) => {
         if (res.statusCode !== 200) failed++;
         res.resume();
         res.on("end", resolve);
