@@ -23,6 +23,11 @@ use crate::workerd::process::die_with_harness;
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
 /// How often a starting server or cluster is asked whether it is ready.
 const READY_POLL: Duration = Duration::from_millis(10);
+/// How long one PING of a starting server may take before it is asked again.
+const PING_TIMEOUT: Duration = Duration::from_secs(1);
+/// How many free ports a new server tries: another process may take the
+/// port between [`free_port`] and the server's bind (the server then exits).
+const START_ATTEMPTS: usize = 5;
 /// The hash slots of a Redis Cluster, shared out among its masters.
 const CLUSTER_SLOTS: u16 = 16_384;
 
@@ -48,6 +53,18 @@ pub enum RedisError {
     NotReady {
         /// The server's port.
         port: u16,
+    },
+    /// The server exited before it answered PING (its port taken, for one).
+    #[error(
+        "redis-server on port {port} exited before it was ready ({status}); its log ends:\n{log}"
+    )]
+    Exited {
+        /// The server's port.
+        port: u16,
+        /// Its exit status.
+        status: String,
+        /// The end of its log file.
+        log: String,
     },
     /// A command failed, or got no answer within [`READY_TIMEOUT`].
     #[error("redis command {command} on port {port} failed: {reason}")]
@@ -133,7 +150,19 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers PING.
     pub async fn start() -> Result<RedisServer, RedisError> {
-        Self::start_on(free_port()?, false).await
+        Self::start_free(false).await
+    }
+
+    /// Starts a server on a free port, on another one when the server exits
+    /// before it is ready (the port was taken meanwhile).
+    async fn start_free(cluster: bool) -> Result<RedisServer, RedisError> {
+        let mut attempt = 1;
+        loop {
+            match Self::start_on(free_port()?, cluster).await {
+                Err(RedisError::Exited { .. }) if attempt < START_ATTEMPTS => attempt += 1,
+                started => return started,
+            }
+        }
     }
 
     async fn start_on(port: u16, cluster: bool) -> Result<RedisServer, RedisError> {
@@ -155,6 +184,8 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .arg("--logfile")
+            .arg(self.log_path())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
@@ -175,15 +206,38 @@ impl RedisServer {
         let deadline = Instant::now() + READY_TIMEOUT;
         while Instant::now() < deadline {
             if self
-                .command(&["PING"])
+                .command_within(&["PING"], PING_TIMEOUT)
                 .await
                 .is_ok_and(|reply| reply == "PONG")
             {
                 return Ok(());
             }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                self.child = None;
+                return Err(RedisError::Exited {
+                    port: self.port,
+                    status: status.to_string(),
+                    log: self.log_tail(),
+                });
+            }
             tokio::time::sleep(READY_POLL).await;
         }
         Err(RedisError::NotReady { port: self.port })
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("redis.log")
+    }
+
+    /// The last lines of its log file.
+    fn log_tail(&self) -> String {
+        let log = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        let lines: Vec<&str> = log.lines().collect();
+        lines[lines.len().saturating_sub(10)..].join("\n")
     }
 
     /// Its port.
@@ -264,6 +318,11 @@ impl RedisServer {
     /// Runs one command on a connection of its own, returning the reply as
     /// text (a number as its digits, `OK` for a status reply).
     pub async fn command(&self, args: &[&str]) -> Result<String, RedisError> {
+        self.command_within(args, READY_TIMEOUT).await
+    }
+
+    /// [`RedisServer::command`], given up after `timeout`.
+    async fn command_within(&self, args: &[&str], timeout: Duration) -> Result<String, RedisError> {
         let failed = |reason: String| RedisError::Command {
             command: args.join(" "),
             port: self.port,
@@ -279,7 +338,7 @@ impl RedisServer {
             let mut connection = client.get_multiplexed_async_connection().await?;
             command.query_async::<String>(&mut connection).await
         };
-        tokio::time::timeout(READY_TIMEOUT, asked)
+        tokio::time::timeout(timeout, asked)
             .await
             .map_err(|_| failed("no answer".into()))?
             .map_err(|e| failed(e.to_string()))
@@ -299,19 +358,9 @@ impl RedisCluster {
     /// `cluster_state:ok` (Redis holds a new master back for about 2 s after
     /// it starts, so this takes that long at least).
     pub async fn start() -> Result<RedisCluster, RedisError> {
-        let mut ports = Vec::new();
-        while ports.len() < 3 {
-            let port = free_port()?;
-            if !ports.contains(&port) {
-                ports.push(port);
-            }
-        }
-        let nodes: Vec<RedisServer> = futures::future::try_join_all(
-            ports
-                .into_iter()
-                .map(|port| RedisServer::start_on(port, true)),
-        )
-        .await?;
+        // Two nodes given the same port: one exits, and tries another.
+        let nodes: Vec<RedisServer> =
+            futures::future::try_join_all((0..3).map(|_| RedisServer::start_free(true))).await?;
         let share = CLUSTER_SLOTS / nodes.len() as u16;
         for (i, node) in nodes.iter().enumerate() {
             let first = share * i as u16;
@@ -366,5 +415,40 @@ impl RedisCluster {
     /// The nodes, to kill, stop or pause them.
     pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
         &mut self.nodes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_server_whose_port_is_taken_is_reported_at_once_with_its_log() {
+        let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = taken.local_addr().expect("address").port();
+        let started = Instant::now();
+        let error = match RedisServer::start_on(port, false).await {
+            Ok(_) => panic!("a second server started on a taken port"),
+            Err(error) => error,
+        };
+        assert!(
+            started.elapsed() < READY_TIMEOUT / 2,
+            "waited {:?} for a server that had exited",
+            started.elapsed()
+        );
+        match error {
+            RedisError::Exited { port: p, log, .. } => {
+                assert_eq!(p, port);
+                assert!(log.contains("in use"), "log: {log}");
+            }
+            other => panic!("not Exited: {other}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fresh_server_answers() {
+        let server = RedisServer::start().await.expect("start");
+        assert_eq!(server.command(&["PING"]).await.expect("PING"), "PONG");
+        assert_eq!(server.command(&["DBSIZE"]).await.expect("DBSIZE"), "0");
     }
 }
