@@ -377,6 +377,12 @@ impl RedisCluster {
             ])
             .await?;
         }
+        // A config epoch each, as `redis-cli --cluster create` sets them: with
+        // all at 0 the nodes first settle the collision among themselves.
+        for (i, node) in nodes.iter().enumerate() {
+            node.command(&["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])
+                .await?;
+        }
         for other in &nodes[1..] {
             nodes[0]
                 .command(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()])
