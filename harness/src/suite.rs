@@ -17,8 +17,9 @@ use crate::workerd::{WorkerdChoice, find_workerd};
 /// scenarios test target's `--test-threads`): more than the 2 cores of the
 /// machines this runs on, because a scenario spends much of its time
 /// waiting (500 ms deadlines, probes, process starts) rather than
-/// computing; on 2 cores the default suite takes a median of ~10 s with 4
-/// at once against ~14 s with 2 (BENCHMARKS.md, issue 11).
+/// computing; on 2 cores the default suite took a median of ~10 s with 4
+/// at once against ~14 s with 2, and 6 gained nothing clear over 4
+/// (BENCHMARKS.md, issue 11).
 pub const DEFAULT_JOBS: usize = 4;
 
 /// One trial: a scenario ready to run, or a file that could not be read
