@@ -383,10 +383,14 @@ impl RedisCluster {
             node.command(&["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])
                 .await?;
         }
-        for other in &nodes[1..] {
-            nodes[0]
-                .command(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()])
-                .await?;
+        // Every node meets every other, so none waits for gossip to learn of
+        // a third one (with one meeting all, a node now and then came ready
+        // a second or more after the others).
+        for (i, node) in nodes.iter().enumerate() {
+            for other in &nodes[i + 1..] {
+                node.command(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()])
+                    .await?;
+            }
         }
         let deadline = Instant::now() + READY_TIMEOUT;
         for node in &nodes {
