@@ -302,17 +302,26 @@ impl RedisServer {
         self.command(&["SCRIPT", "FLUSH"]).await.map(drop)
     }
 
-    /// How many times each command ran, from `INFO commandstats`
-    /// (`evalsha` -> calls): the round trips a client made.
+    /// How many times `command` ran, from `INFO commandstats` (`evalsha` ->
+    /// calls): the round trips a client made.
     pub async fn command_calls(&self, command: &str) -> Result<u64, RedisError> {
+        Ok(self.commands_calls(&[command]).await?[0])
+    }
+
+    /// [`RedisServer::command_calls`] for each of `commands`, from one `INFO`.
+    pub async fn commands_calls(&self, commands: &[&str]) -> Result<Vec<u64>, RedisError> {
         let info = self.command(&["INFO", "commandstats"]).await?;
-        let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
-        Ok(info
-            .lines()
-            .find_map(|line| line.trim().strip_prefix(&prefix))
-            .and_then(|rest| rest.split(',').next())
-            .and_then(|calls| calls.parse().ok())
-            .unwrap_or(0))
+        Ok(commands
+            .iter()
+            .map(|command| {
+                let prefix = format!("cmdstat_{}:calls=", command.to_ascii_lowercase());
+                info.lines()
+                    .find_map(|line| line.trim().strip_prefix(&prefix))
+                    .and_then(|rest| rest.split(',').next())
+                    .and_then(|calls| calls.parse().ok())
+                    .unwrap_or(0)
+            })
+            .collect())
     }
 
     /// Runs one command on a connection of its own, returning the reply as

@@ -111,8 +111,9 @@ impl ScenarioRedis {
     pub async fn calls(&self) -> Result<RedisCalls, ScenarioRedisError> {
         let (mut evalsha, mut eval) = (0, 0);
         for server in self.servers() {
-            evalsha += server.command_calls("evalsha").await?;
-            eval += server.command_calls("eval").await?;
+            let calls = server.commands_calls(&["evalsha", "eval"]).await?;
+            evalsha += calls[0];
+            eval += calls[1];
         }
         Ok(RedisCalls {
             evalsha: Some(evalsha),
