@@ -313,7 +313,7 @@ pub struct Step {
     pub sleep_ms: Option<u64>,
     /// Call one binding's `limit()` directly, with raw options, and say what it must give.
     #[serde(default)]
-    pub limit: Option<crate::probe::LimitCall>,
+    pub limit: Option<crate::language::probe::LimitCall>,
     /// What the responses of a `send` must show.
     #[serde(default)]
     #[schemars(with = "Option<SendExpectations>")]
@@ -355,7 +355,7 @@ pub enum Action<'a> {
     /// Pause this many ms of real time.
     SleepMs(u64),
     /// One raw `limit()` call on a binding, and what it must give.
-    Limit(&'a crate::probe::LimitCall),
+    Limit(&'a crate::language::probe::LimitCall),
 }
 
 impl Step {
@@ -1021,8 +1021,8 @@ pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathB
         let Some(name) = path.file_name() else {
             continue;
         };
-        let is_expectations =
-            name == crate::expectations::FILE_NAME || name == crate::differential::FILE_NAME;
+        let is_expectations = name == crate::judge::expectations::FILE_NAME
+            || name == crate::judge::differential::FILE_NAME;
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let shown = shown_as.join(name);
             files.push((path, shown));

@@ -1,7 +1,7 @@
 //! Runs one scenario: starts its workerd processes, sets their clock,
 //! performs its steps, and records what it observed. Judging what was
-//! observed is [`crate::checks`]'s job; the clock's arithmetic is
-//! [`crate::clock`]'s; this module only does I/O.
+//! observed is [`crate::judge::checks`]'s job; the clock's arithmetic is
+//! [`crate::engine::clock`]'s; this module only does I/O.
 
 mod native_steps;
 
@@ -13,21 +13,21 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
-use crate::clock::{self, ScenarioClock};
-use crate::instance::Instance;
-use crate::native::NativeError;
-use crate::native::launch::{LaunchError, NativeLaunch};
-use crate::probe::{CallOutcome, CallRecord, LimitCall};
-use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
-use crate::scenario::{
+use crate::engine::clock::{self, ScenarioClock};
+use crate::language::probe::{CallOutcome, CallRecord, LimitCall};
+use crate::language::scenario::{
     ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, RedisCalls, SendRequests, WaitForRoom,
 };
-use crate::store::{ScenarioRedis, ScenarioRedisError};
-use crate::wasm::Deployable;
-use crate::workerd::config::{Counting, IsolateConfig, write_config};
-use crate::workerd::process::{LogLine, ProcessError};
-use crate::workerd::store::{SharedStoreError, fresh_scope};
-use crate::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
+use crate::world::instance::Instance;
+use crate::world::native::NativeError;
+use crate::world::native::launch::{LaunchError, NativeLaunch};
+use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
+use crate::world::wasm::Deployable;
+use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
+use crate::world::workerd::process::{LogLine, ProcessError};
+use crate::world::workerd::reference::{CountingCore, STORE_FLAGS, fresh_storage};
+use crate::world::workerd::store::{SharedStoreError, fresh_scope};
+use crate::world::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -593,7 +593,7 @@ impl<'a> Runner<'a> {
             Some(isolate) => format!("{}/limit", isolate.process.url()),
             None => return Err(failed(format!("isolate {} does not exist", call.isolate))),
         };
-        let body = crate::probe::control_body(call);
+        let body = crate::language::probe::control_body(call);
         let answer = self
             .control(ControlRequest::CallLimit, self.client.post(url).json(&body))
             .await?;

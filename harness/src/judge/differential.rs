@@ -1,5 +1,5 @@
 //! The differential check: one scenario observed on both counting cores
-//! (the harness's own and Cloudflare's simulator, see [`crate::reference`])
+//! (the harness's own and Cloudflare's simulator, see [`crate::world::workerd::reference`])
 //! must agree on what reached a binding and what came of it. Plain
 //! functions, no I/O; `harness/tests/differential.rs` runs the scenarios.
 //!
@@ -19,9 +19,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::{Observation, RequestRecord};
-pub use crate::expectations::ListError;
-use crate::expectations::ListFile;
-use crate::scenario::Prepared;
+pub use crate::judge::expectations::ListError;
+use crate::judge::expectations::ListFile;
+use crate::language::scenario::Prepared;
 
 /// The file, inside a scenarios directory, that lists the differences by design.
 pub const FILE_NAME: &str = "differential.toml";
@@ -282,14 +282,14 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::probe::{CallOutcome, CallRecord};
+    use crate::language::probe::{CallOutcome, CallRecord};
 
     fn prepared(steps: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("d.toml");
         let text = format!("[[scenario]]\nname = \"s\"\napplication_inline = '''\n'''\n{steps}");
         std::fs::write(&path, text).expect("write");
-        crate::scenario::load_file(&path, Path::new("d.toml"))
+        crate::language::scenario::load_file(&path, Path::new("d.toml"))
             .expect("loads")
             .remove(0)
     }

@@ -9,7 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
-use crate::scenario::{
+use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
 };
@@ -700,14 +700,14 @@ mod tests {
     use std::time::Duration;
 
     use crate::engine::{InstanceRecord, RequestRecord};
-    use crate::workerd::{LogLine, Stream};
+    use crate::world::workerd::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
     fn prepared(text: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.toml");
         std::fs::write(&path, text).expect("write");
-        let mut all = crate::scenario::load_file(&path, std::path::Path::new("s.toml"))
+        let mut all = crate::language::scenario::load_file(&path, std::path::Path::new("s.toml"))
             .unwrap_or_else(|e| panic!("{e}"));
         all.remove(0)
     }

@@ -119,7 +119,7 @@ mod tests {
                     [[scenario.steps]]\nlimit = { binding = \"B\", outcome = { resolves = { success = true } } }\n\
                     [[scenario.steps]]\nlimit = { binding = \"B\", outcome = \"pending\" }\n";
         std::fs::write(&path, text).expect("write");
-        let prepared = crate::scenario::load_file(&path, std::path::Path::new("p.toml"))
+        let prepared = crate::language::scenario::load_file(&path, std::path::Path::new("p.toml"))
             .expect("loads")
             .remove(0);
         let mut observation = Observation::default();
@@ -128,7 +128,7 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Resolves(serde_json::json!({"success": false})),
         });
-        let failures = crate::checks::check(&prepared, &observation);
+        let failures = crate::judge::checks::check(&prepared, &observation);
         assert_eq!(failures.len(), 2, "{failures:?}");
         assert_eq!(failures[0].expected, r#"resolves to {"success":true}"#);
         assert_eq!(failures[0].actual, r#"resolves to {"success":false}"#);
@@ -140,7 +140,7 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Pending,
         });
-        assert_eq!(crate::checks::check(&prepared, &observation), vec![]);
+        assert_eq!(crate::judge::checks::check(&prepared, &observation), vec![]);
     }
 
     #[test]

@@ -123,7 +123,7 @@ impl Verdict {
 impl Expectations {
     /// Reads `dir/expectations.toml` (none is an empty list), checking that
     /// every entry has a reason and names one of `known_trials`, whose files
-    /// are shown as under `shown_as` (see [`crate::scenario::scenario_files`]).
+    /// are shown as under `shown_as` (see [`crate::language::scenario::scenario_files`]).
     pub fn load(
         dir: &Path,
         shown_as: &Path,
