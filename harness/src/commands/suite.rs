@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
 use crate::engine::Environment;
-use crate::judge::expectations::{self, Expectations};
-use crate::language::scenario::{self, Prepared};
+use crate::judge::expectations::Expectations;
+use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
 use crate::world::wasm;
 use crate::world::workerd::reference::{
     CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError,
@@ -202,7 +202,7 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
     let expectations = match Expectations::load(dir, shown_as, &names) {
         Ok(expectations) => expectations,
         Err(error) => {
-            let name = format!("{}::(file)", expectations::FILE_NAME);
+            let name = format!("{EXPECTATIONS_FILE}::(file)");
             trials.push(Trial::Malformed {
                 name,
                 error: error.to_string(),

@@ -6,10 +6,12 @@
 //! It may use [`crate::world`] and [`crate::language`], nothing above.
 
 pub mod clock;
+pub mod limit_call;
+pub mod observation;
 mod runner;
 
+pub use observation::{CallRecord, InstanceRecord, Observation, RequestRecord};
 pub use runner::{
-    Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment,
-    InstanceRecord, MINUTE_ROOM, Observation, REQUEST_TIMEOUT, RequestRecord, WALL_MARGIN,
-    emulated_bindings, run, shares_count,
+    Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,
+    REQUEST_TIMEOUT, WALL_MARGIN, emulated_bindings, run, shares_count,
 };

@@ -10,8 +10,7 @@ use toml::Spanned;
 
 use runtime::config::Location;
 
-/// The file's name inside a scenarios directory.
-pub const FILE_NAME: &str = "expectations.toml";
+use crate::language::scenario::EXPECTATIONS_FILE;
 
 /// Every version of workerd.
 pub const ANY_VERSION: &str = "*";
@@ -129,7 +128,7 @@ impl Expectations {
         shown_as: &Path,
         known_trials: &[&str],
     ) -> Result<Expectations, ListError> {
-        let Some((list, file)) = ListFile::read::<File>(dir.join(FILE_NAME))? else {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(EXPECTATIONS_FILE))? else {
             return Ok(Expectations::default());
         };
         let error = |offset: usize, message: String| list.error(offset, message);
@@ -215,7 +214,7 @@ mod tests {
 
     fn load(text: &str, known: &[&str]) -> Result<Expectations, ListError> {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join(FILE_NAME), text).expect("write");
+        std::fs::write(dir.path().join(EXPECTATIONS_FILE), text).expect("write");
         Expectations::load(dir.path(), Path::new(""), known)
     }
 
