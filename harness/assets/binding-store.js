@@ -6,7 +6,7 @@
 // {success: false} and nothing is counted; otherwise the call adds its delta
 // (validated by ratelimit-binding.js, 1 unless the call set it).
 //
-// One process serves a whole run (harness/src/workerd/store.rs): every
+// One process serves a whole run (harness/src/world/workerd/store.rs): every
 // scenario counts in a scope of its own, with its own counters and its own
 // clock, so no scenario sees another's counts or time.
 //

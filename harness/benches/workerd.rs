@@ -55,9 +55,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use harness::engine::Environment;
-use harness::scenario::Behaviour;
-use harness::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
-use harness::workerd::{EmulatedBinding, WorkerdProcess};
+use harness::language::scenario::Behaviour;
+use harness::world::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
+use harness::world::workerd::{EmulatedBinding, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -281,9 +281,9 @@ struct Bench {
 
 impl Bench {
     fn new() -> Result<Bench, Error> {
-        let env = harness::suite::prepare_environment()?;
+        let env = harness::commands::suite::prepare_environment()?;
         let application_toml =
-            std::fs::read_to_string(harness::paths::repo_root().join(APPLICATION))?;
+            std::fs::read_to_string(harness::world::paths::repo_root().join(APPLICATION))?;
         let app = Application::from_toml(&application_toml)
             .map_err(|d| d.render(APPLICATION).to_string())?;
         let dir = tempfile::Builder::new()

@@ -1,27 +1,23 @@
 //! The conformance harness: proves the rate limiter inside a real, pinned workerd.
 //!
-//! Data flows one way: a scenario file ([`scenario`]) names an application
-//! description; `runtime` validates it and plans the bindings; [`workerd`]
-//! builds the deployable ([`wasm`]), generates a config with emulated bindings
-//! and starts the processes; [`engine`] fires the traffic and records what it
-//! observes; [`checks`] compares that with the scenario's expectations; and
-//! [`report`] prints it for people and for CI.
+//! It is built in layers, each a folder, each importing only the layers
+//! below it (`tests/architecture.rs` holds it to that):
+//!
+//! - [`commands`]: what the command line and the test targets call: a
+//!   scenarios directory run as trials, the report, the edge-compatibility
+//!   job, `wrangler --write`.
+//! - [`judge`]: what was observed, judged against what a scenario expects,
+//!   the expected failures, and the two counting cores compared. No I/O.
+//! - [`engine`]: runs one scenario's steps in the world and records what it
+//!   observed.
+//! - [`world`]: the processes and files a scenario runs in: workerd and its
+//!   configs, the binding stores and the reference core, native instances,
+//!   Redis, the wasm build.
+//! - [`language`]: the scenario files QA write: the model, parsing with
+//!   located errors, the JSON Schema.
 
-pub mod checks;
-pub mod clock;
-pub mod differential;
-pub mod edge;
+pub mod commands;
 pub mod engine;
-pub mod expectations;
-pub mod instance;
-pub mod native;
-pub mod paths;
-pub mod probe;
-pub mod redis;
-pub mod reference;
-pub mod report;
-pub mod scenario;
-pub mod store;
-pub mod suite;
-pub mod wasm;
-pub mod workerd;
+pub mod judge;
+pub mod language;
+pub mod world;

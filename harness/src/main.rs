@@ -5,19 +5,20 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use harness::edge::{self, Side, TimingThreshold};
+use harness::commands::edge::{self, Side, TimingThreshold};
+use harness::commands::report::{self, Counts};
+use harness::commands::suite::DEFAULT_JOBS;
+use harness::commands::suite::{self, Suite};
+use harness::commands::wrangler_file;
 use harness::engine::Environment;
-use harness::expectations::Verdict;
-use harness::reference::{CoreChoice, CountingCore};
-use harness::report::{self, Counts};
-use harness::suite::DEFAULT_JOBS;
-use harness::suite::{self, Suite};
-use harness::workerd::WorkerdChoice;
-use harness::workerd::find::{binary_in, install_version, newest_npm_version, pinned_npm_version};
+use harness::judge::expectations::Verdict;
+use harness::world::workerd::WorkerdChoice;
+use harness::world::workerd::find::{
+    binary_in, install_version, newest_npm_version, pinned_npm_version,
+};
+use harness::world::workerd::reference::{CoreChoice, CountingCore};
 use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
-
-mod wrangler_file;
 
 #[derive(Parser)]
 #[command(
@@ -204,7 +205,7 @@ fn native(application: &Path, deployable: &str, instances: usize, redis: bool) -
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(harness::native::serve::serve(
+    match runtime.block_on(harness::world::native::serve::serve(
         application,
         deployable,
         instances,
@@ -298,8 +299,8 @@ fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
     let (dir, shown_as) = match scenarios {
         Some(dir) => (dir.clone(), dir),
         None => (
-            harness::paths::scenarios_dir(),
-            PathBuf::from(harness::paths::SCENARIOS_SHOWN_AS),
+            harness::world::paths::scenarios_dir(),
+            PathBuf::from(harness::world::paths::SCENARIOS_SHOWN_AS),
         ),
     };
     suite::discover(&dir, &shown_as).map_err(|e| {
@@ -383,7 +384,7 @@ fn edge_compat(
         Ok(suite) => suite,
         Err(code) => return code,
     };
-    let pinned_npm = match pinned_npm_version(&harness::paths::pinned_workerd_dir()) {
+    let pinned_npm = match pinned_npm_version(&harness::world::paths::pinned_workerd_dir()) {
         Ok(v) => v,
         Err(e) => {
             eprintln!("harness: {e}");
@@ -437,17 +438,19 @@ fn edge_compat(
         "harness: every scenario on workerd {} with Cloudflare's simulator as the counting core",
         newest_env.workerd.version
     );
-    let reference_env =
-        match CountingCore::prepare(CoreChoice::Reference, &harness::paths::pinned_workerd_dir()) {
-            Ok(core) => Environment {
-                core,
-                ..newest_env.clone()
-            },
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return ExitCode::from(2);
-            }
-        };
+    let reference_env = match CountingCore::prepare(
+        CoreChoice::Reference,
+        &harness::world::paths::pinned_workerd_dir(),
+    ) {
+        Ok(core) => Environment {
+            core,
+            ..newest_env.clone()
+        },
+        Err(e) => {
+            eprintln!("harness: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let reference = suite.run_all(&reference_env, None, true, jobs);
 
     let pinned = Side {

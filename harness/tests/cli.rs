@@ -463,7 +463,7 @@ fn wrangler_write_writes_nothing_for_an_invalid_description_or_file() {
 /// know which one that is, or the command fails before the harness starts.
 #[test]
 fn cargo_run_p_harness_runs_the_harness() {
-    let manifest_path = harness::paths::repo_root().join("harness/Cargo.toml");
+    let manifest_path = harness::world::paths::repo_root().join("harness/Cargo.toml");
     let text = std::fs::read_to_string(&manifest_path).expect("harness/Cargo.toml");
     let manifest: toml::Table = toml::from_str(&text).expect("a TOML manifest");
     let binaries = manifest

@@ -6,12 +6,12 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::workerd::WorkerdProcess;
-use harness::workerd::process::ProcessError;
+use harness::world::workerd::WorkerdProcess;
+use harness::world::workerd::process::ProcessError;
 
 #[test]
 fn a_refused_config_is_reported_with_workerds_stderr() {
-    let env = harness::suite::prepare_environment().expect("environment");
+    let env = harness::commands::suite::prepare_environment().expect("environment");
     let dir = tempfile::tempdir().expect("temp dir");
     let config = dir.path().join("config.capnp");
     std::fs::write(&config, "using Workerd = import \"/workerd/workerd.capnp\";\nconst config :Workerd.Config = (servicez = []);\n")

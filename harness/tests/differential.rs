@@ -2,7 +2,7 @@
 //! `scenarios/` with a Workers deployable runs on both counting cores, the harness's own and
 //! Cloudflare's simulator (miniflare, pinned beside workerd), and the two
 //! must agree on every status sequence, count, raw `limit()` outcome and key
-//! that reached a binding ([`harness::differential`]). Differences by design
+//! that reached a binding ([`harness::judge::differential`]). Differences by design
 //! are listed in `scenarios/differential.toml` with a reason; a listed
 //! scenario whose cores agree fails. Slow scenarios are ignored unless
 //! `--include-ignored`, as in the scenarios target.
@@ -10,13 +10,13 @@
 use std::process::ExitCode;
 use std::sync::{Arc, OnceLock};
 
-use harness::differential::{self, ListedDifferences};
+use harness::commands::suite::{self, Trial};
 use harness::engine::{self, Environment, Observation};
-use harness::paths::{SCENARIOS_SHOWN_AS, pinned_workerd_dir, scenarios_dir};
-use harness::reference::{CoreChoice, CountingCore};
-use harness::scenario::Prepared;
-use harness::suite::{self, Trial};
-use harness::workerd::WorkerdChoice;
+use harness::judge::differential::{self, ListedDifferences};
+use harness::language::scenario::Prepared;
+use harness::world::paths::{SCENARIOS_SHOWN_AS, pinned_workerd_dir, scenarios_dir};
+use harness::world::workerd::WorkerdChoice;
+use harness::world::workerd::reference::{CoreChoice, CountingCore};
 use libtest_mimic::{Arguments, Failed};
 
 /// The same workerd and deployable, once with each core.

@@ -26,7 +26,7 @@ fn scenarios(dir: &Path, expectations: &str) {
 }
 
 fn pinned_npm_version() -> String {
-    harness::workerd::find::pinned_npm_version(&harness::paths::pinned_workerd_dir())
+    harness::world::workerd::find::pinned_npm_version(&harness::world::paths::pinned_workerd_dir())
         .expect("the pin")
 }
 

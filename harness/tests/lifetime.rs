@@ -10,8 +10,8 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use harness::workerd::WorkerdProcess;
-use harness::workerd::config::{Counting, IsolateConfig, write_config};
+use harness::world::workerd::WorkerdProcess;
+use harness::world::workerd::config::{Counting, IsolateConfig, write_config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -119,7 +119,7 @@ fn sigkill_of_the_harness_leaves_no_workerd() {
 
 #[test]
 fn a_panic_while_workerd_runs_leaves_no_workerd() {
-    let env = harness::suite::prepare_environment().expect("environment");
+    let env = harness::commands::suite::prepare_environment().expect("environment");
     let dir = tempfile::tempdir().expect("temp dir");
     let config = IsolateConfig {
         application_toml: APP,
@@ -259,7 +259,7 @@ fn a_panic_while_redis_runs_leaves_no_redis_server() {
             .build()
             .expect("runtime");
         runtime.block_on(async {
-            let server = harness::redis::RedisServer::start()
+            let server = harness::world::redis::RedisServer::start()
                 .await
                 .expect("redis-server");
             pid_tx.send(server.pid().expect("a pid")).expect("send pid");

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 mod common;
 
-use harness::native::NativeProcess;
-use harness::redis::RedisServer;
+use harness::world::native::NativeProcess;
+use harness::world::redis::RedisServer;
 
 /// Waits, if need be, until at least `room` is left in the current minute,
 /// so no count of the test straddles a window.

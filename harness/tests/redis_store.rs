@@ -12,7 +12,7 @@ use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use harness::redis::{RedisCluster, RedisServer};
+use harness::world::redis::{RedisCluster, RedisServer};
 
 mod common;
 use runtime::Subject;
@@ -171,7 +171,7 @@ async fn redis_down_counts_in_each_instances_memory_and_logs_once_each() {
 #[tokio::test]
 async fn nothing_listening_from_the_start_is_missing() {
     let (lines, _guard) = Lines::capture();
-    let port = harness::redis::free_port().expect("port");
+    let port = harness::world::redis::free_port().expect("port");
     let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 2);
     assert_eq!(
         passed(&gates, &address("192.0.2.1"), "/api/items", 250).await,

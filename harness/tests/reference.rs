@@ -5,10 +5,10 @@
 
 use std::time::Instant;
 
-use harness::paths::pinned_workerd_dir;
-use harness::reference::{STORE_FLAGS, Simulator, fresh_storage};
-use harness::workerd::WorkerdProcess;
-use harness::workerd::{WorkerdChoice, find_workerd};
+use harness::world::paths::pinned_workerd_dir;
+use harness::world::workerd::WorkerdProcess;
+use harness::world::workerd::reference::{STORE_FLAGS, Simulator, fresh_storage};
+use harness::world::workerd::{WorkerdChoice, find_workerd};
 
 /// `POST /clock`, as the engine sets the scenario clock of every process.
 async fn set_clock(client: &reqwest::Client, base: &str, offset_ms: i64) {

@@ -3,9 +3,9 @@
 
 use std::path::Path;
 
-use harness::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
-use harness::scenario::{self, load_file};
-use harness::suite::{self, Trial};
+use harness::commands::suite::{self, Trial};
+use harness::language::scenario::{self, load_file};
+use harness::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
 
 fn schema_path() -> std::path::PathBuf {
     scenarios_dir().join("scenario.schema.json")
@@ -249,9 +249,9 @@ fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
 
 /// The pinned taplo (the engine of Even Better TOML), installed on first use.
 fn taplo() -> std::path::PathBuf {
-    let dir = harness::paths::repo_root().join("tools/fixtures/taplo");
+    let dir = harness::world::paths::repo_root().join("tools/fixtures/taplo");
     let bin = dir.join("node_modules/.bin/taplo");
-    harness::workerd::find::npm_ci_unless(&dir, &[&bin], "taplo is not installed", &[])
+    harness::world::workerd::find::npm_ci_unless(&dir, &[&bin], "taplo is not installed", &[])
         .unwrap_or_else(|e| panic!("{e}"));
     bin
 }

@@ -9,11 +9,11 @@
 use std::process::ExitCode;
 use std::sync::{Mutex, OnceLock};
 
+use harness::commands::report::TrialOutcome;
+use harness::commands::suite::{self, TrialDurations};
 use harness::engine::Environment;
-use harness::expectations::Verdict;
-use harness::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
-use harness::report::TrialOutcome;
-use harness::suite::{self, TrialDurations};
+use harness::judge::expectations::Verdict;
+use harness::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
 use libtest_mimic::{Arguments, Failed};
 
 fn main() -> ExitCode {

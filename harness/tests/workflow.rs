@@ -8,12 +8,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn lint_dir() -> PathBuf {
-    harness::paths::repo_root().join("tools/fixtures/ci-lint")
+    harness::world::paths::repo_root().join("tools/fixtures/ci-lint")
 }
 
 fn validator() -> PathBuf {
     let bin = lint_dir().join("node_modules/.bin/action-validator");
-    harness::workerd::find::npm_ci_unless(
+    harness::world::workerd::find::npm_ci_unless(
         &lint_dir(),
         &[&bin],
         "action-validator is not installed",
@@ -37,7 +37,7 @@ fn validate(file: &Path) -> (bool, String) {
 }
 
 fn workflow() -> PathBuf {
-    harness::paths::repo_root().join(".github/workflows/edge-compat.yml")
+    harness::world::paths::repo_root().join(".github/workflows/edge-compat.yml")
 }
 
 fn pull_request_workflow() -> PathBuf {
@@ -89,7 +89,7 @@ fn the_workflow_runs_nightly_and_on_demand_and_keeps_its_reports() {
         assert!(text.contains(needed), "the workflow lacks `{needed}`");
     }
     assert!(
-        harness::paths::repo_root()
+        harness::world::paths::repo_root()
             .join("tools/edge-compat")
             .is_file()
     );

@@ -8,13 +8,13 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 
 fn wrangler_dir() -> PathBuf {
-    harness::paths::repo_root().join("tools/fixtures/wrangler")
+    harness::world::paths::repo_root().join("tools/fixtures/wrangler")
 }
 
 /// Wrangler's schema, installing the package (without its install scripts) when missing.
 fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
-    harness::workerd::find::npm_ci_unless(
+    harness::world::workerd::find::npm_ci_unless(
         &wrangler_dir(),
         &[&path],
         "wrangler is not installed",

@@ -29,8 +29,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use harness::native::{NativeProcess, fixture_path};
-use harness::redis::RedisServer;
+use harness::world::native::{NativeProcess, fixture_path};
+use harness::world::redis::RedisServer;
 use runtime::Subject;
 use runtime::native::{AddressSource, NativeGate};
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Writes the throughput bench's four workerd configs (off, on = in-isolate
 # binding, memory, js = the JavaScript gate) for the deployable glued in
-# BINDGEN_DIR, each in OUT/VARIANT, shaped as harness/src/workerd/config.rs
+# BINDGEN_DIR, each in OUT/VARIANT, shaped as harness/src/world/workerd/config.rs
 # writes them, with `v8Flags = ["--no-liftoff"]` so wasm runs optimised code
 # from the first request (counts are then steady from the start).
 #

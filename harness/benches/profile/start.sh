@@ -4,7 +4,7 @@
 # deployable's gate), every thread counted under valgrind's
 # callgrind, so the figure does not depend on the machine's load. Prints the
 # total and the inclusive share of the phases the suite pays for at every
-# start (harness/src/workerd/process.rs starts one workerd per isolate).
+# start (harness/src/world/workerd/process.rs starts one workerd per isolate).
 #
 #   harness/benches/profile/start.sh /tmp/gate-configs/on
 set -e

@@ -24,6 +24,14 @@ pub const SLOW_TAG: &str = "slow";
 /// The key in `bindings` that stands for every planned binding.
 pub const ALL_BINDINGS: &str = "*";
 
+/// The file of a scenarios directory that lists the scenarios expected to
+/// fail, each with its reason: not a scenario file.
+pub const EXPECTATIONS_FILE: &str = "expectations.toml";
+
+/// The file of a scenarios directory that lists where the two counting
+/// cores differ by design, each with its reason: not a scenario file.
+pub const DIFFERENTIAL_FILE: &str = "differential.toml";
+
 /// A scenario file as written.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -313,7 +321,7 @@ pub struct Step {
     pub sleep_ms: Option<u64>,
     /// Call one binding's `limit()` directly, with raw options, and say what it must give.
     #[serde(default)]
-    pub limit: Option<crate::probe::LimitCall>,
+    pub limit: Option<crate::language::probe::LimitCall>,
     /// What the responses of a `send` must show.
     #[serde(default)]
     #[schemars(with = "Option<SendExpectations>")]
@@ -355,7 +363,7 @@ pub enum Action<'a> {
     /// Pause this many ms of real time.
     SleepMs(u64),
     /// One raw `limit()` call on a binding, and what it must give.
-    Limit(&'a crate::probe::LimitCall),
+    Limit(&'a crate::language::probe::LimitCall),
 }
 
 impl Step {
@@ -1021,8 +1029,7 @@ pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathB
         let Some(name) = path.file_name() else {
             continue;
         };
-        let is_expectations =
-            name == crate::expectations::FILE_NAME || name == crate::differential::FILE_NAME;
+        let is_expectations = name == EXPECTATIONS_FILE || name == DIFFERENTIAL_FILE;
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let shown = shown_as.join(name);
             files.push((path, shown));

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::{NativeError, NativeProcess, fixture_path};
-use crate::store::StoreAddress;
+use crate::world::scenario_redis::StoreAddress;
 
 /// Why a native scenario's instances could not be prepared.
 #[derive(Debug, thiserror::Error)]

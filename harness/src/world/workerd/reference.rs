@@ -21,7 +21,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::workerd::find::{FindError, install_pinned};
+use crate::world::workerd::find::{FindError, install_pinned};
 
 /// The miniflare release the reference is pinned to: the one built on the
 /// pinned workerd (`tools/fixtures/workers/package.json`).
@@ -132,10 +132,10 @@ pub struct Simulator {
     shared_js: String,
 }
 
-const STORE_ENTRY_JS: &str = include_str!("../assets/reference/store-entry.js");
-const CLOCK_JS: &str = include_str!("../assets/reference/clock.js");
+const STORE_ENTRY_JS: &str = include_str!("../../../assets/reference/store-entry.js");
+const CLOCK_JS: &str = include_str!("../../../assets/reference/clock.js");
 /// The `fetcher` worker of the simulator's client in each isolate.
-pub const FORWARD_JS: &str = include_str!("../assets/reference/forward.js");
+pub const FORWARD_JS: &str = include_str!("../../../assets/reference/forward.js");
 /// The internal module name miniflare registers the client under.
 pub const CLIENT_MODULE: &str = "cloudflare-internal:ratelimit:module";
 

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::workerd::process::{Log, LogLine, Stream, die_with_harness};
+use crate::world::workerd::process::{Log, LogLine, Stream, die_with_harness};
 
 /// How long an instance may take to listen.
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);

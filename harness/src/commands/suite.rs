@@ -5,13 +5,15 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::commands::report::{self, TrialOutcome};
 use crate::engine::Environment;
-use crate::expectations::{self, Expectations};
-use crate::reference::{CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError};
-use crate::report::{self, TrialOutcome};
-use crate::scenario::{self, Prepared};
-use crate::wasm;
-use crate::workerd::{WorkerdChoice, find_workerd};
+use crate::judge::expectations::Expectations;
+use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
+use crate::world::wasm;
+use crate::world::workerd::reference::{
+    CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError,
+};
+use crate::world::workerd::{WorkerdChoice, find_workerd};
 
 /// Scenarios run at once by default (`harness run --jobs`, and the
 /// scenarios test target's `--test-threads`): more than the 2 cores of the
@@ -135,7 +137,7 @@ pub struct TrialDurations {
 
 impl TrialDurations {
     fn path() -> PathBuf {
-        crate::paths::repo_root().join("target/harness/trial-durations.json")
+        crate::world::paths::repo_root().join("target/harness/trial-durations.json")
     }
 
     /// The durations of earlier runs; none when there are none or the file
@@ -200,7 +202,7 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
     let expectations = match Expectations::load(dir, shown_as, &names) {
         Ok(expectations) => expectations,
         Err(error) => {
-            let name = format!("{}::(file)", expectations::FILE_NAME);
+            let name = format!("{EXPECTATIONS_FILE}::(file)");
             trials.push(Trial::Malformed {
                 name,
                 error: error.to_string(),
@@ -218,7 +220,7 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
 #[derive(Debug, thiserror::Error)]
 pub enum EnvironmentError {
     #[error(transparent)]
-    Workerd(#[from] crate::workerd::find::FindError),
+    Workerd(#[from] crate::world::workerd::find::FindError),
     #[error(transparent)]
     Build(#[from] wasm::BuildError),
     /// The counting core could not be chosen or prepared.
@@ -245,7 +247,7 @@ pub fn prepare_environment_with(
         workerd.path.display(),
         workerd.source
     );
-    let core = CountingCore::prepare(core, &crate::paths::pinned_workerd_dir())?;
+    let core = CountingCore::prepare(core, &crate::world::paths::pinned_workerd_dir())?;
     if let CountingCore::Reference(_) = core {
         eprintln!("harness: counting core: Cloudflare's simulator (miniflare {MINIFLARE_VERSION})");
     }
@@ -254,14 +256,14 @@ pub fn prepare_environment_with(
         workerd,
         deployable,
         core,
-        store: crate::workerd::SharedStore::default(),
+        store: crate::world::workerd::SharedStore::default(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::expectations::Verdict;
+    use crate::judge::expectations::Verdict;
 
     fn trial(name: &str) -> Trial {
         Trial::Malformed {

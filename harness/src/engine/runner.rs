@@ -1,7 +1,7 @@
 //! Runs one scenario: starts its workerd processes, sets their clock,
 //! performs its steps, and records what it observed. Judging what was
-//! observed is [`crate::checks`]'s job; the clock's arithmetic is
-//! [`crate::clock`]'s; this module only does I/O.
+//! observed is [`crate::judge::checks`]'s job; the clock's arithmetic is
+//! [`crate::engine::clock`]'s; this module only does I/O.
 
 mod native_steps;
 
@@ -13,21 +13,23 @@ use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
 
-use crate::clock::{self, ScenarioClock};
-use crate::instance::Instance;
-use crate::native::NativeError;
-use crate::native::launch::{LaunchError, NativeLaunch};
-use crate::probe::{CallOutcome, CallRecord, LimitCall};
-use crate::reference::{CountingCore, STORE_FLAGS, fresh_storage};
-use crate::scenario::{
-    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, RedisCalls, SendRequests, WaitForRoom,
+use super::clock::{self, ScenarioClock};
+use super::limit_call::{control_body, read_outcome};
+use super::observation::{CallRecord, InstanceRecord, Observation, RequestRecord};
+use crate::language::probe::LimitCall;
+use crate::language::scenario::{
+    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
 };
-use crate::store::{ScenarioRedis, ScenarioRedisError};
-use crate::wasm::Deployable;
-use crate::workerd::config::{Counting, IsolateConfig, write_config};
-use crate::workerd::process::{LogLine, ProcessError};
-use crate::workerd::store::{SharedStoreError, fresh_scope};
-use crate::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
+use crate::world::instance::Instance;
+use crate::world::native::NativeError;
+use crate::world::native::launch::{LaunchError, NativeLaunch};
+use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
+use crate::world::wasm::Deployable;
+use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
+use crate::world::workerd::process::ProcessError;
+use crate::world::workerd::reference::{CountingCore, STORE_FLAGS, fresh_storage};
+use crate::world::workerd::store::{SharedStoreError, fresh_scope};
+use crate::world::workerd::{EmulatedBinding, SharedStore, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -57,51 +59,6 @@ pub struct Environment {
     pub deployable: Deployable,
     pub core: CountingCore,
     pub store: SharedStore,
-}
-
-/// One request and its answer.
-#[derive(Debug, Clone)]
-pub struct RequestRecord {
-    /// The step's index (0-based) and the request's number in it (1-based).
-    pub step: usize,
-    pub number: usize,
-    pub isolate: usize,
-    /// The status, or why no response arrived.
-    pub outcome: Result<u16, String>,
-    /// Response headers, names in lower case.
-    pub headers: BTreeMap<String, String>,
-    pub body: String,
-    pub latency: Duration,
-}
-
-/// Everything one workerd process wrote, and which isolate it was.
-#[derive(Debug, Clone)]
-pub struct InstanceRecord {
-    pub isolate: usize,
-    /// 0 for the first process of an isolate, 1 after its first restart, and so on.
-    pub generation: usize,
-    pub lines: Vec<LogLine>,
-    /// Whether it served at least one request.
-    pub served: bool,
-}
-
-/// What a scenario run observed.
-#[derive(Debug, Clone, Default)]
-pub struct Observation {
-    pub requests: Vec<RequestRecord>,
-    pub instances: Vec<InstanceRecord>,
-    /// Distinct keys that reached each emulated binding, over every process.
-    pub binding_keys: BTreeMap<String, BTreeSet<String>>,
-    /// The raw `limit()` calls of `limit` steps, in order.
-    pub calls: Vec<CallRecord>,
-    /// Every caller id and address the scenario sent: none may appear in a log.
-    pub sent_subjects: BTreeSet<String>,
-    /// The diagnostics validation reported, for an invalid application.
-    pub diagnostics: Option<Vec<String>>,
-    /// The script calls a native scenario's Redis ran during each `send`
-    /// step (by index) whose expectations count them.
-    pub redis_calls: BTreeMap<usize, RedisCalls>,
-    pub duration: Duration,
 }
 
 /// Why a scenario could not be run to the end.
@@ -593,11 +550,11 @@ impl<'a> Runner<'a> {
             Some(isolate) => format!("{}/limit", isolate.process.url()),
             None => return Err(failed(format!("isolate {} does not exist", call.isolate))),
         };
-        let body = crate::probe::control_body(call);
+        let body = control_body(call);
         let answer = self
             .control(ControlRequest::CallLimit, self.client.post(url).json(&body))
             .await?;
-        let outcome = CallOutcome::from_control(&answer).map_err(|e| failed(e.to_string()))?;
+        let outcome = read_outcome(&answer).map_err(|e| failed(e.to_string()))?;
         self.observation.calls.push(CallRecord {
             step,
             isolate: call.isolate,

@@ -9,7 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
-use crate::scenario::{
+use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
 };
@@ -699,15 +699,16 @@ mod tests {
 
     use std::time::Duration;
 
-    use crate::engine::{InstanceRecord, RequestRecord};
-    use crate::workerd::{LogLine, Stream};
+    use crate::engine::{CallRecord, InstanceRecord, RequestRecord};
+    use crate::language::probe::CallOutcome;
+    use crate::world::workerd::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
     fn prepared(text: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.toml");
         std::fs::write(&path, text).expect("write");
-        let mut all = crate::scenario::load_file(&path, std::path::Path::new("s.toml"))
+        let mut all = crate::language::scenario::load_file(&path, std::path::Path::new("s.toml"))
             .unwrap_or_else(|e| panic!("{e}"));
         all.remove(0)
     }
@@ -908,5 +909,37 @@ mod tests {
         assert_eq!(percentile(&v, 99), Some(99));
         assert_eq!(percentile(&[7], 99), Some(7));
         assert_eq!(percentile(&[], 50), None);
+    }
+
+    #[test]
+    fn a_call_whose_outcome_differs_or_that_was_never_made_fails() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("p.toml");
+        let text = "[[scenario]]\nname = \"s\"\napplication_inline = '''\n'''\n\
+                    [[scenario.steps]]\nlimit = { binding = \"B\", outcome = { resolves = { success = true } } }\n\
+                    [[scenario.steps]]\nlimit = { binding = \"B\", outcome = \"pending\" }\n";
+        std::fs::write(&path, text).expect("write");
+        let prepared = crate::language::scenario::load_file(&path, std::path::Path::new("p.toml"))
+            .expect("loads")
+            .remove(0);
+        let mut observation = Observation::default();
+        observation.calls.push(CallRecord {
+            step: 0,
+            isolate: 0,
+            outcome: CallOutcome::Resolves(serde_json::json!({"success": false})),
+        });
+        let failures = check(&prepared, &observation);
+        assert_eq!(failures.len(), 2, "{failures:?}");
+        assert_eq!(failures[0].expected, r#"resolves to {"success":true}"#);
+        assert_eq!(failures[0].actual, r#"resolves to {"success":false}"#);
+        assert_eq!(failures[0].place.location.line, 5);
+        assert_eq!(failures[1].actual, "not called");
+        observation.calls[0].outcome = CallOutcome::Resolves(serde_json::json!({"success": true}));
+        observation.calls.push(CallRecord {
+            step: 1,
+            isolate: 0,
+            outcome: CallOutcome::Pending,
+        });
+        assert_eq!(check(&prepared, &observation), vec![]);
     }
 }

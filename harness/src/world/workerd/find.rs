@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::paths::{pinned_workerd_dir, repo_root};
+use crate::world::paths::{pinned_workerd_dir, repo_root};
 
 /// The npm package that ships workerd for this platform.
 pub const PLATFORM_PACKAGE: &str = "@cloudflare/workerd-linux-64";

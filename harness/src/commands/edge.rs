@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::expectations::Verdict;
-use crate::report::{Counts, TrialOutcome};
+use crate::commands::report::{Counts, TrialOutcome};
+use crate::judge::expectations::Verdict;
 
 /// One side of the comparison.
 #[derive(Debug, Clone)]
@@ -186,7 +186,7 @@ pub fn reference_markdown(emulation: &Side, reference: &Side) -> String {
         out,
         "The same scenarios with the emulated binding's counting core swapped for Cloudflare's simulator          (miniflare {}); the fault layer is the same.
 ",
-        crate::reference::MINIFLARE_VERSION
+        crate::world::workerd::reference::MINIFLARE_VERSION
     );
     let _ = writeln!(out, "| | {} | {} |", emulation.label, reference.label);
     let _ = writeln!(out, "|---|---:|---:|");

@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::checks::{self, Failure};
 use crate::engine::{self, Environment, InstanceRecord, Observation};
-use crate::expectations::Verdict;
-use crate::scenario::Prepared;
-use crate::workerd::Stream;
+use crate::judge::checks::{self, Failure};
+use crate::judge::expectations::Verdict;
+use crate::language::scenario::Prepared;
+use crate::world::workerd::Stream;
 
 /// How many of each workerd's last lines a failure shows.
 pub const LOG_TAIL: usize = 15;

@@ -1,10 +1,10 @@
 //! A native scenario's Redis: one real `redis-server` or a real three-master
-//! cluster ([`crate::redis`]) started for the scenario and stopped with it,
+//! cluster ([`crate::world::redis`]) started for the scenario and stopped with it,
 //! or nothing at all for a `missing` store, and the store behaviours of the
 //! scenario language done to it for real ([`StoreBehaviour`]).
 
-use crate::redis::{RedisCluster, RedisError, RedisServer, free_port};
-use crate::scenario::{RedisCalls, RedisKind, StoreBehaviour};
+use crate::language::scenario::{RedisCalls, RedisKind, StoreBehaviour};
+use crate::world::redis::{RedisCluster, RedisError, RedisServer, free_port};
 
 /// Where the native instances' store connection points.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::reference::{CLIENT_MODULE, FORWARD_JS, Simulator};
-use crate::scenario::Behaviour;
-use crate::wasm::{Deployable, STEM};
+use crate::language::scenario::Behaviour;
+use crate::world::wasm::{Deployable, STEM};
+use crate::world::workerd::reference::{CLIENT_MODULE, FORWARD_JS, Simulator};
 
 /// One emulated Rate Limiting binding, as the plan names and numbers it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,16 +45,16 @@ pub enum Counting<'a> {
     InIsolate,
     /// The harness's core, in the binding store process at this port, shared
     /// by every isolate; the scenario counts in `scope` there (see
-    /// [`crate::workerd::store`]).
+    /// [`crate::world::workerd::store`]).
     HarnessStore { port: u16, scope: &'a str },
     /// Cloudflare's simulator: its client in each isolate, its count in the
     /// reference process at this port, shared by every isolate.
     Reference { port: u16, simulator: &'a Simulator },
 }
 
-const ENTRY_JS: &str = include_str!("../../assets/entry.js");
-const RATELIMIT_JS: &str = include_str!("../../assets/ratelimit-binding.js");
-const STORE_JS: &str = include_str!("../../assets/binding-store.js");
+const ENTRY_JS: &str = include_str!("../../../assets/entry.js");
+const RATELIMIT_JS: &str = include_str!("../../../assets/ratelimit-binding.js");
+const STORE_JS: &str = include_str!("../../../assets/binding-store.js");
 
 /// Writes the binding store's config (one worker that keeps the shared
 /// counts, scenario by scenario in scopes) into `dir`.

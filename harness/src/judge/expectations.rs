@@ -10,8 +10,7 @@ use toml::Spanned;
 
 use runtime::config::Location;
 
-/// The file's name inside a scenarios directory.
-pub const FILE_NAME: &str = "expectations.toml";
+use crate::language::scenario::EXPECTATIONS_FILE;
 
 /// Every version of workerd.
 pub const ANY_VERSION: &str = "*";
@@ -123,13 +122,13 @@ impl Verdict {
 impl Expectations {
     /// Reads `dir/expectations.toml` (none is an empty list), checking that
     /// every entry has a reason and names one of `known_trials`, whose files
-    /// are shown as under `shown_as` (see [`crate::scenario::scenario_files`]).
+    /// are shown as under `shown_as` (see [`crate::language::scenario::scenario_files`]).
     pub fn load(
         dir: &Path,
         shown_as: &Path,
         known_trials: &[&str],
     ) -> Result<Expectations, ListError> {
-        let Some((list, file)) = ListFile::read::<File>(dir.join(FILE_NAME))? else {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(EXPECTATIONS_FILE))? else {
             return Ok(Expectations::default());
         };
         let error = |offset: usize, message: String| list.error(offset, message);
@@ -215,7 +214,7 @@ mod tests {
 
     fn load(text: &str, known: &[&str]) -> Result<Expectations, ListError> {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join(FILE_NAME), text).expect("write");
+        std::fs::write(dir.path().join(EXPECTATIONS_FILE), text).expect("write");
         Expectations::load(dir.path(), Path::new(""), known)
     }
 

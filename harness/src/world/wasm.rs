@@ -5,7 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::paths::{repo_root, wasm_target_dir};
+use crate::world::paths::{repo_root, wasm_target_dir};
 
 const TARGET: &str = "wasm32-unknown-unknown";
 const CRATE: &str = "harness-deployable";

@@ -5,9 +5,9 @@
 use runtime::config::{Application, Counting};
 
 use super::{EngineError, Runner, SharedCount};
-use crate::native::launch::NativeLaunch;
-use crate::scenario::{RedisCalls, SendRequests, StoreBehaviour};
-use crate::store::ScenarioRedis;
+use crate::language::scenario::{RedisCalls, SendRequests, StoreBehaviour};
+use crate::world::native::launch::NativeLaunch;
+use crate::world::scenario_redis::ScenarioRedis;
 
 impl Runner<'_> {
     /// Starts the scenario's Redis (when its deployable counts in Redis),

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use super::launch::with_store;
 use super::{NativeError, NativeProcess, fixture_path};
-use crate::redis::{RedisError, RedisServer};
-use crate::store::StoreAddress;
+use crate::world::redis::{RedisError, RedisServer};
+use crate::world::scenario_redis::StoreAddress;
 
 /// Why `harness native` could not start.
 #[derive(Debug, thiserror::Error)]

@@ -1,5 +1,5 @@
 //! The differential check: one scenario observed on both counting cores
-//! (the harness's own and Cloudflare's simulator, see [`crate::reference`])
+//! (the harness's own and Cloudflare's simulator, see [`crate::world::workerd::reference`])
 //! must agree on what reached a binding and what came of it. Plain
 //! functions, no I/O; `harness/tests/differential.rs` runs the scenarios.
 //!
@@ -19,12 +19,9 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::{Observation, RequestRecord};
-pub use crate::expectations::ListError;
-use crate::expectations::ListFile;
-use crate::scenario::Prepared;
-
-/// The file, inside a scenarios directory, that lists the differences by design.
-pub const FILE_NAME: &str = "differential.toml";
+pub use crate::judge::expectations::ListError;
+use crate::judge::expectations::ListFile;
+use crate::language::scenario::{DIFFERENTIAL_FILE, Prepared};
 
 /// One thing the two cores disagree on.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,7 +171,7 @@ impl ListedDifferences {
     /// Reads `dir/differential.toml` (none is an empty list), checking that
     /// every entry has a reason and names one of `known_trials`.
     pub fn load(dir: &Path, known_trials: &[&str]) -> Result<ListedDifferences, ListError> {
-        let Some((list, file)) = ListFile::read::<File>(dir.join(FILE_NAME))? else {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(DIFFERENTIAL_FILE))? else {
             return Ok(ListedDifferences::default());
         };
         let error = |offset: usize, message: String| list.error(offset, message);
@@ -258,7 +255,7 @@ impl fmt::Display for Agreement {
                 list(f, differences)?;
                 write!(
                     f,
-                    "the cores differ; if that is by design, list the scenario with its reason in scenarios/{FILE_NAME}"
+                    "the cores differ; if that is by design, list the scenario with its reason in scenarios/{DIFFERENTIAL_FILE}"
                 )
             }
             Agreement::DifferAsListed {
@@ -270,7 +267,7 @@ impl fmt::Display for Agreement {
             }
             Agreement::UnexpectedAgreement { reason } => write!(
                 f,
-                "unexpected agreement: listed in scenarios/{FILE_NAME} as differing ({reason}), but the cores agree; remove the entry"
+                "unexpected agreement: listed in scenarios/{DIFFERENTIAL_FILE} as differing ({reason}), but the cores agree; remove the entry"
             ),
         }
     }
@@ -282,14 +279,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::probe::{CallOutcome, CallRecord};
+    use crate::engine::CallRecord;
+    use crate::language::probe::CallOutcome;
 
     fn prepared(steps: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("d.toml");
         let text = format!("[[scenario]]\nname = \"s\"\napplication_inline = '''\n'''\n{steps}");
         std::fs::write(&path, text).expect("write");
-        crate::scenario::load_file(&path, Path::new("d.toml"))
+        crate::language::scenario::load_file(&path, Path::new("d.toml"))
             .expect("loads")
             .remove(0)
     }
@@ -364,7 +362,8 @@ mod tests {
     #[test]
     fn a_listed_difference_needs_a_reason_and_an_agreement_on_it_fails() {
         let dir = tempfile::tempdir().expect("temp dir");
-        let write = |text: &str| std::fs::write(dir.path().join(FILE_NAME), text).expect("write");
+        let write =
+            |text: &str| std::fs::write(dir.path().join(DIFFERENTIAL_FILE), text).expect("write");
         write("[[difference]]\nscenario = \"a.toml::x\"\nreason = \"  \"\n");
         assert!(ListedDifferences::load(dir.path(), &["a.toml::x"]).is_err());
         write("[[difference]]\nscenario = \"gone.toml::x\"\nreason = \"r\"\n");

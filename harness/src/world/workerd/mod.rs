@@ -1,8 +1,11 @@
-//! Everything about workerd itself: finding it, writing its config, running it.
+//! Everything about workerd itself: finding it, writing its config, running
+//! it; the run's binding store and Cloudflare's simulator (the reference
+//! core), which run in workerd processes of their own.
 
 pub mod config;
 pub mod find;
 pub mod process;
+pub mod reference;
 pub mod store;
 
 pub use config::{EmulatedBinding, IsolateConfig};

@@ -1,13 +1,13 @@
 //! The processes a scenario's traffic goes to, one per isolate: a workerd
 //! running the Workers deployable, or a `native-fixture` process running a
-//! native one ([`crate::native`]). The engine drives both the same way:
+//! native one ([`crate::world::native`]). The engine drives both the same way:
 //! traffic round-robin, the clock through `POST /clock`, logs kept per process.
 
 use std::process::ExitStatus;
 
-use crate::native::NativeProcess;
-use crate::workerd::WorkerdProcess;
-use crate::workerd::process::{LogLine, stderr_text};
+use crate::world::native::NativeProcess;
+use crate::world::workerd::WorkerdProcess;
+use crate::world::workerd::process::{LogLine, stderr_text};
 
 /// One isolate's process.
 pub enum Instance {

@@ -1,0 +1,17 @@
+//! The engine: runs one scenario's steps in the world (starting its
+//! processes, moving its clock, sending its traffic, changing its bindings
+//! and stores) and records what it observed, an [`Observation`]. It judges
+//! nothing.
+//!
+//! It may use [`crate::world`] and [`crate::language`], nothing above.
+
+pub mod clock;
+pub mod limit_call;
+pub mod observation;
+mod runner;
+
+pub use observation::{CallRecord, InstanceRecord, Observation, RequestRecord};
+pub use runner::{
+    Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,
+    REQUEST_TIMEOUT, WALL_MARGIN, emulated_bindings, run, shares_count,
+};

@@ -1,0 +1,64 @@
+//! The record of one scenario run: every request and its answer, every
+//! process's output, the keys that reached the bindings, the raw calls. The
+//! engine writes it; the judge and the report read it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use crate::language::probe::CallOutcome;
+use crate::language::scenario::RedisCalls;
+use crate::world::workerd::process::LogLine;
+
+/// One request and its answer.
+#[derive(Debug, Clone)]
+pub struct RequestRecord {
+    /// The step's index (0-based) and the request's number in it (1-based).
+    pub step: usize,
+    pub number: usize,
+    pub isolate: usize,
+    /// The status, or why no response arrived.
+    pub outcome: Result<u16, String>,
+    /// Response headers, names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: String,
+    pub latency: Duration,
+}
+
+/// Everything one workerd process wrote, and which isolate it was.
+#[derive(Debug, Clone)]
+pub struct InstanceRecord {
+    pub isolate: usize,
+    /// 0 for the first process of an isolate, 1 after its first restart, and so on.
+    pub generation: usize,
+    pub lines: Vec<LogLine>,
+    /// Whether it served at least one request.
+    pub served: bool,
+}
+
+/// What a scenario run observed.
+#[derive(Debug, Clone, Default)]
+pub struct Observation {
+    pub requests: Vec<RequestRecord>,
+    pub instances: Vec<InstanceRecord>,
+    /// Distinct keys that reached each emulated binding, over every process.
+    pub binding_keys: BTreeMap<String, BTreeSet<String>>,
+    /// The raw `limit()` calls of `limit` steps, in order.
+    pub calls: Vec<CallRecord>,
+    /// Every caller id and address the scenario sent: none may appear in a log.
+    pub sent_subjects: BTreeSet<String>,
+    /// The diagnostics validation reported, for an invalid application.
+    pub diagnostics: Option<Vec<String>>,
+    /// The script calls a native scenario's Redis ran during each `send`
+    /// step (by index) whose expectations count them.
+    pub redis_calls: BTreeMap<usize, RedisCalls>,
+    pub duration: Duration,
+}
+
+/// One raw `limit()` call a scenario made.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallRecord {
+    /// The step's index (0-based).
+    pub step: usize,
+    pub isolate: usize,
+    pub outcome: CallOutcome,
+}

@@ -1,0 +1,11 @@
+//! The judge: an [`crate::engine::Observation`] held against the scenario's
+//! expectations ([`checks`]), the expected failures that turn a failure into
+//! a verdict ([`expectations`]), and the two counting cores' observations of
+//! one scenario compared ([`differential`]). Plain functions, no I/O.
+//!
+//! It may use [`crate::engine`], [`crate::world`] and [`crate::language`],
+//! nothing above.
+
+pub mod checks;
+pub mod differential;
+pub mod expectations;
