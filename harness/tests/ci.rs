@@ -7,7 +7,7 @@ use std::process::Command;
 /// The commands of the first fenced block under `## The two commands`, one
 /// a line, without the comment after `#`.
 fn readme_commands() -> Vec<String> {
-    let readme = std::fs::read_to_string(harness::paths::repo_root().join("README.md"))
+    let readme = std::fs::read_to_string(harness::world::paths::repo_root().join("README.md"))
         .expect("read README.md");
     let section = readme
         .split("\n## The two commands")
@@ -29,7 +29,7 @@ fn readme_commands() -> Vec<String> {
 #[test]
 fn ci_runs_the_readmes_two_commands_in_its_order() {
     let output = Command::new("bash")
-        .arg(harness::paths::repo_root().join(".ci/run"))
+        .arg(harness::world::paths::repo_root().join(".ci/run"))
         .arg("--print-commands")
         .output()
         .expect(".ci/run runs");

@@ -41,12 +41,12 @@ fn workflow() -> PathBuf {
 }
 
 fn pull_request_workflow() -> PathBuf {
-    harness::paths::repo_root().join(".github/workflows/ci.yml")
+    harness::world::paths::repo_root().join(".github/workflows/ci.yml")
 }
 
 #[test]
 fn every_workflow_is_valid() {
-    let dir = harness::paths::repo_root().join(".github/workflows");
+    let dir = harness::world::paths::repo_root().join(".github/workflows");
     let mut checked = Vec::new();
     for entry in std::fs::read_dir(&dir).expect("workflows dir") {
         let path = entry.expect("entry").path();
@@ -97,7 +97,7 @@ fn the_workflow_runs_nightly_and_on_demand_and_keeps_its_reports() {
 
 /// The workspace's declared MSRV (`rust-version` under `[workspace.package]`).
 fn declared_msrv() -> String {
-    let manifest = std::fs::read_to_string(harness::paths::repo_root().join("Cargo.toml"))
+    let manifest = std::fs::read_to_string(harness::world::paths::repo_root().join("Cargo.toml"))
         .expect("read Cargo.toml");
     let manifest: toml::Table = manifest.parse().expect("Cargo.toml is TOML");
     manifest["workspace"]["package"]["rust-version"]
