@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use harness::commands::edge::{self, Side, TimingThreshold};
+use harness::commands::preflight;
 use harness::commands::report::{self, Counts};
 use harness::commands::suite::DEFAULT_JOBS;
 use harness::commands::suite::{self, Suite};
@@ -309,6 +310,15 @@ fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
     })
 }
 
+/// What the selected scenarios need of the machine (native-fixture,
+/// redis-server), or one line saying what to run, before any starts.
+fn prepare_machine(trials: &[&suite::Trial]) -> Result<(), ExitCode> {
+    preflight::prepare_machine(trials).map_err(|e| {
+        eprintln!("harness: cannot start: {e}");
+        ExitCode::from(2)
+    })
+}
+
 fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environment, ExitCode> {
     suite::prepare_environment_with(choice, core).map_err(|e| {
         eprintln!("harness: cannot start: {e}");
@@ -325,9 +335,16 @@ fn run(
     choice: &WorkerdChoice,
     core: CoreChoice,
 ) -> ExitCode {
-    let (suite, env) = match (discover(scenarios), environment(choice, core)) {
-        (Ok(suite), Ok(env)) => (suite, env),
-        (Err(code), _) | (_, Err(code)) => return code,
+    let suite = match discover(scenarios) {
+        Ok(suite) => suite,
+        Err(code) => return code,
+    };
+    if let Err(code) = prepare_machine(&suite.select(filter, include_slow).0) {
+        return code;
+    }
+    let env = match environment(choice, core) {
+        Ok(env) => env,
+        Err(code) => return code,
     };
     let result = suite.run_all(&env, filter, include_slow, jobs);
     for outcome in result.outcomes.iter().filter(|o| !o.verdict.is_ok()) {
@@ -384,6 +401,9 @@ fn edge_compat(
         Ok(suite) => suite,
         Err(code) => return code,
     };
+    if let Err(code) = prepare_machine(&suite.select(None, true).0) {
+        return code;
+    }
     let pinned_npm = match pinned_npm_version(&harness::world::paths::pinned_workerd_dir()) {
         Ok(v) => v,
         Err(e) => {

@@ -6,6 +6,7 @@
 //! It may use every layer below; nothing in the library uses it.
 
 pub mod edge;
+pub mod preflight;
 pub mod report;
 pub mod suite;
 pub mod wrangler_file;
