@@ -1,22 +1,23 @@
 //! Heap used by the in-isolate counter (`WindowCounter`), measured with a
-//! counting global allocator, beside the `governor` crate's keyed limiter.
+//! counting global allocator, beside the `governor` crate's keyed limiter;
+//! and every limit under a flood, through the limiter's public API.
 //!
-//! Run: `cargo bench -p runtime --bench memory`
+//! Run: `cargo bench -p runtime --bench memory` (~1 minute after the build)
 //!
-//! The counter allocates its whole table when it is built (32,768 slots of
-//! a 16-byte `(u64, Slot)` entry and a control byte, filled to 7/8, so
-//! `DEFAULT_MAX_KEYS` = 28,672 keys) and its count-min sketches, and says so
-//! in `heap_bytes()`; a sweep (reclaiming ended windows when the table is
-//! full) briefly adds a list of the live entries, at most `max_keys` of them.
-//! The bound checked here is therefore `heap_bytes()` at rest and
-//! `heap_bytes() + max_keys x 16 B` at the peak.
+//! The counter allocates its table when it is built (32,768 slots of a
+//! 16-byte `(u64, Slot)` entry and a control byte, filled to 7/8, so
+//! `DEFAULT_MAX_KEYS` = 28,672 keys) and each limit's sketch the first time
+//! the table has no room for one of that limit's keys, and says so in
+//! `heap_bytes()`; a sweep (reclaiming ended windows when the table is full)
+//! briefly adds a list of the live entries, at most `max_keys` of them.
+//! `bound()` adds all of it up: the table, a sweep's list, every sketch.
 //!
 //! Prints, as Markdown tables:
-//! - the heap of `WindowCounter::new(DEFAULT_MAX_KEYS, seed)` after N
+//! - the heap of `WindowCounter::new(DEFAULT_MAX_KEYS, &[], seed)` after N
 //!   distinct keys (N from 0 to 1,000,000), the keys it tracks one by one,
 //!   bytes per tracked key, `heap_bytes()`, and the peak while filling;
 //! - three floods of 1,000,000 distinct addresses, each with its peak heap,
-//!   its heap after, and the bound:
+//!   its heap after, and its bound:
 //!   - `one limit`: the address limit only, the clock as in the `counter`
 //!     bench (300 ms before a minute ends, 1 ms every 1,000 checks), so the
 //!     table is swept once, when every entry has ended; governor's keyed
@@ -29,11 +30,19 @@
 //!   - in both floods every address sends one request, within its limit,
 //!     so every refusal is an innocent refused; and a heavy hitter sends
 //!     twice its limit in one burst before the table fills (at the flood's
-//!     start) and another from a second address after it filled (half-way):
-//!     each must be let through no more than its limit (+1 %);
+//!     start) and another from a second address after it filled (half-way);
 //!   - `worst sweep`: a table full of live 60-second entries but one
 //!     10-second one; once that ends, a new key sweeps and keeps
 //!     `max_keys - 1` entries, the largest list a sweep can build.
+//! - every limit under a flood (see `flood_table`): one application with a
+//!   route for each of 1, 2, 5, 20, 120 and 600 requests per 10, 60 and
+//!   3600 s, and `/login` at 5 per 60 s, driven through `Limiter::checks`
+//!   and `Limiter::conclude` counting in memory: the new users refused after
+//!   300,000 keys on a route, on that route and on every other; after
+//!   1,000,000 addresses on a path with no route of its own; the built-in
+//!   limits under 1,000,000 addresses or callers; and where keys sending
+//!   twice their limit are refused, before the table fills and after; with
+//!   each run's peak heap against the application's bound.
 //!
 //! A moving `realloc` is counted as both blocks live at once (peak), as the
 //! allocator may copy; the numbers are an upper bound on what the heap held.
@@ -41,14 +50,15 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
 use std::hint::black_box;
+use std::net::Ipv4Addr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use runtime::counter::{
-    DEFAULT_MAX_KEYS, SKETCH_ROWS, SKETCH_WIDTH, SKETCHES, Verdict, WindowCounter,
-};
-use runtime::limits::{ADDRESS_LIMIT, Limit};
+use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
+use runtime::limiter::{Limiter, Refusal, Subject};
+use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use runtime::{Application, ClientAddress};
 
 /// Counts the bytes live on the heap and the most that were at once.
 struct Counting;
@@ -111,8 +121,6 @@ const T0_MS: u64 = 1_800_000_000_000 + 59_700;
 const MINUTE_MS: u64 = 1_800_000_000_000;
 const SEED: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
 const FLOOD: u32 = 1_000_000;
-/// `size_of::<(u64, Slot)>()`: a digest, and a slot of two `u32`s.
-const ENTRY: usize = 16;
 /// A route's own limit, as `scenarios/apps/cloudflare.toml`'s `/api/search`.
 const ROUTE_LIMIT: Limit = Limit::new(20, 10);
 
@@ -152,22 +160,25 @@ struct Flood {
     peak: usize,
     after: usize,
     heap_bytes: usize,
+    /// `bound().total()`: the most the counter can hold.
+    bound: usize,
     tracked: usize,
     within: u32,
     /// What the heavy hitters were let through: (before the table filled, after).
     heavy: (u32, u32),
 }
 
-/// Runs `hits` on a fresh counter and measures its heap.
-fn flood(hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, u32))) -> Flood {
+/// Runs `hits` on a fresh counter built for `routes` and measures its heap.
+fn flood(routes: &[Limit], hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, u32))) -> Flood {
     let base = live();
     reset_peak();
-    let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, SEED);
+    let mut c = WindowCounter::new(DEFAULT_MAX_KEYS, routes, SEED);
     let (within, heavy) = hits(&mut c);
     let flood = Flood {
         peak: peak() - base,
         after: live() - base,
         heap_bytes: c.heap_bytes(),
+        bound: c.bound().total(),
         tracked: c.tracked_keys(),
         within,
         heavy,
@@ -188,7 +199,7 @@ fn main() {
     for n in [0u32, 1_000, 10_000, max as u32, 65_536, FLOOD] {
         let base = live();
         reset_peak();
-        let mut c = WindowCounter::new(max, SEED);
+        let mut c = WindowCounter::new(max, &[], SEED);
         for i in 0..n {
             address(&mut buf, "", i);
             black_box(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)));
@@ -216,7 +227,7 @@ fn main() {
     }
 
     // One limit: the address limit only; one sweep, when every entry has ended.
-    let one = flood(|c| {
+    let one = flood(&[], |c| {
         let (mut within, mut heavy) = (0, (0, 0));
         for i in 0..FLOOD {
             let burst = |c: &mut WindowCounter, key: &str| {
@@ -237,7 +248,7 @@ fn main() {
     });
 
     // A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
-    let route = flood(|c| {
+    let route = flood(&[ROUTE_LIMIT], |c| {
         let (mut within, mut heavy) = (0, (0, 0));
         let mut route_key = String::with_capacity(48);
         for i in 0..FLOOD {
@@ -269,7 +280,7 @@ fn main() {
     });
 
     // The largest sweep: max - 1 live entries kept.
-    let worst = flood(|c| {
+    let worst = flood(&[ROUTE_LIMIT], |c| {
         address(&mut buf, "", u32::MAX);
         c.hit(ROUTE_LIMIT, &buf, MINUTE_MS);
         for i in 1..max as u32 {
@@ -300,8 +311,6 @@ fn main() {
     let (g_peak, g_after, g_len) = (peak() - base, live() - base, g.len());
     drop(g);
 
-    let at_rest = one.heap_bytes;
-    let bound = at_rest + max * ENTRY;
     println!("\n### Floods of {FLOOD} distinct addresses\n");
     println!(
         "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
@@ -362,19 +371,337 @@ fn main() {
         ROUTE_LIMIT.requests,
     );
     println!(
-        "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} |",
-        one.peak as f64 / bound as f64,
-        route.peak as f64 / bound as f64,
-        worst.peak as f64 / bound as f64,
-        g_peak as f64 / bound as f64,
+        "| bound: `bound().total()` | {} | {} | {} | none |",
+        b(one.bound),
+        b(route.bound),
+        b(worst.bound),
+    );
+    println!(
+        "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} (of the one-limit bound) |",
+        one.peak as f64 / one.bound as f64,
+        route.peak as f64 / route.bound as f64,
+        worst.peak as f64 / worst.bound as f64,
+        g_peak as f64 / one.bound as f64,
     );
     println!();
+    for (what, routes) in [
+        ("the built-in limits only", &[][..]),
+        ("and a route of 20 per 10 s", &[ROUTE_LIMIT][..]),
+    ] {
+        println!("Bound, {what}: {}", bound_line(routes));
+    }
+    flood_table();
+}
+
+// ---------------------------------------------------------------------------
+// Every limit under a flood, through the limiter's public API.
+
+/// The route limits the table covers: every size by every window length.
+const LIMITS: [u32; 6] = [1, 2, 5, 20, 120, 600];
+const WINDOWS: [u32; 3] = [10, 60, 3600];
+/// Distinct keys in a flood on one route, and on the built-in limits.
+const ROUTE_FLOOD: u32 = 300_000;
+const BUILT_IN_FLOOD: u32 = 1_000_000;
+/// New users (one request each) measured on the flooded route, and on each other route.
+const NEW_USERS: u32 = 10_000;
+const NEW_USERS_ELSEWHERE: u32 = 2_000;
+/// Keys that send twice their limit, before the table fills and after.
+const OVER_LIMIT_KEYS: u32 = 1_000;
+/// An hour boundary, so every window length starts together; floods start a second in.
+const HOUR_MS: u64 = 1_800_000_000_000;
+const START_MS: u64 = HOUR_MS + 1_000;
+/// A path no route limits: only the built-in limit counts it.
+const ELSEWHERE: &str = "/elsewhere";
+const LOGIN: &str = "/login";
+const LOGIN_LIMIT: Limit = Limit::new(5, 60);
+
+/// Disjoint ranges of subject indexes, one per role, so no two roles share a key.
+const NEW_BASE: u32 = 0x4000_0000;
+const ELSEWHERE_BASE: u32 = 0x5000_0000;
+const BEFORE_BASE: u32 = 0x6000_0000;
+const AFTER_BASE: u32 = 0x7000_0000;
+
+fn route_path(limit: Limit) -> String {
+    format!("/r/{}-per-{}s", limit.requests, limit.window_seconds)
+}
+
+/// Every route of the flood application: one per limit x window, then `/login`.
+fn flood_routes() -> Vec<(String, Limit)> {
+    let mut routes: Vec<(String, Limit)> = WINDOWS
+        .iter()
+        .flat_map(|&w| LIMITS.iter().map(move |&r| Limit::new(r, w)))
+        .map(|limit| (route_path(limit), limit))
+        .collect();
+    routes.push((LOGIN.to_owned(), LOGIN_LIMIT));
+    routes
+}
+
+/// One application with every route of [`flood_routes`], counting in memory.
+fn flood_app(routes: &[(String, Limit)]) -> Application {
+    let mut toml =
+        String::from("[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n");
+    for (path, limit) in routes {
+        writeln!(
+            toml,
+            "[[routes]]\npath = \"{path}\"\nrate_limit = {{ requests = {}, window = {} }}",
+            limit.requests, limit.window_seconds
+        )
+        .unwrap();
+    }
+    Application::from_toml(&toml).expect("the flood application is valid")
+}
+
+fn anonymous(i: u32) -> Subject {
+    Subject::Address(ClientAddress::V4(Ipv4Addr::from(
+        i.wrapping_mul(0x9E37_79B1),
+    )))
+}
+
+fn signed_in(i: u32) -> Subject {
+    Subject::Caller(format!("user-{i}"))
+}
+
+/// One request through `checks` and `conclude`, every check counted in memory.
+fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
+    let checks = limiter.checks(subject, path);
+    let answers = vec![None; checks.len()];
+    limiter.conclude(&checks, answers, now).refusal
+}
+
+/// A flood of `n` distinct subjects (indexes from 0), one request each, 1 ms
+/// every 1,000 requests from [`START_MS`]; returns the time after it.
+fn flood_of(limiter: &mut Limiter, n: u32, path: &str, who: fn(u32) -> Subject) -> u64 {
+    for i in 0..n {
+        let now = START_MS + u64::from(i) / 1_000;
+        black_box(request(limiter, &who(i), path, now));
+    }
+    START_MS + u64::from(n) / 1_000 + 1
+}
+
+/// How many of `n` new subjects (indexes from `base`), one request each, are refused on `path`.
+fn new_users_refused(
+    limiter: &mut Limiter,
+    (n, base): (u32, u32),
+    path: &str,
+    who: fn(u32) -> Subject,
+    now: u64,
+) -> u32 {
+    (0..n)
+        .filter(|&i| request(limiter, &who(base + i), path, now).is_some())
+        .count() as u32
+}
+
+/// Where [`OVER_LIMIT_KEYS`] keys sending twice their limit were first
+/// refused by the limit named `policy`: how many requests it let through.
+struct RefusalPoints {
+    limit: u32,
+    min: u32,
+    max: u32,
+    /// Refused before their limit, and let past it.
+    early: u32,
+    late: u32,
+}
+
+impl RefusalPoints {
+    fn measure(
+        limiter: &mut Limiter,
+        base: u32,
+        (path, policy, limit): (&str, &str, u32),
+        who: fn(u32) -> Subject,
+        now: u64,
+    ) -> RefusalPoints {
+        let mut points = RefusalPoints {
+            limit,
+            min: u32::MAX,
+            max: 0,
+            early: 0,
+            late: 0,
+        };
+        for k in 0..OVER_LIMIT_KEYS {
+            let subject = who(base + k);
+            let through = (0..2 * limit)
+                .find(|_| {
+                    request(limiter, &subject, path, now)
+                        .is_some_and(|r| r.policies.iter().any(|p| p.name == policy))
+                })
+                .unwrap_or(2 * limit);
+            points.min = points.min.min(through);
+            points.max = points.max.max(through);
+            points.early += u32::from(through < limit);
+            points.late += u32::from(through > limit);
+        }
+        points
+    }
+
+    /// `let through (min-max); early N of 1,000`, late ones in bold.
+    fn cell(&self) -> String {
+        let range = if self.min == self.max {
+            self.min.to_string()
+        } else {
+            format!("{}-{}", self.min, self.max)
+        };
+        let early = f64::from(self.early) / f64::from(OVER_LIMIT_KEYS) * 100.0;
+        let mut cell = format!("{range}; early {}", self.early);
+        if early > 1.0 {
+            cell = format!("**{cell}**");
+        }
+        if self.late > 0 {
+            write!(cell, "; **over the limit {}**", self.late).unwrap();
+        }
+        debug_assert!(self.max <= 2 * self.limit);
+        cell
+    }
+}
+
+/// `x.xx %`, in bold above 1 %.
+fn pct(refused: u32, of: u32) -> String {
+    let share = f64::from(refused) / f64::from(of) * 100.0;
+    if share > 1.0 {
+        format!("**{share:.2} %**")
+    } else {
+        format!("{share:.2} %")
+    }
+}
+
+/// Runs `run` on a fresh limiter; returns its result and the peak heap over the heap before.
+fn measured<T>(app: &Application, run: impl FnOnce(&mut Limiter) -> T) -> (T, usize) {
+    let base = live();
+    reset_peak();
+    let mut limiter = Limiter::new(app, "api", SEED).expect("the deployable exists");
+    let result = run(&mut limiter);
+    let peak = peak() - base;
+    drop(limiter);
+    (result, peak)
+}
+
+fn flood_table() {
+    let routes = flood_routes();
+    let app = flood_app(&routes);
+    let route_limits: Vec<Limit> = routes.iter().map(|(_, limit)| *limit).collect();
+    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, SEED)
+        .bound()
+        .total();
+    let mut most = 0;
+
+    // A flood on a path with no route of its own, then new users on every route.
+    let (after_elsewhere, peak) = measured(&app, |l| {
+        let t = flood_of(l, BUILT_IN_FLOOD, ELSEWHERE, anonymous);
+        (0..routes.len() as u32)
+            .map(|n| {
+                let base = ELSEWHERE_BASE + n * NEW_USERS_ELSEWHERE;
+                let (path, _) = &routes[n as usize];
+                new_users_refused(l, (NEW_USERS_ELSEWHERE, base), path, anonymous, t)
+            })
+            .collect::<Vec<u32>>()
+    });
+    most = most.max(peak);
+
     println!(
-        "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {SKETCHES} sketches of {SKETCH_ROWS} x {SKETCH_WIDTH} counters, allocated once); \
-         with a sweep's list of at most max_keys x {ENTRY} B = {} B, {bound} B ({}) at the peak.",
-        mib(at_rest),
-        (max / 7 * 8).next_power_of_two(),
-        max * ENTRY,
-        mib(bound),
+        "\n### Every limit under a flood (through `Limiter::checks` and `conclude`, counting in memory)\n"
     );
+    println!(
+        "One application with a route for each limit below and `{LOGIN}` ({} per {} s); a new user sends one request \
+         ({NEW_USERS} of them on the flooded route, {NEW_USERS_ELSEWHERE} on each other route: the worst route shown). \
+         {OVER_LIMIT_KEYS} over-limit keys send twice their limit before the flood (the exact table empty) and after it \
+         (the table full): what the limit let through (min-max), and how many it refused early. Over 1 % in bold.\n",
+        LOGIN_LIMIT.requests, LOGIN_LIMIT.window_seconds
+    );
+    println!(
+        "| limit | new users refused after {ROUTE_FLOOD} keys on its route | on the other routes after it (worst) | on its route after {BUILT_IN_FLOOD} addresses on `{ELSEWHERE}` | over-limit keys before the table fills | after |"
+    );
+    println!("|---|---:|---:|---:|---|---|");
+
+    for (n, (path, limit)) in routes.iter().enumerate().take(routes.len() - 1) {
+        let ((same, worst_other, before, after), peak) = measured(&app, |l| {
+            let before = RefusalPoints::measure(
+                l,
+                BEFORE_BASE,
+                (path, path, limit.requests),
+                anonymous,
+                START_MS,
+            );
+            let t = flood_of(l, ROUTE_FLOOD, path, anonymous);
+            let same = new_users_refused(l, (NEW_USERS, NEW_BASE), path, anonymous, t);
+            let worst_other = (0..routes.len() as u32)
+                .filter(|&m| m as usize != n)
+                .map(|m| {
+                    let base = ELSEWHERE_BASE + m * NEW_USERS_ELSEWHERE;
+                    let (other, _) = &routes[m as usize];
+                    let refused =
+                        new_users_refused(l, (NEW_USERS_ELSEWHERE, base), other, anonymous, t);
+                    (refused, other.clone())
+                })
+                .max()
+                .unwrap_or_default();
+            let after =
+                RefusalPoints::measure(l, AFTER_BASE, (path, path, limit.requests), anonymous, t);
+            (same, worst_other, before, after)
+        });
+        most = most.max(peak);
+        println!(
+            "| {} per {} s | {} | {} (`{}`) | {} | {} | {} |",
+            limit.requests,
+            limit.window_seconds,
+            pct(same, NEW_USERS),
+            pct(worst_other.0, NEW_USERS_ELSEWHERE),
+            worst_other.1,
+            pct(after_elsewhere[n], NEW_USERS_ELSEWHERE),
+            before.cell(),
+            after.cell(),
+        );
+    }
+
+    // The built-in limits, each flooded with a million distinct subjects.
+    for (name, limit, who) in [
+        ("address", ADDRESS_LIMIT, anonymous as fn(u32) -> Subject),
+        ("caller", CALLER_LIMIT, signed_in as fn(u32) -> Subject),
+    ] {
+        let ((same, worst_other, before, after), peak) = measured(&app, |l| {
+            let over = (ELSEWHERE, name, limit.requests);
+            let before = RefusalPoints::measure(l, BEFORE_BASE, over, who, START_MS);
+            let t = flood_of(l, BUILT_IN_FLOOD, ELSEWHERE, who);
+            let same = new_users_refused(l, (NEW_USERS, NEW_BASE), ELSEWHERE, who, t);
+            let worst_other = (0..routes.len() as u32)
+                .map(|m| {
+                    let base = ELSEWHERE_BASE + m * NEW_USERS_ELSEWHERE;
+                    let (other, _) = &routes[m as usize];
+                    (
+                        new_users_refused(l, (NEW_USERS_ELSEWHERE, base), other, who, t),
+                        other.clone(),
+                    )
+                })
+                .max()
+                .unwrap_or_default();
+            let after = RefusalPoints::measure(l, AFTER_BASE, over, who, t);
+            (same, worst_other, before, after)
+        });
+        most = most.max(peak);
+        println!(
+            "| {} per {} s, {name} (built in), after {BUILT_IN_FLOOD} | {} | {} (`{}`) | | {} | {} |",
+            limit.requests,
+            limit.window_seconds,
+            pct(same, NEW_USERS),
+            pct(worst_other.0, NEW_USERS_ELSEWHERE),
+            worst_other.1,
+            before.cell(),
+            after.cell(),
+        );
+    }
+    let login = routes.len() - 1;
+    println!(
+        "\n`{LOGIN}` after {BUILT_IN_FLOOD} addresses on `{ELSEWHERE}`: {} of its new users refused. \
+         Memory: the most any run above held was {most} B ({}), against this application's bound of {bound} B ({}) \
+         ({} routes with a limit): {:.3} of it.",
+        pct(after_elsewhere[login], NEW_USERS_ELSEWHERE),
+        mib(most),
+        mib(bound),
+        routes.len(),
+        most as f64 / bound as f64,
+    );
+}
+
+/// `bound()` of a counter built for `routes`, part by part.
+fn bound_line(routes: &[Limit]) -> String {
+    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, routes, SEED).bound();
+    format!("{bound} ({})", mib(bound.total()))
 }

@@ -334,11 +334,12 @@ impl Limiter {
                 }
             }
         }
+        let route_limits: Vec<Limit> = routes.iter().map(|(_, limit)| *limit).collect();
         Ok(Limiter {
             counting,
             plan,
             routes,
-            memory: WindowCounter::new(DEFAULT_MAX_KEYS, seed),
+            memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
             logged: BTreeSet::new(),
             breakers: BTreeMap::new(),
             tally: Tally::default(),
