@@ -19,6 +19,7 @@ use harness::world::workerd::find::{
 };
 use harness::world::workerd::reference::{CoreChoice, CountingCore};
 use runtime::config::{Application, StoreDriver};
+use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
 use runtime::plan::BindingPlan;
 
 #[derive(Parser)]
@@ -33,7 +34,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate an application description: every diagnostic as `CODE: file:line:col: message`, or `ok`.
+    /// Validate an application description: every diagnostic as `CODE: file:line:col: message`,
+    /// or `ok` and the most memory an isolate takes counting in memory.
     Check { application: PathBuf },
     /// Print the Wrangler `ratelimits` entries of an application description,
     /// or write them into a Wrangler file.
@@ -232,10 +234,14 @@ fn load(path: &PathBuf) -> Result<Application, ExitCode> {
     })
 }
 
+/// `ok`, and the most memory an isolate (or a native process) of the
+/// application takes when it counts in memory, from its route limits.
 fn check(path: &PathBuf) -> ExitCode {
     match load(path) {
-        Ok(_) => {
-            println!("ok");
+        Ok(app) => {
+            let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
+            let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 0).bound();
+            println!("ok\nmemory (per isolate counting in memory): at most {bound}");
             ExitCode::SUCCESS
         }
         Err(code) => code,

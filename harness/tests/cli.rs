@@ -6,6 +6,9 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
+use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
+use runtime::limits::Limit;
+
 fn harness(args: &[&str], app: &str) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("app.toml");
@@ -27,11 +30,43 @@ fn harness(args: &[&str], app: &str) -> (Option<i32>, String, String) {
 
 const VALID: &str = common::WORKERS_API;
 
+/// Three routes with limits of their own, two of them the same.
+const ROUTES: &str = "
+[[routes]]
+path = \"/login\"
+rate_limit = { requests = 1, window = 10 }
+
+[[routes]]
+path = \"/api/search\"
+rate_limit = { requests = 20, window = 60 }
+
+[[routes]]
+path = \"/api/report\"
+rate_limit = { requests = 20, window = 60 }
+";
+
+/// The memory line `check` prints for an application whose routes have `routes` limits.
+fn memory_line(routes: &[Limit]) -> String {
+    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, routes, 0).bound();
+    format!("memory (per isolate counting in memory): at most {bound}\n")
+}
+
 #[test]
-fn check_says_ok_for_a_valid_description() {
+fn check_says_ok_and_the_memory_bound_for_a_valid_description() {
     assert_eq!(
         harness(&["check"], VALID),
-        (Some(0), "ok\n".into(), String::new())
+        (Some(0), format!("ok\n{}", memory_line(&[])), String::new())
+    );
+    let (code, stdout, _) = harness(&["check"], &format!("{VALID}{ROUTES}"));
+    assert_eq!(code, Some(0));
+    let limits = [Limit::new(1, 10), Limit::new(20, 60), Limit::new(20, 60)];
+    assert_eq!(stdout, format!("ok\n{}", memory_line(&limits)));
+    // A sketch for each built-in limit and each distinct route limit: two
+    // routes of one limit share one sized for both.
+    assert_eq!(stdout.matches(" keys ").count(), 2 + 2, "{stdout}");
+    assert!(
+        stdout.contains(" + 20 per 60 s for 600000 keys "),
+        "{stdout}"
     );
 }
 
