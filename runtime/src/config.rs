@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::limits::{BUILT_IN_LIMITS, Limit};
-use crate::plan::{binding_name, binding_prefix};
+use crate::names::{binding_name, binding_prefix};
 
 /// The windows Cloudflare's binding can count, in seconds.
 pub const BINDING_WINDOWS: [u32; 2] = [10, 60];
