@@ -211,6 +211,7 @@ impl FallbackLog {
 pub struct Policy {
     /// `caller`, `address`, or the route's path.
     pub name: String,
+    /// The limit, whose requests and window the header gives as `q` and `w`.
     pub limit: Limit,
 }
 

@@ -15,13 +15,16 @@ use crate::names::binding_name;
 pub struct PlannedBinding {
     /// The name the Worker sees it under, such as `LIMITS_120_PER_60S`.
     pub name: String,
+    /// Its namespace: bindings sharing one share their counts, even across Workers.
     pub namespace_id: u64,
+    /// The one limit it counts.
     pub limit: Limit,
 }
 
 /// The bindings of one application, in namespace order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BindingPlan {
+    /// One per distinct limit; their order is [`crate::store::StoreId`]'s.
     pub bindings: Vec<PlannedBinding>,
 }
 
@@ -113,12 +116,15 @@ pub struct WranglerEntry {
     pub name: String,
     /// A string holding a positive integer.
     pub namespace_id: String,
+    /// The limit it counts.
     pub simple: Simple,
 }
 
 /// A binding's limit: `limit` requests per `period` seconds (10 or 60).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Simple {
+    /// Requests per period.
     pub limit: u32,
+    /// The period in seconds: 10 or 60, all Cloudflare counts.
     pub period: u32,
 }
