@@ -55,8 +55,9 @@ use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
+use runtime::Subject;
 use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
-use runtime::limiter::{Limiter, Refusal, Subject};
+use runtime::limiter::{Limiter, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 use runtime::{Application, ClientAddress};
 
@@ -71,6 +72,12 @@ fn grew(bytes: usize) {
     PEAK.fetch_max(now, Relaxed);
 }
 
+// Every method hands the call to `System` as it came, with its caller's
+// guarantees, and only counts sizes beside it.
+#[allow(
+    unsafe_code,
+    reason = "a global allocator is an unsafe trait; counting the heap needs one"
+)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
@@ -189,8 +196,20 @@ fn flood(routes: &[Limit], hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, 
 
 fn main() {
     let mut buf = String::with_capacity(48);
-    let max = DEFAULT_MAX_KEYS;
+    bytes_per_tracked_key(&mut buf);
+    let floods = Floods {
+        one: flood_one_limit(&mut buf),
+        route: flood_route_limit(&mut buf),
+        worst: flood_worst_sweep(&mut buf),
+        governor: flood_governor(&mut buf),
+    };
+    floods.print();
+    flood_table();
+}
 
+/// The heap of a counter after N distinct keys, printed as a table.
+fn bytes_per_tracked_key(buf: &mut String) {
+    let max = DEFAULT_MAX_KEYS;
     println!("### Bytes per tracked key (WindowCounter, DEFAULT_MAX_KEYS = {max})\n");
     println!(
         "| keys N | heap, B | keys tracked | heap / tracked, B | heap_bytes(), B | heap = heap_bytes() | peak while filling, B |"
@@ -201,8 +220,8 @@ fn main() {
         reset_peak();
         let mut c = WindowCounter::new(max, &[], SEED);
         for i in 0..n {
-            address(&mut buf, "", i);
-            black_box(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)));
+            address(buf, "", i);
+            black_box(c.hit(ADDRESS_LIMIT, buf, now_ms(i)));
         }
         // Read before printing, which allocates.
         let (heap, filling) = (live() - base, peak() - base);
@@ -225,9 +244,11 @@ fn main() {
         );
         drop(c);
     }
+}
 
-    // One limit: the address limit only; one sweep, when every entry has ended.
-    let one = flood(&[], |c| {
+/// One limit: the address limit only; one sweep, when every entry has ended.
+fn flood_one_limit(buf: &mut String) -> Flood {
+    flood(&[], |c| {
         let (mut within, mut heavy) = (0, (0, 0));
         for i in 0..FLOOD {
             let burst = |c: &mut WindowCounter, key: &str| {
@@ -241,14 +262,16 @@ fn main() {
                 // Still before the minute ends (the clock crosses it at 300,000).
                 heavy.1 = burst(c, "heavy-after");
             }
-            address(&mut buf, "", i);
-            within += u32::from(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)) == Verdict::Within);
+            address(buf, "", i);
+            within += u32::from(c.hit(ADDRESS_LIMIT, buf, now_ms(i)) == Verdict::Within);
         }
         (within, heavy)
-    });
+    })
+}
 
-    // A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
-    let route = flood(&[ROUTE_LIMIT], |c| {
+/// A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
+fn flood_route_limit(buf: &mut String) -> Flood {
+    flood(&[ROUTE_LIMIT], |c| {
         let (mut within, mut heavy) = (0, (0, 0));
         let mut route_key = String::with_capacity(48);
         for i in 0..FLOOD {
@@ -268,7 +291,7 @@ fn main() {
                 // 5 s later, past the table's 28,672 keys, in the same 10-second window.
                 heavy.1 = burst(c, "heavy-after");
             }
-            let at = address(&mut buf, "address:", i);
+            let at = address(buf, "address:", i);
             route_key.clear();
             route_key.push_str("/api/search|");
             route_key.push_str(&buf[..]);
@@ -277,120 +300,159 @@ fn main() {
             within += u32::from(a == Verdict::Within && r == Verdict::Within);
         }
         (within, heavy)
-    });
+    })
+}
 
-    // The largest sweep: max - 1 live entries kept.
-    let worst = flood(&[ROUTE_LIMIT], |c| {
-        address(&mut buf, "", u32::MAX);
-        c.hit(ROUTE_LIMIT, &buf, MINUTE_MS);
+/// The largest sweep: max - 1 live entries kept.
+fn flood_worst_sweep(buf: &mut String) -> Flood {
+    let max = DEFAULT_MAX_KEYS;
+    flood(&[ROUTE_LIMIT], |c| {
+        address(buf, "", u32::MAX);
+        c.hit(ROUTE_LIMIT, buf, MINUTE_MS);
         for i in 1..max as u32 {
-            address(&mut buf, "", i);
-            c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 1);
+            address(buf, "", i);
+            c.hit(ADDRESS_LIMIT, buf, MINUTE_MS + 1);
         }
         assert_eq!(c.tracked_keys(), max);
-        address(&mut buf, "", max as u32);
-        let v = c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 10_000);
+        address(buf, "", max as u32);
+        let v = c.hit(ADDRESS_LIMIT, buf, MINUTE_MS + 10_000);
         assert_eq!(
             c.tracked_keys(),
             max,
             "the sweep kept max - 1 and took the new key"
         );
         (u32::from(v == Verdict::Within), (0, 0))
-    });
+    })
+}
 
+/// What governor's keyed limiter held after the one-limit flood.
+struct GovernorFlood {
+    peak: usize,
+    after: usize,
+    len: usize,
+    within: u32,
+}
+
+/// The one-limit flood through governor's keyed limiter.
+fn flood_governor(buf: &mut String) -> GovernorFlood {
     let base = live();
     reset_peak();
     let g = governor();
-    let mut g_within = 0u32;
+    let mut within = 0u32;
     for i in 0..FLOOD {
-        address(&mut buf, "", i);
+        address(buf, "", i);
         let key = buf.clone();
-        g_within += u32::from(g.check_key(&key).is_ok());
+        within += u32::from(g.check_key(&key).is_ok());
         drop(key); // the caller's copy; governor keeps its own clone
     }
-    let (g_peak, g_after, g_len) = (peak() - base, live() - base, g.len());
+    let flood = GovernorFlood {
+        peak: peak() - base,
+        after: live() - base,
+        len: g.len(),
+        within,
+    };
     drop(g);
+    flood
+}
 
-    println!("\n### Floods of {FLOOD} distinct addresses\n");
-    println!(
-        "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
-    );
-    println!("|---|---:|---:|---:|---:|");
-    let b = |x: usize| format!("{x} B ({})", mib(x));
-    println!(
-        "| peak heap | {} | {} | {} | {} |",
-        b(one.peak),
-        b(route.peak),
-        b(worst.peak),
-        b(g_peak)
-    );
-    println!(
-        "| heap after | {} | {} | {} | {} |",
-        b(one.after),
-        b(route.after),
-        b(worst.after),
-        b(g_after)
-    );
-    println!(
-        "| `heap_bytes()` after | {} | {} | {} | n/a |",
-        b(one.heap_bytes),
-        b(route.heap_bytes),
-        b(worst.heap_bytes)
-    );
-    println!(
-        "| keys held one by one | {} | {} | {} | {g_len} |",
-        one.tracked, route.tracked, worst.tracked
-    );
-    println!(
-        "| bytes per key held (heap after / keys) | {:.1} | {:.1} | {:.1} | {:.1} |",
-        one.after as f64 / one.tracked as f64,
-        route.after as f64 / route.tracked as f64,
-        worst.after as f64 / worst.tracked as f64,
-        g_after as f64 / g_len as f64
-    );
-    println!(
-        "| requests let through | {} of {FLOOD} | {} of {FLOOD} | {} of 1 (the new key) | {g_within} of {FLOOD} |",
-        one.within, route.within, worst.within
-    );
-    println!(
-        "| innocents refused | {} ({:.3} %) | {} ({:.3} %) | | {} ({:.3} %) |",
-        FLOOD - one.within,
-        f64::from(FLOOD - one.within) / f64::from(FLOOD) * 100.0,
-        FLOOD - route.within,
-        f64::from(FLOOD - route.within) / f64::from(FLOOD) * 100.0,
-        FLOOD - g_within,
-        f64::from(FLOOD - g_within) / f64::from(FLOOD) * 100.0,
-    );
-    println!(
-        "| heavy hitter let through, before / after the table filled (limit) | {} / {} ({}) | {} / {} ({}) | | |",
-        one.heavy.0,
-        one.heavy.1,
-        ADDRESS_LIMIT.requests,
-        route.heavy.0,
-        route.heavy.1,
-        ROUTE_LIMIT.requests,
-    );
-    println!(
-        "| bound: `bound().total()` | {} | {} | {} | none |",
-        b(one.bound),
-        b(route.bound),
-        b(worst.bound),
-    );
-    println!(
-        "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} (of the one-limit bound) |",
-        one.peak as f64 / one.bound as f64,
-        route.peak as f64 / route.bound as f64,
-        worst.peak as f64 / worst.bound as f64,
-        g_peak as f64 / one.bound as f64,
-    );
-    println!();
-    for (what, routes) in [
-        ("the built-in limits only", &[][..]),
-        ("and a route of 20 per 10 s", &[ROUTE_LIMIT][..]),
-    ] {
-        println!("Bound, {what}: {}", bound_line(routes));
+/// The four floods, printed side by side.
+struct Floods {
+    one: Flood,
+    route: Flood,
+    worst: Flood,
+    governor: GovernorFlood,
+}
+
+impl Floods {
+    fn print(&self) {
+        let Floods {
+            one,
+            route,
+            worst,
+            governor,
+        } = self;
+        let (g_peak, g_after, g_len, g_within) =
+            (governor.peak, governor.after, governor.len, governor.within);
+        println!("\n### Floods of {FLOOD} distinct addresses\n");
+        println!(
+            "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        let b = |x: usize| format!("{x} B ({})", mib(x));
+        println!(
+            "| peak heap | {} | {} | {} | {} |",
+            b(one.peak),
+            b(route.peak),
+            b(worst.peak),
+            b(g_peak)
+        );
+        println!(
+            "| heap after | {} | {} | {} | {} |",
+            b(one.after),
+            b(route.after),
+            b(worst.after),
+            b(g_after)
+        );
+        println!(
+            "| `heap_bytes()` after | {} | {} | {} | n/a |",
+            b(one.heap_bytes),
+            b(route.heap_bytes),
+            b(worst.heap_bytes)
+        );
+        println!(
+            "| keys held one by one | {} | {} | {} | {g_len} |",
+            one.tracked, route.tracked, worst.tracked
+        );
+        println!(
+            "| bytes per key held (heap after / keys) | {:.1} | {:.1} | {:.1} | {:.1} |",
+            one.after as f64 / one.tracked as f64,
+            route.after as f64 / route.tracked as f64,
+            worst.after as f64 / worst.tracked as f64,
+            g_after as f64 / g_len as f64
+        );
+        println!(
+            "| requests let through | {} of {FLOOD} | {} of {FLOOD} | {} of 1 (the new key) | {g_within} of {FLOOD} |",
+            one.within, route.within, worst.within
+        );
+        println!(
+            "| innocents refused | {} ({:.3} %) | {} ({:.3} %) | | {} ({:.3} %) |",
+            FLOOD - one.within,
+            f64::from(FLOOD - one.within) / f64::from(FLOOD) * 100.0,
+            FLOOD - route.within,
+            f64::from(FLOOD - route.within) / f64::from(FLOOD) * 100.0,
+            FLOOD - g_within,
+            f64::from(FLOOD - g_within) / f64::from(FLOOD) * 100.0,
+        );
+        println!(
+            "| heavy hitter let through, before / after the table filled (limit) | {} / {} ({}) | {} / {} ({}) | | |",
+            one.heavy.0,
+            one.heavy.1,
+            ADDRESS_LIMIT.requests,
+            route.heavy.0,
+            route.heavy.1,
+            ROUTE_LIMIT.requests,
+        );
+        println!(
+            "| bound: `bound().total()` | {} | {} | {} | none |",
+            b(one.bound),
+            b(route.bound),
+            b(worst.bound),
+        );
+        println!(
+            "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} (of the one-limit bound) |",
+            one.peak as f64 / one.bound as f64,
+            route.peak as f64 / route.bound as f64,
+            worst.peak as f64 / worst.bound as f64,
+            g_peak as f64 / one.bound as f64,
+        );
+        println!();
+        for (what, routes) in [
+            ("the built-in limits only", &[][..]),
+            ("and a route of 20 per 10 s", &[ROUTE_LIMIT][..]),
+        ] {
+            println!("Bound, {what}: {}", bound_line(routes));
+        }
     }
-    flood_table();
 }
 
 // ---------------------------------------------------------------------------
@@ -464,8 +526,8 @@ fn signed_in(i: u32) -> Subject {
 /// One request through `checks` and `conclude`, every check counted in memory.
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
     let checks = limiter.checks(subject, path);
-    let answers = vec![None; checks.len()];
-    limiter.conclude(&checks, answers, now).refusal
+    let pending = limiter.asks(checks, now);
+    limiter.conclude(pending, now).refusal
 }
 
 /// A flood of `n` distinct subjects (indexes from 0), one request each, 1 ms
@@ -574,13 +636,59 @@ fn measured<T>(app: &Application, run: impl FnOnce(&mut Limiter) -> T) -> (T, us
     (result, peak)
 }
 
+/// A flood of distinct subjects, one request each, on one path.
+struct Flooded<'a> {
+    path: &'a str,
+    /// The limit measured: its name in `RateLimit-Policy`, and its requests.
+    policy: &'a str,
+    limit: u32,
+    subjects: u32,
+    who: fn(u32) -> Subject,
+}
+
+/// What one flood did: new users refused on its path and (the worst) on
+/// another route, and where over-limit keys were refused before and after it.
+struct Row {
+    same: u32,
+    worst_other: (u32, String),
+    before: RefusalPoints,
+    after: RefusalPoints,
+}
+
+/// Runs `flooded` on a fresh limiter: over-limit keys, the flood, new users
+/// on its path and on every other route, over-limit keys again. Returns the
+/// row and the peak heap.
+fn flooded_row(app: &Application, routes: &[(String, Limit)], f: &Flooded) -> (Row, usize) {
+    measured(app, |l| {
+        let over = (f.path, f.policy, f.limit);
+        let before = RefusalPoints::measure(l, BEFORE_BASE, over, f.who, START_MS);
+        let t = flood_of(l, f.subjects, f.path, f.who);
+        let same = new_users_refused(l, (NEW_USERS, NEW_BASE), f.path, f.who, t);
+        let worst_other = (0..routes.len() as u32)
+            .filter(|&m| routes[m as usize].0 != f.path)
+            .map(|m| {
+                let base = ELSEWHERE_BASE + m * NEW_USERS_ELSEWHERE;
+                let other = &routes[m as usize].0;
+                let refused = new_users_refused(l, (NEW_USERS_ELSEWHERE, base), other, f.who, t);
+                (refused, other.clone())
+            })
+            .max()
+            .unwrap_or_default();
+        let after = RefusalPoints::measure(l, AFTER_BASE, over, f.who, t);
+        Row {
+            same,
+            worst_other,
+            before,
+            after,
+        }
+    })
+}
+
 fn flood_table() {
     let routes = flood_routes();
     let app = flood_app(&routes);
     let route_limits: Vec<Limit> = routes.iter().map(|(_, limit)| *limit).collect();
-    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, SEED)
-        .bound()
-        .total();
+    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, SEED).bound();
     let mut most = 0;
 
     // A flood on a path with no route of its own, then new users on every route.
@@ -597,7 +705,7 @@ fn flood_table() {
     most = most.max(peak);
 
     println!(
-        "\n### Every limit under a flood (through `Limiter::checks` and `conclude`, counting in memory)\n"
+        "\n### Every limit under a flood (through `Limiter::checks`, `asks` and `conclude`, counting in memory)\n"
     );
     println!(
         "One application with a route for each limit below and `{LOGIN}` ({} per {} s); a new user sends one request \
@@ -610,93 +718,70 @@ fn flood_table() {
         "| limit | new users refused after {ROUTE_FLOOD} keys on its route | on the other routes after it (worst) | on its route after {BUILT_IN_FLOOD} addresses on `{ELSEWHERE}` | over-limit keys before the table fills | after |"
     );
     println!("|---|---:|---:|---:|---|---|");
-
-    for (n, (path, limit)) in routes.iter().enumerate().take(routes.len() - 1) {
-        let ((same, worst_other, before, after), peak) = measured(&app, |l| {
-            let before = RefusalPoints::measure(
-                l,
-                BEFORE_BASE,
-                (path, path, limit.requests),
-                anonymous,
-                START_MS,
-            );
-            let t = flood_of(l, ROUTE_FLOOD, path, anonymous);
-            let same = new_users_refused(l, (NEW_USERS, NEW_BASE), path, anonymous, t);
-            let worst_other = (0..routes.len() as u32)
-                .filter(|&m| m as usize != n)
-                .map(|m| {
-                    let base = ELSEWHERE_BASE + m * NEW_USERS_ELSEWHERE;
-                    let (other, _) = &routes[m as usize];
-                    let refused =
-                        new_users_refused(l, (NEW_USERS_ELSEWHERE, base), other, anonymous, t);
-                    (refused, other.clone())
-                })
-                .max()
-                .unwrap_or_default();
-            let after =
-                RefusalPoints::measure(l, AFTER_BASE, (path, path, limit.requests), anonymous, t);
-            (same, worst_other, before, after)
-        });
-        most = most.max(peak);
-        println!(
-            "| {} per {} s | {} | {} (`{}`) | {} | {} | {} |",
-            limit.requests,
-            limit.window_seconds,
-            pct(same, NEW_USERS),
-            pct(worst_other.0, NEW_USERS_ELSEWHERE),
-            worst_other.1,
-            pct(after_elsewhere[n], NEW_USERS_ELSEWHERE),
-            before.cell(),
-            after.cell(),
+    let flooded = routes
+        .iter()
+        .take(routes.len() - 1)
+        .map(|(path, limit)| {
+            (
+                format!("{} per {} s", limit.requests, limit.window_seconds),
+                path.as_str(),
+                path.as_str(),
+                *limit,
+                ROUTE_FLOOD,
+                anonymous as fn(u32) -> Subject,
+            )
+        })
+        .chain(
+            [
+                ("address", ADDRESS_LIMIT, anonymous as fn(u32) -> Subject),
+                ("caller", CALLER_LIMIT, signed_in as fn(u32) -> Subject),
+            ]
+            .map(|(name, limit, who)| {
+                (
+                    format!(
+                        "{} per {} s, {name} (built in), after {BUILT_IN_FLOOD}",
+                        limit.requests, limit.window_seconds
+                    ),
+                    ELSEWHERE,
+                    name,
+                    limit,
+                    BUILT_IN_FLOOD,
+                    who,
+                )
+            }),
         );
-    }
-
-    // The built-in limits, each flooded with a million distinct subjects.
-    for (name, limit, who) in [
-        ("address", ADDRESS_LIMIT, anonymous as fn(u32) -> Subject),
-        ("caller", CALLER_LIMIT, signed_in as fn(u32) -> Subject),
-    ] {
-        let ((same, worst_other, before, after), peak) = measured(&app, |l| {
-            let over = (ELSEWHERE, name, limit.requests);
-            let before = RefusalPoints::measure(l, BEFORE_BASE, over, who, START_MS);
-            let t = flood_of(l, BUILT_IN_FLOOD, ELSEWHERE, who);
-            let same = new_users_refused(l, (NEW_USERS, NEW_BASE), ELSEWHERE, who, t);
-            let worst_other = (0..routes.len() as u32)
-                .map(|m| {
-                    let base = ELSEWHERE_BASE + m * NEW_USERS_ELSEWHERE;
-                    let (other, _) = &routes[m as usize];
-                    (
-                        new_users_refused(l, (NEW_USERS_ELSEWHERE, base), other, who, t),
-                        other.clone(),
-                    )
-                })
-                .max()
-                .unwrap_or_default();
-            let after = RefusalPoints::measure(l, AFTER_BASE, over, who, t);
-            (same, worst_other, before, after)
-        });
+    for (n, (label, path, policy, limit, subjects, who)) in flooded.enumerate() {
+        let flood = Flooded {
+            path,
+            policy,
+            limit: limit.requests,
+            subjects,
+            who,
+        };
+        let (row, peak) = flooded_row(&app, &routes, &flood);
         most = most.max(peak);
+        let elsewhere = after_elsewhere
+            .get(n)
+            .filter(|_| path != ELSEWHERE)
+            .map_or(String::new(), |&refused| pct(refused, NEW_USERS_ELSEWHERE));
         println!(
-            "| {} per {} s, {name} (built in), after {BUILT_IN_FLOOD} | {} | {} (`{}`) | | {} | {} |",
-            limit.requests,
-            limit.window_seconds,
-            pct(same, NEW_USERS),
-            pct(worst_other.0, NEW_USERS_ELSEWHERE),
-            worst_other.1,
-            before.cell(),
-            after.cell(),
+            "| {label} | {} | {} (`{}`) | {elsewhere} | {} | {} |",
+            pct(row.same, NEW_USERS),
+            pct(row.worst_other.0, NEW_USERS_ELSEWHERE),
+            row.worst_other.1,
+            row.before.cell(),
+            row.after.cell(),
         );
     }
     let login = routes.len() - 1;
     println!(
         "\n`{LOGIN}` after {BUILT_IN_FLOOD} addresses on `{ELSEWHERE}`: {} of its new users refused. \
-         Memory: the most any run above held was {most} B ({}), against this application's bound of {bound} B ({}) \
-         ({} routes with a limit): {:.3} of it.",
+         Memory: the most any run above held was {most} B ({}), against this application's bound ({} routes with a limit): {bound} ({}), {:.3} of it.",
         pct(after_elsewhere[login], NEW_USERS_ELSEWHERE),
         mib(most),
-        mib(bound),
         routes.len(),
-        most as f64 / bound as f64,
+        mib(bound.total()),
+        most as f64 / bound.total() as f64,
     );
 }
 

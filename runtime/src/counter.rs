@@ -96,9 +96,11 @@ pub struct MemoryBound {
 /// sketches (72 B on a 64-bit target), its filter and its counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SketchBound {
+    /// The limit it counts.
     pub limit: Limit,
     /// Distinct keys in one window it is sized for.
     pub keys: usize,
+    /// Its bytes once in use.
     pub bytes: usize,
 }
 
@@ -281,7 +283,7 @@ impl WindowCounter {
         }
     }
 
-    /// The table's slots: a digest, a [`Slot`] and a control byte each, plus
+    /// The table's slots: a digest, a `Slot` and a control byte each, plus
     /// one group of trailing control bytes.
     fn table_bytes(&self) -> usize {
         const GROUP_WIDTH: usize = 16;

@@ -8,9 +8,10 @@ use std::net::Ipv4Addr;
 
 use proptest::prelude::*;
 use runtime::ClientAddress;
+use runtime::Subject;
 use runtime::config::Application;
 use runtime::counter::DEFAULT_MAX_KEYS;
-use runtime::limiter::{Limiter, Refusal, Subject};
+use runtime::limiter::{Limiter, Refusal};
 use runtime::limits::Limit;
 
 /// An hour boundary, so windows of 10, 60 and 3600 s all start here.
@@ -55,8 +56,8 @@ fn address(i: u32) -> Subject {
 
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
     let checks = limiter.checks(subject, path);
-    let answers = vec![None; checks.len()];
-    limiter.conclude(&checks, answers, now).refusal
+    let pending = limiter.asks(checks, now);
+    limiter.conclude(pending, now).refusal
 }
 
 /// Whether the limit named `policy` refused the request.
@@ -218,18 +219,20 @@ proptest! {
             let path = paths[path % paths.len()];
             let subject = address(0x0E00_0000 + client);
             let checks = limiter.checks(&subject, path);
+            // The subject's built-in limit first, then the path's route, if any.
+            let policies = [subject.policy(), path];
             let mut expected = Vec::new();
-            for check in &checks {
-                let window = now / (u64::from(check.limit.window_seconds) * 1_000);
-                let count = exact.entry((check.key.clone(), window)).or_default();
-                if *count < check.limit.requests {
+            for (check, policy) in checks.iter().zip(policies) {
+                let window = now / (u64::from(check.limit().window_seconds) * 1_000);
+                let count = exact.entry((check.key().to_owned(), window)).or_default();
+                if *count < check.limit().requests {
                     *count += 1;
                 } else {
-                    expected.push(check.policy.clone());
+                    expected.push(policy.to_owned());
                 }
             }
-            let answers = vec![None; checks.len()];
-            let refusal = limiter.conclude(&checks, answers, now).refusal;
+            let pending = limiter.asks(checks, now);
+            let refusal = limiter.conclude(pending, now).refusal;
             let refused: Vec<String> = refusal.map(|r| r.policies.into_iter().map(|p| p.name).collect()).unwrap_or_default();
             prop_assert_eq!(refused, expected, "{} from client {} at {} ms", path, client, now - HOUR);
         }
