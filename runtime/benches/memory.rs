@@ -776,10 +776,13 @@ fn flood_table() {
     let login = routes.len() - 1;
     println!(
         "\n`{LOGIN}` after {BUILT_IN_FLOOD} addresses on `{ELSEWHERE}`: {} of its new users refused. \
-         Memory: the most any run above held was {most} B ({}), against this application's bound ({} routes with a limit): {bound} ({}), {:.3} of it.",
+         Memory: the most any run above held was {most} B ({}), against this application's bound \
+         ({} routes with a limit; {} sketches): {} B ({}), {:.3} of it.",
         pct(after_elsewhere[login], NEW_USERS_ELSEWHERE),
         mib(most),
         routes.len(),
+        bound.sketches.len(),
+        bound.total(),
         mib(bound.total()),
         most as f64 / bound.total() as f64,
     );

@@ -207,23 +207,33 @@ impl Storage {
         missing == 0
     }
 
+    /// Sets the key's bit in each word of its block, and says whether all of
+    /// them were set already (the key was counted, or is taken for one that
+    /// was). Unrolled by hand: the workspace is built for size, and the loop
+    /// cost a flood's every new key half again as many instructions.
     #[inline]
-    fn mark(&mut self, spots: &Spots) {
+    fn test_and_set(&mut self, spots: &Spots) -> bool {
         let words = &mut self.filter[spots.block].0;
-        for (word, bits) in words.iter_mut().enumerate() {
-            *bits |= 1 << spots.bit(word);
+        let mut missing = 0;
+        macro_rules! words {
+            ($($word:literal)*) => {$(
+                let bit = 1 << spots.bit($word);
+                missing |= bit & !words[$word];
+                words[$word] |= bit;
+            )*};
         }
+        words!(0 1 2 3 4 5 6 7);
+        missing == 0
     }
 
-    /// The key's count, and where its later requests are counted once it
-    /// has any: 0 if the filter never saw it, else 1 for its first request
-    /// and the sketch's estimate of the later ones.
-    fn count(&self, spots: &Spots) -> (u32, Option<[usize; ROWS]>) {
-        if !self.seen(spots) {
-            return (0, None);
+    /// The key's count: 0 if the filter never saw it, else 1 for its first
+    /// request and the sketch's estimate of the later ones.
+    fn count(&self, spots: &Spots) -> u32 {
+        if self.seen(spots) {
+            1 + self.later.min(&self.rows(spots))
+        } else {
+            0
         }
-        let rows = self.rows(spots);
-        (1 + self.later.min(&rows), Some(rows))
     }
 
     fn bytes(&self) -> usize {
@@ -304,7 +314,7 @@ impl LimitSketch {
             return None;
         }
         let storage = self.storage.as_ref()?;
-        let (count, _) = storage.count(&storage.spots(digest));
+        let count = storage.count(&storage.spots(digest));
         (count > 0).then_some((count, self.ends_at_s))
     }
 
@@ -324,21 +334,26 @@ impl LimitSketch {
             self.ends_at_s = ends_at_s;
         }
         let (requests, keys) = (self.limit.requests, self.keys);
+        if requests == 0 {
+            return Verdict::Exceeded;
+        }
         let storage = self
             .storage
             .get_or_insert_with(|| Storage::new(requests, keys));
+        self.dirty = true;
         let spots = storage.spots(digest);
-        let (count, rows) = storage.count(&spots);
+        if !storage.test_and_set(&spots) {
+            // Its first request (a seen key's bits were all set already).
+            return Verdict::Within;
+        }
+        // A later request: counted when 1 + their estimate is below the
+        // limit, by raising the counters at the estimate.
+        let rows = storage.rows(&spots);
+        let count = 1 + storage.later.min(&rows);
         if count >= requests {
             return Verdict::Exceeded;
         }
-        match rows {
-            // Its later requests: `count` is 1 + their estimate, so the
-            // counters at the estimate rise by one.
-            Some(rows) => storage.later.raise(&rows, count),
-            None => storage.mark(&spots),
-        }
-        self.dirty = true;
+        storage.later.raise(&rows, count);
         Verdict::Within
     }
 }
