@@ -10,7 +10,7 @@ use crate::engine::{self, Environment, InstanceRecord, Observation};
 use crate::judge::checks::{self, Failure};
 use crate::judge::expectations::Verdict;
 use crate::language::scenario::Prepared;
-use crate::world::workerd::Stream;
+use crate::world::process::Stream;
 
 /// How many of each workerd's last lines a failure shows.
 pub const LOG_TAIL: usize = 15;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::language::probe::CallOutcome;
 use crate::language::scenario::RedisCalls;
-use crate::world::workerd::process::LogLine;
+use crate::world::process::LogLine;
 
 /// One request and its answer.
 #[derive(Debug, Clone)]

@@ -701,7 +701,7 @@ mod tests {
 
     use crate::engine::{CallRecord, InstanceRecord, RequestRecord};
     use crate::language::probe::CallOutcome;
-    use crate::world::workerd::{LogLine, Stream};
+    use crate::world::process::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
     fn prepared(text: &str) -> Prepared {

@@ -10,5 +10,5 @@ pub mod store;
 
 pub use config::{EmulatedBinding, IsolateConfig};
 pub use find::{Workerd, WorkerdChoice, find_workerd};
-pub use process::{LogLine, Stream, WorkerdProcess};
+pub use process::WorkerdProcess;
 pub use store::SharedStore;

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::config::write_store_config;
-use super::process::{Log, WorkerdProcess, stderr_text};
+use super::process::WorkerdProcess;
+use crate::world::process::{Log, stderr_text};
 
 /// Why the run's store is not there.
 #[derive(Debug, Clone, thiserror::Error)]
