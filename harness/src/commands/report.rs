@@ -1,15 +1,14 @@
-//! Running trials and telling people and CI how they went: one outcome per
-//! scenario, the summary table, the JUnit XML, and failure text that reads
-//! like a compiler error with the tail of each workerd's log.
+//! Telling people and CI how trials went: one outcome per scenario, the
+//! summary table, the JUnit XML, and failure text that reads like a compiler
+//! error with the tail of each workerd's log.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::{self, Environment, InstanceRecord, Observation};
-use crate::judge::checks::{self, Failure};
+use crate::engine::{InstanceRecord, Observation};
+use crate::judge::checks;
 use crate::judge::expectations::Verdict;
-use crate::language::scenario::Prepared;
 use crate::world::process::Stream;
 
 /// How many of each workerd's last lines a failure shows.
@@ -31,31 +30,6 @@ pub struct TrialOutcome {
     pub duration: Duration,
 }
 
-/// Runs one prepared scenario and judges it.
-pub fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
-    let (observation, aborted) = match engine::run(env, prepared) {
-        Ok(observation) => (observation, None),
-        Err(aborted) => {
-            let aborted = *aborted;
-            (aborted.observation, Some(aborted.error))
-        }
-    };
-    let mut failures: Vec<String> = Vec::new();
-    if let Some(error) = &aborted {
-        let place = prepared.scenario.place(prepared.scenario.scenario.span());
-        failures.push(format!(
-            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
-        ));
-    } else {
-        failures.extend(
-            checks::check(prepared, &observation)
-                .iter()
-                .map(Failure::to_string),
-        );
-    }
-    outcome(&prepared.trial_name, &observation, failures)
-}
-
 /// The outcome of a scenario or expectations file that could not be read;
 /// `error` starts with `file:line:col`.
 pub fn malformed(name: &str, error: &str) -> TrialOutcome {
@@ -71,7 +45,9 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
     }
 }
 
-fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
+/// The outcome of a trial that observed `observation` and failed as
+/// `failures` say (none: it passed), with the log tails of a failure.
+pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
     let ms = checks::latencies(observation);
     let mut message = failures.join("\n\n");
     if !failures.is_empty() && !observation.instances.is_empty() {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
-use crate::engine::Environment;
+use crate::engine::{self, Environment};
+use crate::judge::checks::{self, Failure};
 use crate::judge::expectations::Expectations;
 use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
 use crate::world::wasm;
@@ -57,7 +58,7 @@ impl Suite {
     /// Runs one trial and judges it, expected failures included.
     pub fn run(&self, trial: &Trial, env: &Environment) -> TrialOutcome {
         let mut outcome = match trial {
-            Trial::Scenario(prepared) => report::run_trial(env, prepared),
+            Trial::Scenario(prepared) => run_trial(env, prepared),
             Trial::Malformed { name, error } => report::malformed(name, error),
         };
         outcome.verdict =
@@ -65,6 +66,31 @@ impl Suite {
                 .verdict(&outcome.name, &env.workerd.version, outcome.passed);
         outcome
     }
+}
+
+/// Runs one prepared scenario and judges it.
+fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
+    let (observation, aborted) = match engine::run(env, prepared) {
+        Ok(observation) => (observation, None),
+        Err(aborted) => {
+            let aborted = *aborted;
+            (aborted.observation, Some(aborted.error))
+        }
+    };
+    let mut failures: Vec<String> = Vec::new();
+    if let Some(error) = &aborted {
+        let place = prepared.scenario.place(prepared.scenario.scenario.span());
+        failures.push(format!(
+            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
+        ));
+    } else {
+        failures.extend(
+            checks::check(prepared, &observation)
+                .iter()
+                .map(Failure::to_string),
+        );
+    }
+    report::outcome(&prepared.trial_name, &observation, failures)
 }
 
 /// What a run of a suite gave.
