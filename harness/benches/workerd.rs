@@ -55,7 +55,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use harness::engine::Environment;
+use harness::judge::stats::{self, median};
 use harness::language::scenario::Behaviour;
+use harness::world::proc;
 use harness::world::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
 use harness::world::workerd::{EmulatedBinding, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
@@ -129,15 +131,10 @@ impl Load {
         self.errors += other.errors;
         self.elapsed += other.elapsed;
     }
-    /// The `q` quantile (nearest rank) in milliseconds.
-    fn quantile_ms(&mut self, q: f64) -> f64 {
+    /// The `percent`-th percentile ([`stats::percentile`]) in milliseconds.
+    fn percentile_ms(&mut self, percent: u32) -> f64 {
         self.latencies_us.sort_unstable();
-        let n = self.latencies_us.len();
-        if n == 0 {
-            return f64::NAN;
-        }
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-        f64::from(self.latencies_us[rank - 1]) / 1000.0
+        stats::percentile(&self.latencies_us, percent).map_or(f64::NAN, |us| f64::from(us) / 1000.0)
     }
 }
 
@@ -372,18 +369,6 @@ const config :Workerd.Config = (
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn min_max(values: &[f64]) -> (f64, f64) {
     values
         .iter()
@@ -398,21 +383,8 @@ fn min_max(values: &[f64]) -> (f64, f64) {
 struct Cpu(BTreeMap<u32, u64>);
 
 impl Cpu {
-    fn of(pid: &str) -> Cpu {
-        let mut threads = BTreeMap::new();
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            return Cpu(threads);
-        };
-        for task in tasks.flatten() {
-            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
-                continue;
-            };
-            let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            if let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
-                threads.insert(tid, ns);
-            }
-        }
-        Cpu(threads)
+    fn of(pid: u32) -> Cpu {
+        Cpu(proc::thread_cpu_ns(pid))
     }
 
     /// CPU ns since `before`: in all, and on the busiest thread.
@@ -426,30 +398,17 @@ impl Cpu {
 }
 
 /// The pid of the workerd serving `config` (its command line names it).
-fn pid_of(config: &Path) -> Option<String> {
+fn pid_of(config: &Path) -> Option<u32> {
     let needle = config.display().to_string();
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid = entry.file_name().to_str()?.to_owned();
-            pid.parse::<u32>().ok()?;
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            (comm.trim() == "workerd" && String::from_utf8_lossy(&cmdline).contains(&needle))
-                .then_some(pid)
-        })
+    proc::pids().into_iter().find(|pid| {
+        proc::name(*pid).is_some_and(|name| name == "workerd")
+            && proc::arguments(*pid).iter().any(|a| a.contains(&needle))
+    })
 }
 
-/// The resident memory of a process, in KiB (`VmRSS`).
-fn rss_kib(pid: &Option<String>) -> u64 {
-    let Some(pid) = pid else { return 0 };
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+/// The resident memory of a process, in KiB (`VmRSS`); 0 for none.
+fn rss_kib(pid: Option<u32>) -> u64 {
+    pid.and_then(proc::resident_kib).unwrap_or(0)
 }
 
 /// CPU per answered request, in microseconds, over the measured runs.
@@ -464,7 +423,7 @@ struct CpuShare {
 struct Target {
     name: &'static str,
     process: WorkerdProcess,
-    pid: Option<String>,
+    pid: Option<u32>,
     /// Whether its bindings count in the binding store.
     uses_store: bool,
     next_address: Arc<AtomicU64>,
@@ -529,7 +488,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         targets.len()
     );
     for target in &mut targets {
-        target.rss_before_kib = rss_kib(&target.pid);
+        target.rss_before_kib = rss_kib(target.pid);
     }
     // loads[round][target]
     let mut loads: Vec<Vec<Option<Load>>> = Vec::new();
@@ -552,8 +511,12 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
             )
             .await;
             target.answered_all += warm.answered() as u64;
-            let snapshot = |pid: &Option<String>| pid.as_deref().map(Cpu::of).unwrap_or_default();
-            let before = (snapshot(&target.pid), snapshot(&store_pid), Cpu::of("self"));
+            let snapshot = |pid: Option<u32>| pid.map(Cpu::of).unwrap_or_default();
+            let before = (
+                snapshot(target.pid),
+                snapshot(store_pid),
+                Cpu::of(std::process::id()),
+            );
             let load = generate(
                 port,
                 API_PATH,
@@ -562,11 +525,11 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
                 &target.next_address,
             )
             .await;
-            let (target_ns, busiest_ns) = snapshot(&target.pid).since(&before.0);
+            let (target_ns, busiest_ns) = snapshot(target.pid).since(&before.0);
             target.cpu.target_ns += target_ns;
             target.cpu.target_busiest_ns += busiest_ns;
-            target.cpu.store_ns += snapshot(&store_pid).since(&before.1).0;
-            target.cpu.generator_ns += Cpu::of("self").since(&before.2).0;
+            target.cpu.store_ns += snapshot(store_pid).since(&before.1).0;
+            target.cpu.generator_ns += Cpu::of(std::process::id()).since(&before.2).0;
             target.answered_all += load.answered() as u64;
             eprintln!(
                 "  round {} {:<24} {:>8.0} req/s  ({} answered, {} not 200, {} errors; RSS {} MiB)",
@@ -576,7 +539,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
                 load.answered(),
                 load.not_200(),
                 load.errors,
-                rss_kib(&target.pid) / 1024,
+                rss_kib(target.pid) / 1024,
             );
             this_round[index] = Some(load);
         }
@@ -617,19 +580,19 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (t, target) in targets.iter().enumerate() {
         let (lo, hi) = min_max(&rps[t]);
-        let mut relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
+        let relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
         let (rlo, rhi) = min_max(&relative);
         let load = &mut pooled[t];
         println!(
             "| {} | {:.0} | {lo:.0}-{hi:.0} | {:.3} | {:.3} | {} | {} | {} | **{:.3}** | {rlo:.3}-{rhi:.3} |",
             target.name,
-            median(&mut rps[t].clone()),
-            load.quantile_ms(0.50),
-            load.quantile_ms(0.99),
+            median(&rps[t]),
+            load.percentile_ms(50),
+            load.percentile_ms(99),
             load.answered(),
             load.not_200(),
             load.errors,
-            median(&mut relative),
+            median(&relative),
         );
     }
     println!();
@@ -695,7 +658,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
     );
     println!("|---|---:|---:|---:|---:|");
     for target in &targets {
-        let after = rss_kib(&target.pid);
+        let after = rss_kib(target.pid);
         println!(
             "| {} | {:.1} | {:.1} | {} | {:.0} |",
             target.name,
@@ -757,7 +720,7 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
         ),
         (format!("one every 100 ms for {paced_seconds} s"), paced),
     ] {
-        let p50 = load.quantile_ms(0.50);
+        let p50 = load.percentile_ms(50);
         let (waited, others): (Vec<u32>, Vec<u32>) =
             load.latencies_us.iter().partition(|&&us| us >= WAITED_US);
         let ms = |us: Option<&u32>| us.map_or(f64::NAN, |&us| f64::from(us) / 1000.0);
@@ -894,11 +857,11 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
             "- | -".to_owned()
         } else {
             let (alo, ahi) = min_max(&answer);
-            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&mut answer))
+            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&answer))
         };
         println!(
             "| {name} | {:.1} | {llo:.1}-{lhi:.1} | {first} |",
-            median(&mut listen)
+            median(&listen)
         );
     }
     println!();

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::engine::{InstanceRecord, Observation};
 use crate::judge::checks;
 use crate::judge::expectations::Verdict;
+use crate::judge::stats::percentile;
 use crate::world::process::Stream;
 
 /// How many of each workerd's last lines a failure shows.
@@ -64,8 +65,8 @@ pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> 
         },
         message,
         requests: observation.requests.len(),
-        p50_ms: checks::percentile(&ms, 50),
-        p99_ms: checks::percentile(&ms, 99),
+        p50_ms: percentile(&ms, 50),
+        p99_ms: percentile(&ms, 99),
         duration: observation.duration,
     }
 }

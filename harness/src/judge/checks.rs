@@ -9,6 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
+use crate::judge::stats::percentile;
 use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
@@ -635,15 +636,6 @@ pub fn summarise(records: &[&RequestRecord]) -> String {
         .join(" then ")
 }
 
-/// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied()
-}
-
 /// `min/p50/p99/max` of sorted ms values.
 pub fn latency_summary(sorted: &[u64]) -> String {
     let get = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
@@ -900,15 +892,6 @@ mod tests {
             ..observed(0, 0)
         };
         assert_eq!(check(&p, &unread)[0].actual, "not read");
-    }
-
-    #[test]
-    fn percentiles_use_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50), Some(50));
-        assert_eq!(percentile(&v, 99), Some(99));
-        assert_eq!(percentile(&[7], 99), Some(7));
-        assert_eq!(percentile(&[], 50), None);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 pub mod instance;
 pub mod native;
 pub mod paths;
+pub mod proc;
 pub mod process;
 pub mod redis;
 pub mod scenario_redis;
