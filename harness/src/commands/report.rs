@@ -18,6 +18,7 @@ pub const LOG_TAIL: usize = 15;
 /// How one trial went.
 #[derive(Debug, Clone)]
 pub struct TrialOutcome {
+    /// The trial's name, `DIR/FILE::NAME`.
     pub name: String,
     /// Whether every expectation held.
     pub passed: bool,
@@ -25,9 +26,13 @@ pub struct TrialOutcome {
     pub verdict: Verdict,
     /// For a failure: the whole explanation.
     pub message: String,
+    /// How many requests it sent.
     pub requests: usize,
+    /// Its requests' median latency ([`percentile`]), none for no request.
     pub p50_ms: Option<u64>,
+    /// Its requests' 99th percentile latency: the edge job's drift compares it.
     pub p99_ms: Option<u64>,
+    /// How long it took: the next run starts the longest first.
     pub duration: Duration,
 }
 
@@ -175,13 +180,18 @@ pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::
 /// How many trials ended each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Passed, and not listed.
     pub passed: usize,
+    /// Failed, and not listed.
     pub failed: usize,
+    /// Failed, as listed.
     pub expected_failures: usize,
+    /// Listed as failing, but passed.
     pub unexpected_passes: usize,
 }
 
 impl Counts {
+    /// The counts of `outcomes`.
     pub fn of(outcomes: &[TrialOutcome]) -> Counts {
         let mut counts = Counts::default();
         for o in outcomes {

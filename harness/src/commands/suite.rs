@@ -29,11 +29,19 @@ pub const DEFAULT_JOBS: usize = 4;
 /// (a failed trial named after the file, never a silent skip).
 #[derive(Debug, Clone)]
 pub enum Trial {
+    /// A scenario, ready to run.
     Scenario(Prepared),
-    Malformed { name: String, error: String },
+    /// A file that could not be read: a failed trial.
+    Malformed {
+        /// `FILE::(file)`.
+        name: String,
+        /// Why, starting with `file:line:col`.
+        error: String,
+    },
 }
 
 impl Trial {
+    /// Its name, `DIR/FILE::NAME`: what filters match and reports show.
     pub fn name(&self) -> &str {
         match self {
             Trial::Scenario(p) => &p.trial_name,
@@ -50,7 +58,9 @@ impl Trial {
 /// The trials of one scenarios directory and its expected failures.
 #[derive(Debug, Clone)]
 pub struct Suite {
+    /// Every scenario of the directory's files, and each file that could not be read.
     pub trials: Vec<Trial>,
+    /// The expected failures that apply to them.
     pub expectations: Expectations,
 }
 
@@ -245,8 +255,10 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
 /// Why the environment could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvironmentError {
+    /// No usable workerd.
     #[error(transparent)]
     Workerd(#[from] crate::world::workerd::find::FindError),
+    /// The deployable did not build.
     #[error(transparent)]
     Build(#[from] wasm::BuildError),
     /// The counting core could not be chosen or prepared.

@@ -18,11 +18,15 @@ use crate::language::scenario::{
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// The expectation's place in the scenario file, so an editor can jump there.
     pub place: Place,
     /// Such as `step 2 (send), request 121`.
     pub context: String,
+    /// Which expectation, such as `status sequence`.
     pub what: String,
+    /// What the scenario says.
     pub expected: String,
+    /// What the run gave.
     pub actual: String,
 }
 
@@ -41,7 +45,9 @@ impl fmt::Display for Failure {
 /// A `rate_limits.fallback` line, as read from workerd's output.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FallbackLine {
+    /// The binding (Workers) or store connection (native) that failed.
     pub binding: String,
+    /// `missing`, `failed` or `timed_out`.
     pub reason: String,
 }
 

@@ -2,6 +2,10 @@
 //! `native-fixture`, `redis-server`): it never outlives the harness
 //! ([`die_with_harness`]), and what it writes is kept line by line with the
 //! time since the scenario started ([`Log`]).
+#![allow(
+    unsafe_code,
+    reason = "die_with_harness sets PR_SET_PDEATHSIG in the child between fork and exec (pre_exec), which only unsafe code can"
+)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -12,15 +16,20 @@ use tokio::process::Command;
 /// Which of a process's streams a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stream {
+    /// Standard output.
     Stdout,
+    /// Standard error: a failure report shows only these lines.
     Stderr,
 }
 
 /// One line a process wrote, with when (since the scenario started).
 #[derive(Debug, Clone)]
 pub struct LogLine {
+    /// When, since the scenario started: failure reports show it beside the steps.
     pub at: Duration,
+    /// Which stream.
     pub stream: Stream,
+    /// The line, without its newline.
     pub text: String,
 }
 

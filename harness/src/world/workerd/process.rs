@@ -2,6 +2,10 @@
 //! reports on `--control-fd`, its output kept with timestamps, and killed when
 //! dropped. `PR_SET_PDEATHSIG` kills it too if the harness dies some other
 //! way (a signal, an abort): no workerd outlives the harness.
+#![allow(
+    unsafe_code,
+    reason = "workerd reports its port on fd 3: the pipe is put there between fork and exec (pre_exec), which only unsafe code can"
+)]
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -20,17 +24,33 @@ pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why workerd could not be started or stopped working.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
+    /// The binary could not be started.
     #[error("could not start {path}: {source}")]
     Spawn {
+        /// The binary.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// The pipe workerd reports its port on could not be made.
     #[error("could not make the control pipe: {0}")]
     Pipe(std::io::Error),
+    /// It exited before listening: usually a config it refused, which its stderr explains.
     #[error("workerd exited before listening ({status}); its stderr:\n{stderr}")]
-    ExitedBeforeListening { status: String, stderr: String },
+    ExitedBeforeListening {
+        /// Its exit status.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+    /// It did not listen in time.
     #[error("workerd did not listen within {timeout:?}; its stderr:\n{stderr}")]
-    ListenTimeout { timeout: Duration, stderr: String },
+    ListenTimeout {
+        /// How long it was given.
+        timeout: Duration,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
 }
 
 /// A running workerd.
@@ -38,6 +58,7 @@ pub struct WorkerdProcess {
     child: Child,
     /// The port of its `http` socket.
     pub port: u16,
+    /// What it has written, kept for the scenario's record and failure reports.
     pub log: Log,
     /// How long it took from spawn to the listen event.
     pub start_to_listen: Duration,

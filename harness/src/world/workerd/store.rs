@@ -36,7 +36,12 @@ pub enum SharedStoreError {
     Thread(String),
     /// Its workerd exited while the run went on.
     #[error("the binding store's workerd exited ({status}); its stderr:\n{stderr}")]
-    Exited { status: String, stderr: String },
+    Exited {
+        /// Its exit status.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
 }
 
 /// A handle on the run's binding store, cheap to clone; the process starts on
