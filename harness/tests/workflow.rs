@@ -1,6 +1,8 @@
-//! The nightly workflow is valid GitHub Actions syntax (checked with
-//! action-validator against the workflow schema) and runs the script that
-//! `edge_compat.rs` exercises, so the job cannot rot silently.
+//! The workflows are valid GitHub Actions syntax (checked with
+//! action-validator against the workflow schema): the nightly one runs the
+//! script that `edge_compat.rs` exercises, and the pull-request one runs what
+//! `.ci/run` runs (the README's two commands) plus fmt and clippy on the
+//! declared MSRV and stable, so neither job can rot silently.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,10 +40,25 @@ fn workflow() -> PathBuf {
     harness::world::paths::repo_root().join(".github/workflows/edge-compat.yml")
 }
 
+fn pull_request_workflow() -> PathBuf {
+    harness::world::paths::repo_root().join(".github/workflows/ci.yml")
+}
+
 #[test]
-fn the_edge_compat_workflow_is_valid() {
-    let (ok, text) = validate(&workflow());
-    assert!(ok, "{text}");
+fn every_workflow_is_valid() {
+    let dir = harness::world::paths::repo_root().join(".github/workflows");
+    let mut checked = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("workflows dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yml" || e == "yaml") {
+            let (ok, text) = validate(&path);
+            assert!(ok, "{}: {text}", path.display());
+            checked.push(path);
+        }
+    }
+    // Both jobs exist, so a deleted one cannot pass as "nothing to check".
+    assert!(checked.contains(&workflow()), "{checked:?}");
+    assert!(checked.contains(&pull_request_workflow()), "{checked:?}");
 }
 
 #[test]
@@ -76,4 +93,61 @@ fn the_workflow_runs_nightly_and_on_demand_and_keeps_its_reports() {
             .join("tools/edge-compat")
             .is_file()
     );
+}
+
+/// The workspace's declared MSRV (`rust-version` under `[workspace.package]`).
+fn declared_msrv() -> String {
+    let manifest = std::fs::read_to_string(harness::world::paths::repo_root().join("Cargo.toml"))
+        .expect("read Cargo.toml");
+    let manifest: toml::Table = manifest.parse().expect("Cargo.toml is TOML");
+    manifest["workspace"]["package"]["rust-version"]
+        .as_str()
+        .expect("rust-version")
+        .to_owned()
+}
+
+#[test]
+fn the_pull_request_workflow_runs_ci_fmt_and_clippy_on_the_msrv_and_stable() {
+    let text = std::fs::read_to_string(pull_request_workflow()).expect("read ci.yml");
+    let workflow: serde_json::Value = serde_yaml_ng::from_str(&text).expect("ci.yml is YAML");
+    let on = &workflow["on"];
+    assert!(on.get("pull_request").is_some(), "not run on pull requests");
+    let jobs = workflow["jobs"].as_object().expect("jobs");
+    assert_eq!(jobs.len(), 1, "{jobs:?}");
+    let job = jobs.values().next().expect("one job");
+    let toolchains: Vec<&str> = job["strategy"]["matrix"]["toolchain"]
+        .as_array()
+        .expect("a toolchain matrix")
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert_eq!(toolchains, [declared_msrv().as_str(), "stable"]);
+    let runs: Vec<&str> = job["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .filter_map(|step| step["run"].as_str())
+        .collect();
+    let position = |needle: &str| {
+        runs.iter()
+            .position(|run| run.contains(needle))
+            .unwrap_or_else(|| panic!("no step runs `{needle}`: {runs:#?}"))
+    };
+    // .ci/run first (a clean checkout, as CI gets it), then the lints.
+    let ci = position(".ci/run");
+    assert!(ci < position("cargo fmt --all -- --check"));
+    assert!(ci < position("cargo clippy --workspace --all-targets -- -D warnings"));
+    position("cargo clippy -p harness-deployable --target wasm32-unknown-unknown");
+}
+
+#[test]
+fn the_nightly_job_installs_redis_server_before_the_run() {
+    let text = std::fs::read_to_string(workflow()).expect("read");
+    let install = text
+        .find("apt-get install -y -qq redis-server")
+        .expect("the nightly job installs redis-server");
+    let run = text
+        .find("run: tools/edge-compat")
+        .expect("runs tools/edge-compat");
+    assert!(install < run, "redis-server is installed after the run");
 }

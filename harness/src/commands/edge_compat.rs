@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use crate::commands::edge::{self, Side, TimingThreshold};
 use crate::commands::error::CommandError;
+use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::run::{discover, environment};
 use crate::engine::Environment;
@@ -37,6 +38,7 @@ pub struct EdgeCompatRequest {
 /// workerd passed everything the expectations say it should.
 pub fn edge_compat(request: &EdgeCompatRequest) -> Result<bool, CommandError> {
     let suite = discover(request.scenarios.clone())?;
+    preflight::prepare_machine(&suite.select(None, true).0)?;
     let pinned_npm = pinned_npm_version(&pinned_workerd_dir())?;
     let npm_version = if request.version == "latest" {
         newest_npm_version()?

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::commands::preflight::PreflightError;
 use crate::commands::suite::EnvironmentError;
 use crate::commands::wrangler_file::WriteError;
 use crate::world::workerd::find::FindError;
@@ -28,6 +29,9 @@ pub enum CommandError {
         /// The failure.
         source: std::io::Error,
     },
+    /// The machine lacks what the selected scenarios need (native-fixture, redis-server).
+    #[error("harness: cannot start: {0}")]
+    Preflight(#[from] PreflightError),
     /// workerd, the counting core or the deployable could not be prepared.
     #[error("harness: cannot start: {0}")]
     Environment(#[from] EnvironmentError),

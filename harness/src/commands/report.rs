@@ -76,15 +76,16 @@ pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> 
     }
 }
 
-/// The last lines of every workerd, with times since the scenario started.
+/// The last lines of every instance's log (workerd's or native-fixture's),
+/// with times since the scenario started.
 pub fn log_tails(instances: &[InstanceRecord]) -> String {
     let mut out = String::new();
     for instance in instances {
         let skip = instance.lines.len().saturating_sub(LOG_TAIL);
         let _ = writeln!(
             out,
-            "= workerd log of isolate {} (generation {}), last {} of {} lines:",
-            instance.isolate,
+            "= {} (generation {}), last {} of {} lines:",
+            instance.kind.log_label(instance.isolate),
             instance.generation,
             instance.lines.len() - skip,
             instance.lines.len()
@@ -214,6 +215,33 @@ impl Counts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_native_instances_log_is_labelled_as_the_instances() {
+        let record = |kind| InstanceRecord {
+            kind,
+            isolate: 1,
+            generation: 0,
+            lines: vec![crate::world::process::LogLine {
+                at: Duration::from_millis(1500),
+                stream: Stream::Stderr,
+                text: "a line".into(),
+            }],
+            served: true,
+        };
+        let tails = log_tails(&[
+            record(crate::engine::InstanceKind::Workerd),
+            record(crate::engine::InstanceKind::Native),
+        ]);
+        let headings: Vec<&str> = tails.lines().filter(|l| l.starts_with("= ")).collect();
+        assert_eq!(
+            headings,
+            [
+                "= workerd log of isolate 1 (generation 0), last 1 of 1 lines:",
+                "= native-fixture log of native instance 1 (generation 0), last 1 of 1 lines:",
+            ]
+        );
+    }
 
     fn passed(name: &str) -> TrialOutcome {
         TrialOutcome {

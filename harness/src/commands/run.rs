@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::commands::error::CommandError;
+use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::suite::{self, Suite};
 use crate::engine::Environment;
@@ -55,6 +56,11 @@ pub fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environme
 /// (expected failures included, no unexpected pass).
 pub fn run(request: RunRequest) -> Result<bool, CommandError> {
     let suite = discover(request.scenarios)?;
+    preflight::prepare_machine(
+        &suite
+            .select(request.filter.as_deref(), request.include_slow)
+            .0,
+    )?;
     let env = environment(&request.workerd, request.core)?;
     let result = suite.run_all(
         &env,

@@ -127,11 +127,7 @@ impl Suite {
         include_slow: bool,
         jobs: usize,
     ) -> RunResult {
-        let (selected, skipped): (Vec<&Trial>, Vec<&Trial>) = self
-            .trials
-            .iter()
-            .filter(|t| filter.is_none_or(|f| t.name().contains(f)))
-            .partition(|t| include_slow || !t.ignored());
+        let (selected, skipped) = self.select(filter, include_slow);
         let mut durations = TrialDurations::load();
         let selected = durations.longest_first(selected);
         let queue = std::sync::Mutex::new(selected.into_iter());
@@ -159,6 +155,17 @@ impl Suite {
             outcomes,
             skipped: skipped.len(),
         }
+    }
+}
+
+impl Suite {
+    /// The trials whose names contain `filter` (all, when `None`), and those
+    /// of them left out for being slow, unless `include_slow`.
+    pub fn select(&self, filter: Option<&str>, include_slow: bool) -> (Vec<&Trial>, Vec<&Trial>) {
+        self.trials
+            .iter()
+            .filter(|t| filter.is_none_or(|f| t.name().contains(f)))
+            .partition(|t| include_slow || !t.ignored())
     }
 }
 

@@ -31,6 +31,8 @@ pub struct RequestRecord {
 /// Everything one workerd process wrote, and which isolate it was.
 #[derive(Debug, Clone)]
 pub struct InstanceRecord {
+    /// What ran: a workerd isolate or a native instance.
+    pub kind: InstanceKind,
     /// The isolate (0-based) it was.
     pub isolate: usize,
     /// 0 for the first process of an isolate, 1 after its first restart, and so on.
@@ -40,6 +42,35 @@ pub struct InstanceRecord {
     pub lines: Vec<LogLine>,
     /// Whether it served at least one request.
     pub served: bool,
+}
+
+/// What process an [`InstanceRecord`] is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InstanceKind {
+    /// A workerd process running the Workers deployable (an isolate).
+    Workerd,
+    /// A `native-fixture` process running a native deployable.
+    Native,
+}
+
+impl InstanceKind {
+    /// How failures name the instance: `isolate 0`, `native instance 0`.
+    pub fn name(self, index: usize) -> String {
+        match self {
+            InstanceKind::Workerd => format!("isolate {index}"),
+            InstanceKind::Native => format!("native instance {index}"),
+        }
+    }
+
+    /// How a failure report heads its log: `workerd log of isolate 0`,
+    /// `native-fixture log of native instance 0`.
+    pub fn log_label(self, index: usize) -> String {
+        let program = match self {
+            InstanceKind::Workerd => "workerd",
+            InstanceKind::Native => "native-fixture",
+        };
+        format!("{program} log of {}", self.name(index))
+    }
 }
 
 /// What a scenario run observed.

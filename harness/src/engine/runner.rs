@@ -15,7 +15,7 @@ use tokio::sync::Semaphore;
 
 use super::clock::{self, ScenarioClock};
 use super::limit_call::{control_body, read_outcome};
-use super::observation::{CallRecord, InstanceRecord, Observation, RequestRecord};
+use super::observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{
     ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
@@ -867,8 +867,13 @@ impl<'a> Runner<'a> {
         // Give the output readers a moment to take the last lines.
         tokio::time::sleep(Duration::from_millis(20)).await;
         let lines = isolate.process.lines();
+        let kind = match &isolate.process {
+            Instance::Workerd(_) => InstanceKind::Workerd,
+            Instance::Native(_) => InstanceKind::Native,
+        };
         isolate.process.stop().await;
         self.observation.instances.push(InstanceRecord {
+            kind,
             isolate: index,
             generation: isolate.generation,
             lines,

@@ -607,13 +607,11 @@ fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>
 }
 
 fn instance_name(instance: &InstanceRecord) -> String {
+    let name = instance.kind.name(instance.isolate);
     if instance.generation == 0 {
-        format!("isolate {}", instance.isolate)
+        name
     } else {
-        format!(
-            "isolate {} after restart {}",
-            instance.isolate, instance.generation
-        )
+        format!("{name} after restart {}", instance.generation)
     }
 }
 
@@ -697,7 +695,7 @@ mod tests {
 
     use std::time::Duration;
 
-    use crate::engine::{CallRecord, InstanceRecord, RequestRecord};
+    use crate::engine::{CallRecord, InstanceKind, InstanceRecord, RequestRecord};
     use crate::language::probe::CallOutcome;
     use crate::world::process::{LogLine, Stream};
 
@@ -729,6 +727,7 @@ mod tests {
 
     fn instance(lines: &[&str]) -> InstanceRecord {
         InstanceRecord {
+            kind: InstanceKind::Workerd,
             isolate: 0,
             generation: 0,
             lines: lines

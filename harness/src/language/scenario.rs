@@ -700,6 +700,17 @@ impl Prepared {
                 .is_some_and(|d| d.target == runtime::config::Target::Native)
         })
     }
+
+    /// Whether it runs natively and counts in Redis: the harness starts a
+    /// real `redis-server` (or a cluster of them) for it.
+    pub fn counts_in_redis(&self) -> bool {
+        runtime::config::Application::from_toml(&self.application_toml).is_ok_and(|app| {
+            app.deployable(&self.deployable).is_some_and(|d| {
+                d.target == runtime::config::Target::Native
+                    && matches!(app.counting(d), runtime::config::Counting::Redis { .. })
+            })
+        })
+    }
 }
 
 /// The parsed scenario with its file's text, for pointing at places later.

@@ -7,6 +7,7 @@
 //! It may use [`crate::language`] and nothing above; what a scenario asks of
 //! the world comes down as plain values (bindings, behaviours, addresses).
 
+pub mod cargo_build;
 pub mod instance;
 pub mod native;
 pub mod paths;

@@ -34,9 +34,14 @@ const CLUSTER_SLOTS: u16 = 16_384;
 /// Why Redis could not be started or driven.
 #[derive(Debug, thiserror::Error)]
 pub enum RedisError {
-    /// `redis-server` is not on PATH.
-    #[error("{0} is not on PATH: install Debian's redis-server (`apt-get install redis-server`)")]
-    NotInstalled(&'static str),
+    /// `redis-server` is not on PATH, and the harness could not install it.
+    #[error(
+        "redis-server is not installed and {why}: run `{INSTALL_COMMAND}` (or put Redis 7's redis-server on PATH), then run again"
+    )]
+    NotInstalled {
+        /// Why it could not be installed here.
+        why: String,
+    },
     /// A process could not be spawned or waited for.
     #[error("could not run {program}: {source}")]
     Spawn {
@@ -78,15 +83,46 @@ pub enum RedisError {
     },
 }
 
+/// The command a person runs to install `redis-server` where the harness
+/// cannot (Debian's package; Ubuntu's is the same).
+pub const INSTALL_COMMAND: &str = "sudo apt-get install redis-server";
+
+/// What the harness does about a missing `redis-server`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MissingRedis {
+    /// Install Debian's package with apt-get, as the README says the tests do.
+    AptGet,
+    /// Stop, saying why it cannot install it here.
+    Refuse(String),
+}
+
+/// Root with apt-get installs Debian's package (this project's machines and
+/// CI); anyone else is told the one command to run, before any scenario
+/// starts, rather than sudo being asked for behind their back.
+pub fn missing_redis(is_root: bool, has_apt_get: bool) -> MissingRedis {
+    match (is_root, has_apt_get) {
+        (true, true) => MissingRedis::AptGet,
+        (false, _) => MissingRedis::Refuse("installing it needs root".into()),
+        (true, false) => MissingRedis::Refuse("this machine has no apt-get".into()),
+    }
+}
+
 /// `redis-server`, installing Debian's `redis-server` package when it is
-/// missing, saying so: the tests set up what they need, as the harness
-/// installs workerd with npm.
-fn program(name: &'static str) -> Result<PathBuf, RedisError> {
-    if let Ok(path) = which::which(name) {
+/// missing and the harness runs as root with apt-get, saying so: the tests
+/// set up what they need, as the harness installs workerd with npm.
+pub fn redis_server() -> Result<PathBuf, RedisError> {
+    const NAME: &str = "redis-server";
+    if let Ok(path) = which::which(NAME) {
         return Ok(path);
     }
-    install_redis_server(name)?;
-    which::which(name).map_err(|_| RedisError::NotInstalled(name))
+    let is_root = nix::unistd::geteuid().is_root();
+    match missing_redis(is_root, which::which("apt-get").is_ok()) {
+        MissingRedis::AptGet => install_redis_server(NAME)?,
+        MissingRedis::Refuse(why) => return Err(RedisError::NotInstalled { why }),
+    }
+    which::which(NAME).map_err(|_| RedisError::NotInstalled {
+        why: "apt-get installed no redis-server on PATH".into(),
+    })
 }
 
 /// Runs `apt-get update` and `apt-get install redis-server`, once for every
@@ -114,14 +150,15 @@ fn install_redis_server(name: &'static str) -> Result<(), RedisError> {
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
-            .map_err(|_| RedisError::NotInstalled(name))?;
+            .map_err(|e| RedisError::NotInstalled {
+                why: format!("apt-get could not be run ({e})"),
+            })?;
         if !output.status.success() {
-            eprintln!(
-                "harness: apt-get {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-            return Err(RedisError::NotInstalled(name));
+            let said = String::from_utf8_lossy(&output.stderr);
+            let said = said.lines().last().unwrap_or("").trim();
+            return Err(RedisError::NotInstalled {
+                why: format!("`apt-get {}` failed ({said})", args.join(" ")),
+            });
         }
     }
     drop(lock);
@@ -178,7 +215,7 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) -> Result<(), RedisError> {
-        let mut command = Command::new(program("redis-server")?);
+        let mut command = Command::new(redis_server()?);
         command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -440,6 +477,19 @@ impl RedisCluster {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_redis_is_installed_only_by_root_with_apt_get() {
+        assert_eq!(missing_redis(true, true), MissingRedis::AptGet);
+        for (is_root, has_apt_get) in [(false, true), (false, false), (true, false)] {
+            let MissingRedis::Refuse(why) = missing_redis(is_root, has_apt_get) else {
+                panic!("installs as root={is_root}, apt-get={has_apt_get}");
+            };
+            let line = RedisError::NotInstalled { why }.to_string();
+            assert!(!line.contains('\n'), "{line}");
+            assert!(line.contains(INSTALL_COMMAND), "{line}");
+        }
+    }
 
     #[tokio::test]
     async fn a_server_whose_port_is_taken_is_reported_at_once_with_its_log() {

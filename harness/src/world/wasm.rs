@@ -5,6 +5,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::world::cargo_build::{self, is_newer};
 use crate::world::paths::{repo_root, wasm_target_dir};
 
 const TARGET: &str = "wasm32-unknown-unknown";
@@ -223,98 +224,23 @@ fn run(command: &mut Command, what: &str) -> Result<(), BuildError> {
     }
 }
 
-/// Files the deployable's build reads that cargo's dep-info does not list:
-/// the manifests (profiles, features, dependencies) and the lockfile.
-const MANIFESTS: [&str; 4] = [
-    "Cargo.toml",
-    "Cargo.lock",
-    "runtime/Cargo.toml",
-    "harness/deployable/Cargo.toml",
-];
-
 /// A file in the wasm target directory dated when cargo was last asked to
 /// build the deployable, and succeeded.
 const CARGO_STAMP: &str = "deployable-built.stamp";
 
 /// Whether cargo, last asked at `stamp`'s date, saw every file the build of
-/// the wasm at `raw` reads: the sources cargo's dep-info beside it lists
-/// (`harness_deployable.d`) and [`MANIFESTS`] are all older than `stamp`.
-/// Then cargo would find nothing to do, and not asking it spares every run
-/// ~0.3-0.6 s before its first scenario can start (BENCHMARKS.md, issue
-/// 11). Anything missing or unreadable says no.
+/// the wasm at `raw` reads ([`cargo_build::up_to_date`]). Then cargo would
+/// find nothing to do, and not asking it spares every run ~0.3-0.6 s before
+/// its first scenario can start (BENCHMARKS.md, issue 11).
 fn built_from_current_sources(raw: &Path, stamp: &Path) -> bool {
-    if !raw.is_file() {
-        return false;
-    }
-    let Ok(dep_info) = std::fs::read_to_string(raw.with_extension("d")) else {
-        return false;
-    };
-    let root = repo_root();
-    let Some(sources) = dep_info_sources(&dep_info, raw) else {
-        return false;
-    };
-    let manifests = MANIFESTS.iter().map(|m| root.join(m));
-    sources
-        .into_iter()
-        .chain(manifests)
-        .all(|source| !is_newer(&source, stamp))
-}
-
-/// The files a Makefile-style dep-info file lists for `target` (`target:
-/// a b c`, a space in a name escaped as `\ `); `None` when it has no rule
-/// for `target`.
-fn dep_info_sources(dep_info: &str, target: &Path) -> Option<Vec<PathBuf>> {
-    let target = target.to_string_lossy();
-    let rule = dep_info
-        .lines()
-        .find_map(|line| line.strip_prefix(target.as_ref())?.strip_prefix(':'))?;
-    let mut sources = Vec::new();
-    let mut name = String::new();
-    let mut chars = rule.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => name.extend(chars.next()),
-            ' ' | '\t' => {
-                if !name.is_empty() {
-                    sources.push(PathBuf::from(std::mem::take(&mut name)));
-                }
-            }
-            c => name.push(c),
-        }
-    }
-    if !name.is_empty() {
-        sources.push(PathBuf::from(name));
-    }
-    Some(sources)
-}
-
-/// Whether `source` changed after `derived` was made (or either is missing).
-fn is_newer(source: &Path, derived: &Path) -> bool {
-    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-    match (modified(source), modified(derived)) {
-        (Some(s), Some(d)) => s > d,
-        _ => true,
-    }
+    cargo_build::modified(stamp)
+        .is_some_and(|asked_at| cargo_build::up_to_date(raw, &raw.with_extension("d"), asked_at))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::{Duration, SystemTime};
-
-    #[test]
-    fn dep_info_lists_the_targets_sources_with_escaped_spaces() {
-        let dep_info =
-            "/t/a.wasm: /src/lib.rs /src/my\\ file.rs\n\n/src/lib.rs:\n\n/src/my\\ file.rs:\n";
-        assert_eq!(
-            dep_info_sources(dep_info, Path::new("/t/a.wasm")),
-            Some(vec![
-                PathBuf::from("/src/lib.rs"),
-                PathBuf::from("/src/my file.rs")
-            ])
-        );
-        assert_eq!(dep_info_sources(dep_info, Path::new("/t/b.wasm")), None);
-    }
 
     #[test]
     fn a_source_changed_after_the_build_asks_cargo_again() {

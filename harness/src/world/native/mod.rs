@@ -4,8 +4,11 @@
 //! its `tracing` JSON lines kept with timestamps, killed when dropped and
 //! never outliving the harness ([`die_with_harness`]).
 
+mod fixture;
 pub mod launch;
 pub mod serve;
+
+pub use fixture::FixtureError;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -26,9 +29,9 @@ pub const FIXTURE: &str = "native-fixture";
 /// Why a native instance could not be started.
 #[derive(Debug, thiserror::Error)]
 pub enum NativeError {
-    /// The fixture binary is not beside the harness (run `cargo build -p harness`).
-    #[error("{0} does not exist: build it with `cargo build -p harness --bins`")]
-    NoFixture(PathBuf),
+    /// The fixture binary could not be built beside the harness.
+    #[error(transparent)]
+    Fixture(#[from] Arc<FixtureError>),
     /// The process could not be spawned.
     #[error("could not start {path}: {source}")]
     Spawn {
@@ -45,17 +48,10 @@ pub enum NativeError {
     },
 }
 
-/// The fixture beside the running executable: `target/*/native-fixture`,
-/// also from a test binary in `target/*/deps/`.
+/// The fixture beside the running executable, built first when it is
+/// missing or older than its sources ([`fixture::built_fixture`]).
 pub fn fixture_path() -> Result<PathBuf, NativeError> {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let dir = exe.parent().unwrap_or(Path::new("."));
-    let candidates = [dir.join(FIXTURE), dir.parent().unwrap_or(dir).join(FIXTURE)];
-    candidates
-        .iter()
-        .find(|p| p.is_file())
-        .cloned()
-        .ok_or_else(|| NativeError::NoFixture(candidates[0].clone()))
+    fixture::built_fixture().map_err(NativeError::Fixture)
 }
 
 /// One running native instance.
