@@ -3,6 +3,11 @@
 //! process per instance, each reporting its port on stdout when it listens,
 //! its `tracing` JSON lines kept with timestamps, killed when dropped and
 //! never outliving the harness ([`die_with_harness`]).
+//!
+//! It uses the world's child-process plumbing (`process`), `cargo_build`
+//! (the fixture is built when stale), and Redis (`redis`, `scenario_redis`:
+//! where a scenario's store is, and `harness native`'s server); nothing of
+//! `workerd/`.
 
 mod fixture;
 pub mod launch;

@@ -1,6 +1,10 @@
 //! Everything about workerd itself: finding it, writing its config, running
 //! it; the run's binding store and Cloudflare's simulator (the reference
 //! core), which run in workerd processes of their own.
+//!
+//! It uses the world's child-process plumbing (`process`), `paths`, the
+//! wasm build and the language's binding behaviours; nothing of `native/`
+//! or Redis.
 
 pub mod config;
 pub mod find;
