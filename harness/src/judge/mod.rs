@@ -1,7 +1,8 @@
 //! The judge: an [`crate::engine::Observation`] held against the scenario's
 //! expectations ([`checks`]), the expected failures that turn a failure into
-//! a verdict ([`expectations`]), and the two counting cores' observations of
-//! one scenario compared ([`differential`]). Plain functions, no I/O.
+//! a verdict ([`expectations`]), the two counting cores' observations of one
+//! scenario compared ([`differential`]), and the statistics every figure is
+//! taken with ([`stats`]). Plain functions, no I/O.
 //!
 //! It may use [`crate::engine`], [`crate::world`] and [`crate::language`],
 //! nothing above.
@@ -9,3 +10,4 @@
 pub mod checks;
 pub mod differential;
 pub mod expectations;
+pub mod stats;

@@ -11,6 +11,8 @@ pub mod cargo_build;
 pub mod instance;
 pub mod native;
 pub mod paths;
+pub mod proc;
+pub mod process;
 pub mod redis;
 pub mod scenario_redis;
 pub mod wasm;
