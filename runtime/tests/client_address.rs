@@ -7,20 +7,16 @@
 
 mod common;
 
-use std::convert::Infallible;
-use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 
-use common::Lines;
+use common::{Handler, Lines};
 use runtime::address::{AddressSource, AddressUnknown, TrustedProxies};
 use runtime::config::{Application, Code};
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
 use runtime::{ClientAddress, Subject};
 use tower_layer::Layer;
-use tower_service::Service;
+use tower_service::Service as _;
 
 /// A native API counting in memory, its address from `client_address` (a
 /// TOML value, or none for the default).
@@ -225,63 +221,57 @@ fn proxies(networks: &[&str]) -> TrustedProxies {
 
 #[test]
 fn through_trusted_proxies_the_client_is_the_rightmost_address_that_is_no_proxy() {
+    use AddressUnknown::{ForwardedForInvalid, NoForwardedFor};
     let trusted = proxies(&["10.0.0.0/8", "2001:db8:ffff::/48"]);
-    let client = |peer: &str, lines: &[&str]| trusted.client(ip(peer), lines);
-    // From a proxy: what it says it saw.
-    assert_eq!(client("10.0.0.2", &["203.0.113.7"]), Ok(ip("203.0.113.7")));
-    // Through two proxies, and a client that wrote its own entries first:
-    // only what the proxies appended is read.
-    assert_eq!(
-        client(
+    // (peer, X-Forwarded-For lines, the client)
+    let cases: [(&str, &[&str], Result<&str, AddressUnknown>); 13] = [
+        // From a proxy: what it says it saw.
+        ("10.0.0.2", &["203.0.113.7"], Ok("203.0.113.7")),
+        // Through two proxies, after entries the client wrote itself: only
+        // what the proxies appended is read.
+        (
             "10.0.0.2",
-            &["198.51.100.66, 1.2.3.4, 203.0.113.7, 10.0.0.5"]
+            &["198.51.100.66, 1.2.3.4, 203.0.113.7, 10.0.0.5"],
+            Ok("203.0.113.7"),
         ),
-        Ok(ip("203.0.113.7"))
-    );
-    // Several header lines are one list, in order.
-    assert_eq!(
-        client("10.0.0.2", &["198.51.100.66", "203.0.113.8", "10.0.0.5"]),
-        Ok(ip("203.0.113.8"))
-    );
-    // From a peer that is no proxy: the peer, whatever it wrote.
-    assert_eq!(
-        client("198.51.100.9", &["203.0.113.7"]),
-        Ok(ip("198.51.100.9"))
-    );
-    // Ports and brackets as some load balancers write them; IPv6 proxies;
-    // an IPv4-mapped peer is its IPv4 address.
-    assert_eq!(
-        client("10.0.0.2", &["203.0.113.7:41234"]),
-        Ok(ip("203.0.113.7"))
-    );
-    assert_eq!(
-        client("2001:db8:ffff::1", &["[2001:db8:1::7]:443"]),
-        Ok(ip("2001:db8:1::7"))
-    );
-    assert_eq!(
-        client("::ffff:10.0.0.2", &[" 203.0.113.9 "]),
-        Ok(ip("203.0.113.9"))
-    );
-    // Every entry a proxy: the leftmost, a caller inside the proxies' networks.
-    assert_eq!(
-        client("10.0.0.2", &["10.0.0.7, 10.0.0.5"]),
-        Ok(ip("10.0.0.7"))
-    );
-    // A proxy that names nobody, or names garbage where the client should be.
-    assert_eq!(client("10.0.0.2", &[]), Err(AddressUnknown::NoForwardedFor));
-    assert_eq!(
-        client("10.0.0.2", &["", " , "]),
-        Err(AddressUnknown::NoForwardedFor)
-    );
-    assert_eq!(
-        client("10.0.0.2", &["203.0.113.7, unknown"]),
-        Err(AddressUnknown::ForwardedForInvalid)
-    );
-    // Garbage the client wrote, left of the client, is never read.
-    assert_eq!(
-        client("10.0.0.2", &["<script>, 203.0.113.7"]),
-        Ok(ip("203.0.113.7"))
-    );
+        // Several header lines are one list, in order.
+        (
+            "10.0.0.2",
+            &["198.51.100.66", "203.0.113.8", "10.0.0.5"],
+            Ok("203.0.113.8"),
+        ),
+        // From a peer that is no proxy: the peer, whatever it wrote.
+        ("198.51.100.9", &["203.0.113.7"], Ok("198.51.100.9")),
+        // Ports and brackets as some load balancers write them; IPv6
+        // proxies; an IPv4-mapped peer is its IPv4 address.
+        ("10.0.0.2", &["203.0.113.7:41234"], Ok("203.0.113.7")),
+        (
+            "2001:db8:ffff::1",
+            &["[2001:db8:1::7]:443"],
+            Ok("2001:db8:1::7"),
+        ),
+        ("::ffff:10.0.0.2", &[" 203.0.113.9 "], Ok("203.0.113.9")),
+        // Every entry a proxy: the leftmost, a caller inside the proxies' networks.
+        ("10.0.0.2", &["10.0.0.7, 10.0.0.5"], Ok("10.0.0.7")),
+        // A proxy that names nobody, or garbage where the client should be.
+        ("10.0.0.2", &[], Err(NoForwardedFor)),
+        ("10.0.0.2", &["", " , "], Err(NoForwardedFor)),
+        (
+            "10.0.0.2",
+            &["203.0.113.7, unknown"],
+            Err(ForwardedForInvalid),
+        ),
+        // Garbage the client wrote, left of the client, is never read.
+        ("10.0.0.2", &["<script>, 203.0.113.7"], Ok("203.0.113.7")),
+        ("10.0.0.2", &["unknown", "203.0.113.7"], Ok("203.0.113.7")),
+    ];
+    for (peer, lines, expected) in cases {
+        assert_eq!(
+            trusted.client(ip(peer), lines),
+            expected.map(ip),
+            "from {peer} with {lines:?}"
+        );
+    }
 }
 
 #[test]
@@ -389,24 +379,6 @@ fn a_request_without_the_peer_its_source_needs_is_an_error_not_a_shared_count() 
     assert!(logged.iter().all(|l| l["reason"] == "no_peer_address"));
 }
 
-/// The application's own handler, behind the layer.
-#[derive(Clone)]
-struct Ok200;
-
-impl Service<http::Request<String>> for Ok200 {
-    type Response = http::Response<String>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<String>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Request<String>) -> Self::Future {
-        Box::pin(async { Ok(http::Response::new("{\"ok\":true}".to_owned())) })
-    }
-}
-
 fn request(peer: Option<SocketAddr>, forwarded_for: Option<&str>) -> http::Request<String> {
     let mut request = http::Request::new(String::new());
     *request.uri_mut() = "/api/items".parse().expect("uri");
@@ -427,7 +399,7 @@ async fn through_the_layer_clients_behind_a_proxy_count_apart_and_a_missing_peer
     let (lines, _guard) = Lines::capture();
     let gate = Arc::new(gate(Some(PROXIES)));
     let built_at = line!() + 1;
-    let mut service = RateLimitLayer::new(gate).layer(Ok200);
+    let mut service = RateLimitLayer::new(gate).layer(Handler::default());
     let statuses = |responses: &[http::Response<String>]| {
         responses
             .iter()

@@ -3,15 +3,11 @@
 //! request's address comes from: `client_address.rs`; counting in a real
 //! Redis: `harness/tests/redis_store.rs`.)
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
 mod common;
 
+use common::Handler;
 use runtime::breaker::COOL_OFF_MS;
 use runtime::config::{Application, Code, Counting, RedisEndpoint};
 use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
@@ -91,25 +87,6 @@ fn url_and_nodes_together_or_no_nodes_are_invalid_with_a_place() {
     }
 }
 
-/// The application's own handler: counts the requests that reach it.
-#[derive(Clone)]
-struct Handler(Arc<AtomicUsize>);
-
-impl Service<http::Request<String>> for Handler {
-    type Response = http::Response<String>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<String>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Request<String>) -> Self::Future {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(http::Response::new("{\"ok\":true}".to_owned())) })
-    }
-}
-
 #[tokio::test]
 async fn the_tower_layer_limits_in_one_line_and_refused_requests_never_reach_the_service() {
     // A native deployable with no store counts in the process's memory.
@@ -120,8 +97,8 @@ target = "native"
 serves_api = true
 "#;
     let gate = Arc::new(NativeGate::from_toml(source, "server").expect("gate"));
-    let reached = Arc::new(AtomicUsize::new(0));
-    let mut service = RateLimitLayer::new(gate).layer(Handler(reached.clone()));
+    let handler = Handler::default();
+    let mut service = RateLimitLayer::new(gate).layer(handler.clone());
     let mut statuses = Vec::new();
     let mut last = None;
     for _ in 0..121 {
@@ -136,7 +113,7 @@ serves_api = true
     }
     assert!(statuses[..120].iter().all(|s| *s == 200));
     assert_eq!(statuses[120], 429);
-    assert_eq!(reached.load(Ordering::SeqCst), 120);
+    assert_eq!(handler.reached(), 120);
     let refused = last.expect("a response");
     assert_eq!(refused.headers()["Retry-After"], "60");
     assert_eq!(
