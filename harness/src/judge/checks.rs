@@ -72,13 +72,13 @@ pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
 }
 
 /// Where failures of one run are collected, pointing into its scenario file.
-struct Failures<'a> {
-    source: &'a ScenarioSource,
-    list: Vec<Failure>,
+pub(super) struct Failures<'a> {
+    pub(super) source: &'a ScenarioSource,
+    pub(super) list: Vec<Failure>,
 }
 
 impl Failures<'_> {
-    fn fail(
+    pub(super) fn fail(
         &mut self,
         span: Range<usize>,
         context: String,
@@ -148,22 +148,22 @@ fn diagnostics(codes: &Spanned<Vec<String>>, observation: &Observation, out: &mu
 }
 
 /// One `send` step as its checks see it: its requests' records, in order of arrival.
-struct SendStep<'a> {
+pub(super) struct SendStep<'a> {
     /// 0-based.
-    index: usize,
-    span: Range<usize>,
-    send: &'a SendRequests,
-    records: Vec<&'a RequestRecord>,
+    pub(super) index: usize,
+    pub(super) span: Range<usize>,
+    pub(super) send: &'a SendRequests,
+    pub(super) records: Vec<&'a RequestRecord>,
     /// The script calls Redis ran during the step, when its expectations count them.
-    redis_calls: Option<RedisCalls>,
+    pub(super) redis_calls: Option<RedisCalls>,
 }
 
 impl SendStep<'_> {
-    fn context(&self, number: usize) -> String {
+    pub(super) fn context(&self, number: usize) -> String {
         format!("step {} (send), request {number}", self.index + 1)
     }
 
-    fn step_context(&self) -> String {
+    pub(super) fn step_context(&self) -> String {
         format!("step {} (send)", self.index + 1)
     }
 }
@@ -229,6 +229,8 @@ fn send_expectations(
         body,
         latency,
         redis_calls,
+        // How Cloudflare checks them: crate::judge::cloudflare.
+        on_cloudflare: _,
     } = expectations;
     if *no_5xx_wanted {
         no_5xx(view, span, out);
@@ -291,7 +293,7 @@ fn answered(view: &SendStep<'_>, out: &mut Failures<'_>) {
 }
 
 /// `no_5xx` (on by default): every request got a response below 500.
-fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
+pub(super) fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
     for r in &view.records {
         match &r.outcome {
             Ok(status) if *status < 500 => {}
@@ -314,7 +316,11 @@ fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
 }
 
 /// `statuses`: the statuses in request order; the first difference is shown.
-fn status_sequence(view: &SendStep<'_>, statuses: &Spanned<String>, out: &mut Failures<'_>) {
+pub(super) fn status_sequence(
+    view: &SendStep<'_>,
+    statuses: &Spanned<String>,
+    out: &mut Failures<'_>,
+) {
     let Ok(wanted) = parse_statuses(statuses.get_ref())
         .and_then(|runs| expand_statuses(&runs, view.send.requests))
     else {
@@ -346,7 +352,7 @@ fn status_sequence(view: &SendStep<'_>, statuses: &Spanned<String>, out: &mut Fa
 }
 
 /// `counts`: how many responses had each status, in any order.
-fn status_counts(
+pub(super) fn status_counts(
     view: &SendStep<'_>,
     counts: &Spanned<BTreeMap<String, usize>>,
     out: &mut Failures<'_>,
@@ -373,7 +379,11 @@ fn status_counts(
 }
 
 /// `retry_after`: the `Retry-After` of every 429.
-fn retry_after_of_429s(view: &SendStep<'_>, retry_after: &Spanned<u32>, out: &mut Failures<'_>) {
+pub(super) fn retry_after_of_429s(
+    view: &SendStep<'_>,
+    retry_after: &Spanned<u32>,
+    out: &mut Failures<'_>,
+) {
     let wanted = retry_after.get_ref().to_string();
     for r in view.records.iter().filter(|r| r.outcome == Ok(429)) {
         let got = r
@@ -394,7 +404,7 @@ fn retry_after_of_429s(view: &SendStep<'_>, retry_after: &Spanned<u32>, out: &mu
 }
 
 /// `headers`: these headers, with these values, on every response.
-fn response_headers(
+pub(super) fn response_headers(
     view: &SendStep<'_>,
     headers: &Spanned<BTreeMap<String, String>>,
     out: &mut Failures<'_>,
@@ -420,7 +430,7 @@ fn response_headers(
 }
 
 /// `body`: these JSON fields, with these values, in every response body.
-fn body_fields(
+pub(super) fn body_fields(
     view: &SendStep<'_>,
     body: &Spanned<BTreeMap<String, toml::Value>>,
     out: &mut Failures<'_>,
@@ -445,7 +455,11 @@ fn body_fields(
 }
 
 /// `latency`: the step's fastest, slowest, median and 99th percentile.
-fn latency_bounds(view: &SendStep<'_>, latency: &Spanned<Latency>, out: &mut Failures<'_>) {
+pub(super) fn latency_bounds(
+    view: &SendStep<'_>,
+    latency: &Spanned<Latency>,
+    out: &mut Failures<'_>,
+) {
     let mut ms: Vec<u64> = view
         .records
         .iter()
@@ -578,7 +592,7 @@ fn binding_keys(scenario: &Scenario, observation: &Observation, out: &mut Failur
 }
 
 /// Always: no caller id or address the scenario sent appears in any log line.
-fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
+pub(super) fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
     let whole = out.source.scenario.span();
     for instance in &observation.instances {
         for line in &instance.lines {
@@ -599,7 +613,7 @@ fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>
     }
 }
 
-fn instance_name(instance: &InstanceRecord) -> String {
+pub(super) fn instance_name(instance: &InstanceRecord) -> String {
     let name = instance.kind.name(instance.isolate);
     if instance.generation == 0 {
         name
@@ -608,7 +622,7 @@ fn instance_name(instance: &InstanceRecord) -> String {
     }
 }
 
-fn status_text(record: &RequestRecord) -> String {
+pub(super) fn status_text(record: &RequestRecord) -> String {
     match &record.outcome {
         Ok(status) => status.to_string(),
         Err(_) => "no response".to_owned(),
