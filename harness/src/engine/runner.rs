@@ -864,7 +864,7 @@ pub fn shares_count(prepared: &Prepared, isolates: usize) -> bool {
 }
 
 /// A response's status, headers (names in lower case) and body, or why none came.
-async fn answer(
+pub(super) async fn answer(
     result: Result<reqwest::Response, reqwest::Error>,
 ) -> (Result<u16, String>, BTreeMap<String, String>, String) {
     match result {
@@ -894,7 +894,7 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 }
 
 /// The wall clock, in ms since the Unix epoch.
-fn wall_ms() -> u64 {
+pub(super) fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
