@@ -103,6 +103,10 @@ enum Command {
         /// ...and at least this many ms.
         #[arg(long, default_value_t = 25)]
         p99_ms: u64,
+        /// The `results.json` of the night's `harness cloudflare` run, shown
+        /// beside the workerd columns (absent: the section says it did not run).
+        #[arg(long, value_name = "FILE")]
+        cloudflare: Option<PathBuf>,
     },
     /// Run the scenarios marked `on_cloudflare` on Cloudflare itself: deploy,
     /// traffic, tail, delete (needs CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID).
@@ -254,6 +258,7 @@ fn main() -> ExitCode {
             jobs,
             p99_percent,
             p99_ms,
+            cloudflare,
         } => edge_compat(
             &version,
             scenarios,
@@ -263,6 +268,7 @@ fn main() -> ExitCode {
                 percent: p99_percent,
                 ms: p99_ms,
             },
+            cloudflare.as_deref(),
         ),
         Command::Cloudflare {
             command: Some(CloudflareCommand::Clean { prefix }),
@@ -497,6 +503,7 @@ fn edge_compat(
     out: &Path,
     jobs: usize,
     threshold: TimingThreshold,
+    cloudflare: Option<&Path>,
 ) -> ExitCode {
     let suite = match discover(scenarios) {
         Ok(suite) => suite,
@@ -596,9 +603,20 @@ fn edge_compat(
         label: "emulation".into(),
         ..newest.clone()
     };
+    let cloudflare_results = cloudflare.map(|path| {
+        cloudflare::report::CloudflareResults::read(path)
+            .map_err(|e| format!("no results in {} ({e})", path.display()))
+    });
+    let cloudflare_results = match &cloudflare_results {
+        Some(Ok(results)) => Ok(results),
+        Some(Err(why)) => Err(why.as_str()),
+        None => Err("no --cloudflare results given"),
+    };
     let markdown = edge::markdown(&pinned, &newest, threshold)
         + "\n"
-        + &edge::reference_markdown(&emulation, &reference);
+        + &edge::reference_markdown(&emulation, &reference)
+        + "\n"
+        + &edge::cloudflare_markdown(&pinned, &newest, cloudflare_results);
     let written = std::fs::create_dir_all(out)
         .and_then(|()| std::fs::write(out.join("drift.md"), &markdown))
         .and_then(|()| {
