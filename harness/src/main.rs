@@ -137,8 +137,8 @@ of the account, your own included: give a range none of your Workers uses (the r
 per scenario; --dry-run prints the range).
 
 Time: Cloudflare has no scenario clock, so window steps wait real time, and each Worker takes \
-seconds to deploy and answer: the repository's marked scenarios take about 2 minutes with 4 at once \
-(at most ~3; the plan prints its estimate).
+seconds to deploy and answer: the repository's marked scenarios take about 1.5 minutes with 4 at \
+once (the plan prints its estimate; a Worker slow to answer adds up to 3 minutes).
 
 --dry-run writes the exact upload bodies, the bindings and the traffic plan into --out, with no \
 network and no credentials.";

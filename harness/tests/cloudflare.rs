@@ -7,6 +7,8 @@
 //! path, the faults, the dry run against wrangler's own upload body, and a
 //! fake token that must appear in no output at all.
 
+mod common;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -453,6 +455,18 @@ impl Fake {
             .map(|(_, p)| p)
             .collect()
     }
+
+    /// How many tails and scripts were deleted.
+    async fn deleted(&self) -> (usize, usize) {
+        let deletes = self.deletes().await;
+        (
+            deletes.iter().filter(|d| d.contains("/tails/")).count(),
+            deletes
+                .iter()
+                .filter(|d| d.ends_with("?force=true"))
+                .count(),
+        )
+    }
 }
 
 fn credentials() -> Credentials {
@@ -472,19 +486,6 @@ fn quick_retry() -> RetryPolicy {
         longest_wait: Duration::from_secs(5),
     }
 }
-
-const APP: &str = r#"[connections.limits]
-driver = "cloudflare_rate_limits"
-namespace = 1
-
-[rate_limits]
-store = "limits"
-
-[[deployables]]
-name = "edge"
-target = "workers"
-serves_api = true
-"#;
 
 const SCENARIOS: &str = r#"application = "apps/app.toml"
 deployable = "edge"
@@ -525,7 +526,7 @@ send = { requests = 1, distinct_addresses = true }
 fn scenarios_dir(scenarios: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir(dir.path().join("apps")).expect("apps");
-    std::fs::write(dir.path().join("apps/app.toml"), APP).expect("app");
+    std::fs::write(dir.path().join("apps/app.toml"), common::WORKERS_API).expect("app");
     std::fs::write(dir.path().join("edge.toml"), scenarios).expect("scenarios");
     dir
 }
@@ -781,8 +782,7 @@ async fn a_bound_broken_fails_the_scenario_and_still_deletes() {
     assert!(results.contains("no 429 in 361"), "{results}");
     assert!(results.contains("no refusal by 3 x the limit"), "{results}");
     assert_eq!(fake.edge.lock().unwrap().api_requests_to_worker, 361);
-    let deletes = fake.deletes().await;
-    assert_eq!(deletes.len(), 2, "{deletes:?}");
+    assert_eq!(fake.deleted().await, (1, 1), "{:?}", fake.deletes().await);
 }
 
 fn panicking_judge(
@@ -805,20 +805,7 @@ async fn a_panic_in_a_check_still_deletes_the_tail_and_the_script() {
     assert!(!held);
     let report = std::fs::read_to_string(out.path().join("report.md")).expect("report");
     assert!(report.contains("a check panicked on purpose"), "{report}");
-    let deletes = fake.deletes().await;
-    assert_eq!(
-        deletes.iter().filter(|d| d.contains("/tails/")).count(),
-        2,
-        "{deletes:?}"
-    );
-    assert_eq!(
-        deletes
-            .iter()
-            .filter(|d| d.ends_with("?force=true"))
-            .count(),
-        2,
-        "{deletes:?}"
-    );
+    assert_eq!(fake.deleted().await, (2, 2), "{:?}", fake.deletes().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1412,23 +1399,7 @@ expect = { statuses = "2000 x 200" }
             .contains("interrupted (Ctrl-C): everything the run created on Cloudflare is deleted"),
         "{stderr}"
     );
-    let deletes = fake.deletes().await;
-    assert_eq!(
-        deletes
-            .iter()
-            .filter(|d| d.contains("/tails/tail-hrtest-"))
-            .count(),
-        1,
-        "{deletes:?}"
-    );
-    assert_eq!(
-        deletes
-            .iter()
-            .filter(|d| d.ends_with("?force=true"))
-            .count(),
-        1,
-        "{deletes:?}"
-    );
+    assert_eq!(fake.deleted().await, (1, 1), "{:?}", fake.deletes().await);
     assert!(fake.edge.lock().unwrap().api_requests_to_worker < 2000);
 }
 

@@ -13,6 +13,7 @@ use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
 };
+use crate::world::text::shortened;
 
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -302,7 +303,7 @@ pub(super) fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures
                 view.context(r.number),
                 "no 5xx",
                 "a status below 500".into(),
-                format!("{status}: {}", short(&r.body)),
+                format!("{status}: {}", shortened(&r.body, 200)),
             ),
             Err(error) => out.fail(
                 span.clone(),
@@ -447,7 +448,7 @@ pub(super) fn body_fields(
                     view.context(r.number),
                     &format!("body field `{field}`"),
                     wanted.to_string(),
-                    format!("{got} in {}", short(&r.body)),
+                    format!("{got} in {}", shortened(&r.body, 200)),
                 );
             }
         }
@@ -679,16 +680,8 @@ pub fn latencies(observation: &Observation) -> Vec<u64> {
     ms
 }
 
-fn short(text: &str) -> String {
-    let mut s: String = text.chars().take(200).collect();
-    if s.len() < text.len() {
-        s.push('…');
-    }
-    s
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -716,7 +709,7 @@ mod tests {
     use crate::world::workerd::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
-    fn prepared(text: &str) -> Prepared {
+    pub(in crate::judge) fn prepared(text: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.toml");
         std::fs::write(&path, text).expect("write");
@@ -725,7 +718,8 @@ mod tests {
         all.remove(0)
     }
 
-    fn request(step: usize, number: usize, status: u16) -> RequestRecord {
+    /// A request answered `status` (a 429 with `Retry-After: 60`).
+    pub(in crate::judge) fn request(step: usize, number: usize, status: u16) -> RequestRecord {
         let mut headers = BTreeMap::new();
         if status == 429 {
             headers.insert("retry-after".to_owned(), "60".to_owned());

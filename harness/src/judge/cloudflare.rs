@@ -253,36 +253,11 @@ fn fallback_kinds(prepared: &Prepared, observation: &Observation, out: &mut Fail
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
     use std::time::Duration;
 
     use crate::engine::{InstanceKind, InstanceRecord};
+    use crate::judge::checks::tests::{prepared, request};
     use crate::world::workerd::{LogLine, Stream};
-
-    fn prepared(text: &str) -> Prepared {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("s.toml");
-        std::fs::write(&path, text).expect("write");
-        crate::language::scenario::load_file(&path, std::path::Path::new("s.toml"))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .remove(0)
-    }
-
-    fn request(step: usize, number: usize, status: u16) -> RequestRecord {
-        let mut headers = BTreeMap::new();
-        if status == 429 {
-            headers.insert("retry-after".to_owned(), "60".to_owned());
-        }
-        RequestRecord {
-            step,
-            number,
-            isolate: 0,
-            outcome: Ok(status),
-            headers,
-            body: String::new(),
-            latency: Duration::from_millis(40),
-        }
-    }
 
     fn statuses(step: usize, passes: usize, then_429: bool) -> Vec<RequestRecord> {
         let mut records: Vec<RequestRecord> = (1..=passes).map(|n| request(step, n, 200)).collect();

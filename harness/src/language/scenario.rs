@@ -205,6 +205,15 @@ pub enum Behaviour {
     Hanging,
 }
 
+/// A binding's behaviour in a `bindings` or `set_bindings` table: by its
+/// name, else by [`ALL_BINDINGS`]; `None` when neither is written.
+pub fn behaviour_of<'a>(
+    bindings: &'a BTreeMap<String, Behaviour>,
+    name: &str,
+) -> Option<&'a Behaviour> {
+    bindings.get(name).or_else(|| bindings.get(ALL_BINDINGS))
+}
+
 impl Behaviour {
     const NAMES: [&'static str; 6] = [
         "healthy",

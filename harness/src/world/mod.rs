@@ -15,5 +15,6 @@ pub mod native;
 pub mod paths;
 pub mod redis;
 pub mod scenario_redis;
+pub mod text;
 pub mod wasm;
 pub mod workerd;

@@ -147,7 +147,6 @@ async fn deploy_and_send(
                 &planned.prepared,
                 &url,
                 &context.worker_client,
-                epoch,
                 &mut run.observation,
             )
             .await

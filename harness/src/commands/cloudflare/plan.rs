@@ -18,7 +18,7 @@ use serde::Serialize;
 use crate::commands::suite::{Suite, Trial};
 use crate::language::cloudflare::CloudflareCheck;
 use crate::language::on_cloudflare::{self, SendOnCloudflare};
-use crate::language::scenario::{ALL_BINDINGS, Action, Behaviour, Prepared, cloudflare_obstacle};
+use crate::language::scenario::{Action, Behaviour, Prepared, behaviour_of, cloudflare_obstacle};
 use crate::world::cloudflare::upload::{Binding, Metadata, Module, ModuleKind, Simple, Upload};
 use crate::world::wasm::{Deployable, STEM};
 
@@ -305,12 +305,7 @@ fn plan_scenario(
         .as_ref()
         .map(|b| b.get_ref().clone())
         .unwrap_or_default();
-    let missing = |name: &str| {
-        behaviours
-            .get(name)
-            .or_else(|| behaviours.get(ALL_BINDINGS))
-            .is_some_and(|b| *b == Behaviour::Missing)
-    };
+    let missing = |name: &str| behaviour_of(&behaviours, name) == Some(&Behaviour::Missing);
     let mut bindings = Vec::new();
     let mut omitted = Vec::new();
     for b in &planned.bindings {

@@ -67,26 +67,33 @@ pub fn outcome(planned: &PlannedScenario, run: &ScenarioRun) -> CloudflareOutcom
 
 /// The outcome of a scenario whose run panicked (a bug in the harness).
 pub fn panicked(planned: &PlannedScenario, message: &str) -> CloudflareOutcome {
-    let prepared = &planned.prepared;
-    let place = prepared.scenario.place(prepared.scenario.scenario.span());
-    CloudflareOutcome {
-        trial: report::outcome(
-            &prepared.trial_name,
-            &crate::engine::Observation::default(),
-            vec![format!(
-                "error: the harness panicked while running it on Cloudflare\n  --> {place}\n   | {message}"
-            )],
+    let place = planned
+        .prepared
+        .scenario
+        .place(planned.prepared.scenario.scenario.span());
+    failed(
+        planned,
+        format!(
+            "error: the harness panicked while running it on Cloudflare\n  --> {place}\n   | {message}"
         ),
-        label: planned.label.clone(),
-        figures: Vec::new(),
-    }
+    )
 }
 
 /// A scenario the run did not start (it stopped first).
 pub fn not_run(planned: &PlannedScenario, why: &str) -> CloudflareOutcome {
-    let mut outcome = panicked(planned, why);
-    outcome.trial.message = format!("error: not run on Cloudflare: {why}");
-    outcome
+    failed(planned, format!("error: not run on Cloudflare: {why}"))
+}
+
+fn failed(planned: &PlannedScenario, message: String) -> CloudflareOutcome {
+    CloudflareOutcome {
+        trial: report::outcome(
+            &planned.prepared.trial_name,
+            &crate::engine::Observation::default(),
+            vec![message],
+        ),
+        label: planned.label.clone(),
+        figures: Vec::new(),
+    }
 }
 
 /// A file that could not be read, as a failed trial.

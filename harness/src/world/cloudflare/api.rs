@@ -12,6 +12,7 @@ use serde::Deserialize;
 use crate::world::cloudflare::credentials::{Credentials, PERMISSION};
 use crate::world::cloudflare::retry::{self, Next, RetryPolicy, Transient};
 use crate::world::cloudflare::upload::{Binding, Upload};
+use crate::world::text::{error_chain, shortened};
 
 /// One request of the API, by what it does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -210,7 +211,7 @@ pub fn read_answer(status: u16, retry_after: Option<&str>, body: &str) -> Answer
             Some(_) => Answer::Rejected(status, messages),
             None => Answer::Unexpected(format!(
                 "{status} with a body that is no API envelope: {}",
-                short(body)
+                shortened(body, 300)
             )),
         },
         _ => Answer::Rejected(status, messages),
@@ -278,17 +279,16 @@ impl Api {
     }
 
     /// Sends one request with the token, retrying what is transient.
-    async fn call(
+    async fn request(
         &self,
         endpoint: Endpoint<'_>,
         body: Option<(&str, &[u8])>,
-    ) -> Result<serde_json::Value, (u16, ApiMessages, ApiError)> {
-        let fail = |e: ApiError| (0, ApiMessages::default(), e);
+    ) -> Result<serde_json::Value, ApiError> {
         let auth = self
             .credentials
             .token
             .header_value()
-            .map_err(|e| fail(ApiError::Client(e.to_string())))?;
+            .map_err(|e| ApiError::Client(e.to_string()))?;
         let url = format!(
             "{}{}",
             self.base,
@@ -324,36 +324,26 @@ impl Api {
                         .and_then(|v| v.to_str().ok())
                         .map(str::to_owned);
                     let text = response.text().await.unwrap_or_default();
+                    let endpoint = shown.clone();
                     match read_answer(status, retry_after.as_deref(), &text) {
                         Answer::Done(result) => return Ok(result),
                         Answer::Transient(t, status, messages) => (t, status, messages),
                         Answer::Refused(status, messages) => {
-                            return Err((
+                            return Err(ApiError::Refused {
                                 status,
-                                messages.clone(),
-                                ApiError::Refused {
-                                    status,
-                                    endpoint: shown,
-                                    messages,
-                                },
-                            ));
+                                endpoint,
+                                messages,
+                            });
                         }
                         Answer::Rejected(status, messages) => {
-                            return Err((
+                            return Err(ApiError::Rejected {
                                 status,
-                                messages.clone(),
-                                ApiError::Rejected {
-                                    status,
-                                    endpoint: shown,
-                                    messages,
-                                },
-                            ));
+                                endpoint,
+                                messages,
+                            });
                         }
                         Answer::Unexpected(detail) => {
-                            return Err(fail(ApiError::Unexpected {
-                                endpoint: shown,
-                                detail,
-                            }));
+                            return Err(ApiError::Unexpected { endpoint, detail });
                         }
                     }
                 }
@@ -361,20 +351,19 @@ impl Api {
             match self.retry.next(attempt, transient) {
                 Next::RetryAfter(wait) => tokio::time::sleep(wait).await,
                 Next::GiveUp => {
-                    let attempts = attempt;
-                    return Err(fail(match transient {
-                        Transient::RateLimited { .. } => ApiError::RateLimited {
-                            endpoint: shown,
-                            attempts,
-                        },
+                    let (endpoint, attempts) = (shown, attempt);
+                    return Err(match transient {
+                        Transient::RateLimited { .. } => {
+                            ApiError::RateLimited { endpoint, attempts }
+                        }
                         Transient::ServerError => ApiError::ServerError {
                             status,
-                            endpoint: shown,
+                            endpoint,
                             attempts,
                             messages,
                         },
                         Transient::ConnectionFailed => ApiError::Unreachable {
-                            endpoint: shown,
+                            endpoint,
                             attempts,
                             detail: messages
                                 .0
@@ -382,18 +371,10 @@ impl Api {
                                 .map(|m| m.message.clone())
                                 .unwrap_or_default(),
                         },
-                    }));
+                    });
                 }
             }
         }
-    }
-
-    async fn request(
-        &self,
-        endpoint: Endpoint<'_>,
-        body: Option<(&str, &[u8])>,
-    ) -> Result<serde_json::Value, ApiError> {
-        self.call(endpoint, body).await.map_err(|(_, _, e)| e)
     }
 
     async fn json(
@@ -425,26 +406,29 @@ impl Api {
     /// Uploads `script`; a rejection that names a binding says which.
     pub async fn upload(&self, script: &str, upload: &Upload) -> Result<(), ApiError> {
         let multipart = upload.multipart();
-        match self
-            .call(
-                Endpoint::Upload(script),
-                Some((&multipart.content_type, &multipart.body)),
-            )
-            .await
-        {
+        let body = Some((multipart.content_type.as_str(), multipart.body.as_slice()));
+        match self.request(Endpoint::Upload(script), body).await {
             Ok(_) => Ok(()),
-            Err((status, messages, error @ ApiError::Rejected { .. })) => {
+            Err(ApiError::Rejected {
+                status,
+                endpoint,
+                messages,
+            }) => Err(
                 match rejected_binding(&messages, &upload.metadata.bindings) {
-                    Some(binding) => Err(ApiError::BindingRejected {
+                    Some(binding) => ApiError::BindingRejected {
                         script: script.to_owned(),
                         binding: binding.to_owned(),
                         status,
                         messages,
-                    }),
-                    None => Err(error),
-                }
-            }
-            Err((_, _, error)) => Err(error),
+                    },
+                    None => ApiError::Rejected {
+                        status,
+                        endpoint,
+                        messages,
+                    },
+                },
+            ),
+            Err(error) => Err(error),
         }
     }
 
@@ -466,7 +450,7 @@ impl Api {
             .await?;
         serde_json::from_value(result.clone()).map_err(|e| ApiError::Unexpected {
             endpoint: endpoint.to_string(),
-            detail: format!("{e} in {}", short(&result.to_string())),
+            detail: format!("{e} in {}", shortened(&result.to_string(), 300)),
         })
     }
 
@@ -486,7 +470,10 @@ impl Api {
         let result = self.request(endpoint, None).await?;
         let scripts = result.as_array().ok_or_else(|| ApiError::Unexpected {
             endpoint: endpoint.to_string(),
-            detail: format!("`result` is not a list: {}", short(&result.to_string())),
+            detail: format!(
+                "`result` is not a list: {}",
+                shortened(&result.to_string(), 300)
+            ),
         })?;
         Ok(scripts
             .iter()
@@ -500,25 +487,6 @@ fn gone_is_fine(result: Result<serde_json::Value, ApiError>) -> Result<(), ApiEr
         Ok(_) | Err(ApiError::Rejected { status: 404, .. }) => Ok(()),
         Err(e) => Err(e),
     }
-}
-
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
-fn short(text: &str) -> String {
-    let mut s: String = text.chars().take(300).collect();
-    if s.len() < text.len() {
-        s.push('…');
-    }
-    s
 }
 
 #[cfg(test)]
