@@ -543,6 +543,173 @@ fn request(scenarios: &Path, out: &Path) -> CloudflareRequest {
     }
 }
 
+/// One script's requests, in order (upload, route, tail, then the tail's
+/// and the script's DELETEs), and its tail: `trace-v1`, `{"debug":false}`
+/// first, closed at the end, opened before the route answered.
+fn assert_script_lifecycle(edge: &Edge, calls: &[(String, String)], script: &str) {
+    assert!(is_run_script("hrtest", script), "{script}");
+    let base = format!("/accounts/{ACCOUNT}/workers/scripts/{script}");
+    let mine: Vec<(String, String)> = calls
+        .iter()
+        .filter(|(_, p)| {
+            p.starts_with(&format!("{base}/")) || p.starts_with(&format!("{base}?")) || *p == base
+        })
+        .cloned()
+        .collect();
+    let tail = format!("tail-{script}");
+    assert_eq!(
+        mine,
+        [
+            ("PUT".to_owned(), base.clone()),
+            ("POST".to_owned(), format!("{base}/subdomain")),
+            ("POST".to_owned(), format!("{base}/tails")),
+            ("DELETE".to_owned(), format!("{base}/tails/{tail}")),
+            ("DELETE".to_owned(), format!("{base}?force=true")),
+        ],
+        "the requests for {script}, in order"
+    );
+    // The tail: trace-v1, {"debug":false} first, closed at the end.
+    let (_, protocol, first) = edge
+        .tails
+        .iter()
+        .find(|(s, _, _)| s == script)
+        .expect("a tail connected");
+    assert_eq!(protocol.as_deref(), Some("trace-v1"));
+    assert_eq!(first, r#"{"debug":false}"#);
+    assert!(
+        edge.tails_closed.iter().any(|s| s == script),
+        "the tail was closed: {:?}",
+        edge.tails_closed
+    );
+    // It waited for the route (3 misses first).
+    assert!(edge.health_calls[script] >= 4, "{:?}", edge.health_calls);
+}
+
+/// The report: both scenarios passed, bounded, with their figures, in
+/// `results.json` and as JUnit properties.
+fn assert_report(out: &Path) {
+    // The report: the figures, and the local-only scenario left out.
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results"))
+            .expect("JSON");
+    let scenarios = results["scenarios"].as_array().expect("scenarios");
+    assert_eq!(scenarios.len(), 2, "{results:#}");
+    assert!(
+        scenarios
+            .iter()
+            .all(|s| s["verdict"] == "pass" && s["on_cloudflare"] == "bounded x3"),
+        "{results:#}"
+    );
+    assert!(
+        scenarios
+            .iter()
+            .all(|s| s["passed_before_first_429"] == "step 1: 130/120"),
+        "{results:#}"
+    );
+    let junit = std::fs::read_to_string(out.join("junit.xml")).expect("junit");
+    assert!(junit.contains("testsuite name=\"cloudflare\""), "{junit}");
+    assert!(
+        junit.contains("passed before the first 429") && junit.contains("value=\"130\""),
+        "{junit}"
+    );
+}
+
+/// One upload as Cloudflare's API takes it: a metadata part with
+/// `main_module`, `compatibility_date` and the plan's bindings (their ids
+/// from the run's base; the application and deployable as text), and a
+/// typed part per module. Whether it left out LIMITS_120_PER_60S.
+fn assert_upload_is_shaped_as_cloudflare_takes_it(content_type: &str, body: &[u8]) -> bool {
+    assert!(
+        content_type.starts_with("multipart/form-data; boundary="),
+        "{content_type}"
+    );
+    let parts = parts(content_type, body);
+    let metadata = metadata_of(&parts);
+    assert_eq!(metadata["main_module"], "entry.js");
+    assert_eq!(metadata["compatibility_date"], "2026-11-17");
+    let bindings = metadata["bindings"].as_array().expect("bindings");
+    let ratelimits: Vec<&serde_json::Value> = bindings
+        .iter()
+        .filter(|b| b["type"] == "ratelimit")
+        .collect();
+    for b in &ratelimits {
+        let id: u64 = b["namespace_id"]
+            .as_str()
+            .expect("a string id")
+            .parse()
+            .expect("a number");
+        assert!((900_001..900_005).contains(&id), "{b}");
+        assert!(
+            matches!(b["simple"]["period"].as_u64(), Some(10 | 60)),
+            "{b}"
+        );
+    }
+    let names: Vec<&str> = ratelimits
+        .iter()
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    let without_120 = !names.contains(&"LIMITS_120_PER_60S");
+    if without_120 {
+        assert_eq!(names, ["LIMITS_600_PER_60S"]);
+    } else {
+        assert_eq!(names, ["LIMITS_120_PER_60S", "LIMITS_600_PER_60S"]);
+    }
+    let application = bindings
+        .iter()
+        .find(|b| b["name"] == "APPLICATION")
+        .expect("the application as a text binding");
+    assert_eq!(application["type"], "plain_text");
+    assert!(
+        application["text"]
+            .as_str()
+            .expect("text")
+            .contains("namespace = 90000")
+    );
+    assert!(
+        bindings
+            .iter()
+            .any(|b| b
+                == &serde_json::json!({"type":"plain_text","name":"DEPLOYABLE","text":"edge"}))
+    );
+    let kinds: Vec<(String, Option<String>, Option<String>)> = parts[1..]
+        .iter()
+        .map(|p| (p.name.clone(), p.filename.clone(), p.content_type.clone()))
+        .collect();
+    assert_eq!(
+        kinds[0],
+        (
+            "entry.js".into(),
+            Some("entry.js".into()),
+            Some("application/javascript+module".into())
+        )
+    );
+    assert_eq!(
+        kinds[1],
+        (
+            "deployable.js".into(),
+            Some("deployable.js".into()),
+            Some("application/javascript+module".into())
+        )
+    );
+    assert_eq!(
+        kinds[2],
+        (
+            "deployable_bg.wasm".into(),
+            Some("deployable_bg.wasm".into()),
+            Some("application/wasm".into())
+        )
+    );
+    assert!(parts[3].bytes.starts_with(b"\0asm"), "the wasm is wasm");
+    assert!(
+        kinds[3..]
+            .iter()
+            .all(|(name, _, ct)| name.starts_with("snippets/")
+                && ct.as_deref() == Some("application/javascript+module")),
+        "{kinds:?}"
+    );
+    without_120
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
     let fake = Fake::start(130).await;
@@ -592,44 +759,7 @@ async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
         "one Worker per marked scenario: {scripts:?}"
     );
     for script in &scripts {
-        assert!(is_run_script("hrtest", script), "{script}");
-        let base = format!("/accounts/{ACCOUNT}/workers/scripts/{script}");
-        let mine: Vec<(String, String)> = calls
-            .iter()
-            .filter(|(_, p)| {
-                p.starts_with(&format!("{base}/"))
-                    || p.starts_with(&format!("{base}?"))
-                    || *p == base
-            })
-            .cloned()
-            .collect();
-        let tail = format!("tail-{script}");
-        assert_eq!(
-            mine,
-            [
-                ("PUT".to_owned(), base.clone()),
-                ("POST".to_owned(), format!("{base}/subdomain")),
-                ("POST".to_owned(), format!("{base}/tails")),
-                ("DELETE".to_owned(), format!("{base}/tails/{tail}")),
-                ("DELETE".to_owned(), format!("{base}?force=true")),
-            ],
-            "the requests for {script}, in order"
-        );
-        // The tail: trace-v1, {"debug":false} first, closed at the end.
-        let (_, protocol, first) = edge
-            .tails
-            .iter()
-            .find(|(s, _, _)| s == script)
-            .expect("a tail connected");
-        assert_eq!(protocol.as_deref(), Some("trace-v1"));
-        assert_eq!(first, r#"{"debug":false}"#);
-        assert!(
-            edge.tails_closed.contains(script),
-            "the tail was closed: {:?}",
-            edge.tails_closed
-        );
-        // It waited for the route (3 misses first).
-        assert!(edge.health_calls[script] >= 4, "{:?}", edge.health_calls);
+        assert_script_lifecycle(&edge, &calls, script);
     }
     // The bodies of the subdomain and tail calls, as Cloudflare documents them.
     for r in &requests {
@@ -647,125 +777,18 @@ async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
             );
         }
     }
-    // The uploads: metadata with main_module, compatibility_date and the
-    // plan's bindings (less the missing one), and a typed part per module.
-    let mut without_120 = 0;
-    for (content_type, body) in edge.uploads.values() {
-        assert!(
-            content_type.starts_with("multipart/form-data; boundary="),
-            "{content_type}"
-        );
-        let parts = parts(content_type, body);
-        let metadata = metadata_of(&parts);
-        assert_eq!(metadata["main_module"], "entry.js");
-        assert_eq!(metadata["compatibility_date"], "2026-11-17");
-        let bindings = metadata["bindings"].as_array().expect("bindings");
-        let ratelimits: Vec<&serde_json::Value> = bindings
-            .iter()
-            .filter(|b| b["type"] == "ratelimit")
-            .collect();
-        for b in &ratelimits {
-            let id: u64 = b["namespace_id"]
-                .as_str()
-                .expect("a string id")
-                .parse()
-                .expect("a number");
-            assert!((900_001..900_005).contains(&id), "{b}");
-            assert!(
-                matches!(b["simple"]["period"].as_u64(), Some(10 | 60)),
-                "{b}"
-            );
-        }
-        let names: Vec<&str> = ratelimits
-            .iter()
-            .filter_map(|b| b["name"].as_str())
-            .collect();
-        if !names.contains(&"LIMITS_120_PER_60S") {
-            without_120 += 1;
-            assert_eq!(names, ["LIMITS_600_PER_60S"]);
-        } else {
-            assert_eq!(names, ["LIMITS_120_PER_60S", "LIMITS_600_PER_60S"]);
-        }
-        let application = bindings
-            .iter()
-            .find(|b| b["name"] == "APPLICATION")
-            .expect("the application as a text binding");
-        assert_eq!(application["type"], "plain_text");
-        assert!(
-            application["text"]
-                .as_str()
-                .expect("text")
-                .contains("namespace = 90000")
-        );
-        assert!(
-            bindings.iter().any(|b| b
-                == &serde_json::json!({"type":"plain_text","name":"DEPLOYABLE","text":"edge"}))
-        );
-        let kinds: Vec<(String, Option<String>, Option<String>)> = parts[1..]
-            .iter()
-            .map(|p| (p.name.clone(), p.filename.clone(), p.content_type.clone()))
-            .collect();
-        assert_eq!(
-            kinds[0],
-            (
-                "entry.js".into(),
-                Some("entry.js".into()),
-                Some("application/javascript+module".into())
-            )
-        );
-        assert_eq!(
-            kinds[1],
-            (
-                "deployable.js".into(),
-                Some("deployable.js".into()),
-                Some("application/javascript+module".into())
-            )
-        );
-        assert_eq!(
-            kinds[2],
-            (
-                "deployable_bg.wasm".into(),
-                Some("deployable_bg.wasm".into()),
-                Some("application/wasm".into())
-            )
-        );
-        assert!(parts[3].bytes.starts_with(b"\0asm"), "the wasm is wasm");
-        assert!(
-            kinds[3..]
-                .iter()
-                .all(|(name, _, ct)| name.starts_with("snippets/")
-                    && ct.as_deref() == Some("application/javascript+module")),
-            "{kinds:?}"
-        );
-    }
+    // The uploads, one of them without a binding.
+    let without_120 = edge
+        .uploads
+        .values()
+        .filter(|(content_type, body)| {
+            assert_upload_is_shaped_as_cloudflare_takes_it(content_type, body)
+        })
+        .count();
     assert_eq!(without_120, 1, "the second upload omits one binding");
     drop(edge);
 
-    // The report: the figures, and the local-only scenario left out.
-    let results: serde_json::Value = serde_json::from_str(
-        &std::fs::read_to_string(out.path().join("results.json")).expect("results"),
-    )
-    .expect("JSON");
-    let scenarios = results["scenarios"].as_array().expect("scenarios");
-    assert_eq!(scenarios.len(), 2, "{results:#}");
-    assert!(
-        scenarios
-            .iter()
-            .all(|s| s["verdict"] == "pass" && s["on_cloudflare"] == "bounded x3"),
-        "{results:#}"
-    );
-    assert!(
-        scenarios
-            .iter()
-            .all(|s| s["passed_before_first_429"] == "step 1: 130/120"),
-        "{results:#}"
-    );
-    let junit = std::fs::read_to_string(out.path().join("junit.xml")).expect("junit");
-    assert!(junit.contains("testsuite name=\"cloudflare\""), "{junit}");
-    assert!(
-        junit.contains("passed before the first 429") && junit.contains("value=\"130\""),
-        "{junit}"
-    );
+    assert_report(out.path());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -61,6 +61,12 @@ fn grew(bytes: usize) {
     PEAK.fetch_max(now, Relaxed);
 }
 
+// Every method hands the call to `System` as it came, with its caller's
+// guarantees, and only counts sizes beside it.
+#[allow(
+    unsafe_code,
+    reason = "a global allocator is an unsafe trait; counting the heap needs one"
+)]
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
@@ -178,8 +184,19 @@ fn flood(hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, u32))) -> Flood {
 
 fn main() {
     let mut buf = String::with_capacity(48);
-    let max = DEFAULT_MAX_KEYS;
+    bytes_per_tracked_key(&mut buf);
+    let floods = Floods {
+        one: flood_one_limit(&mut buf),
+        route: flood_route_limit(&mut buf),
+        worst: flood_worst_sweep(&mut buf),
+        governor: flood_governor(&mut buf),
+    };
+    floods.print();
+}
 
+/// The heap of a counter after N distinct keys, printed as a table.
+fn bytes_per_tracked_key(buf: &mut String) {
+    let max = DEFAULT_MAX_KEYS;
     println!("### Bytes per tracked key (WindowCounter, DEFAULT_MAX_KEYS = {max})\n");
     println!(
         "| keys N | heap, B | keys tracked | heap / tracked, B | heap_bytes(), B | heap = heap_bytes() | peak while filling, B |"
@@ -190,8 +207,8 @@ fn main() {
         reset_peak();
         let mut c = WindowCounter::new(max, SEED);
         for i in 0..n {
-            address(&mut buf, "", i);
-            black_box(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)));
+            address(buf, "", i);
+            black_box(c.hit(ADDRESS_LIMIT, buf, now_ms(i)));
         }
         // Read before printing, which allocates.
         let (heap, filling) = (live() - base, peak() - base);
@@ -214,9 +231,11 @@ fn main() {
         );
         drop(c);
     }
+}
 
-    // One limit: the address limit only; one sweep, when every entry has ended.
-    let one = flood(|c| {
+/// One limit: the address limit only; one sweep, when every entry has ended.
+fn flood_one_limit(buf: &mut String) -> Flood {
+    flood(|c| {
         let (mut within, mut heavy) = (0, (0, 0));
         for i in 0..FLOOD {
             let burst = |c: &mut WindowCounter, key: &str| {
@@ -230,14 +249,16 @@ fn main() {
                 // Still before the minute ends (the clock crosses it at 300,000).
                 heavy.1 = burst(c, "heavy-after");
             }
-            address(&mut buf, "", i);
-            within += u32::from(c.hit(ADDRESS_LIMIT, &buf, now_ms(i)) == Verdict::Within);
+            address(buf, "", i);
+            within += u32::from(c.hit(ADDRESS_LIMIT, buf, now_ms(i)) == Verdict::Within);
         }
         (within, heavy)
-    });
+    })
+}
 
-    // A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
-    let route = flood(|c| {
+/// A route with its own 10-second limit: two keys a request, sweeps that keep live entries.
+fn flood_route_limit(buf: &mut String) -> Flood {
+    flood(|c| {
         let (mut within, mut heavy) = (0, (0, 0));
         let mut route_key = String::with_capacity(48);
         for i in 0..FLOOD {
@@ -257,7 +278,7 @@ fn main() {
                 // 5 s later, past the table's 28,672 keys, in the same 10-second window.
                 heavy.1 = burst(c, "heavy-after");
             }
-            let at = address(&mut buf, "address:", i);
+            let at = address(buf, "address:", i);
             route_key.clear();
             route_key.push_str("/api/search|");
             route_key.push_str(&buf[..]);
@@ -266,115 +287,156 @@ fn main() {
             within += u32::from(a == Verdict::Within && r == Verdict::Within);
         }
         (within, heavy)
-    });
+    })
+}
 
-    // The largest sweep: max - 1 live entries kept.
-    let worst = flood(|c| {
-        address(&mut buf, "", u32::MAX);
-        c.hit(ROUTE_LIMIT, &buf, MINUTE_MS);
+/// The largest sweep: max - 1 live entries kept.
+fn flood_worst_sweep(buf: &mut String) -> Flood {
+    let max = DEFAULT_MAX_KEYS;
+    flood(|c| {
+        address(buf, "", u32::MAX);
+        c.hit(ROUTE_LIMIT, buf, MINUTE_MS);
         for i in 1..max as u32 {
-            address(&mut buf, "", i);
-            c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 1);
+            address(buf, "", i);
+            c.hit(ADDRESS_LIMIT, buf, MINUTE_MS + 1);
         }
         assert_eq!(c.tracked_keys(), max);
-        address(&mut buf, "", max as u32);
-        let v = c.hit(ADDRESS_LIMIT, &buf, MINUTE_MS + 10_000);
+        address(buf, "", max as u32);
+        let v = c.hit(ADDRESS_LIMIT, buf, MINUTE_MS + 10_000);
         assert_eq!(
             c.tracked_keys(),
             max,
             "the sweep kept max - 1 and took the new key"
         );
         (u32::from(v == Verdict::Within), (0, 0))
-    });
+    })
+}
 
+/// What governor's keyed limiter held after the one-limit flood.
+struct GovernorFlood {
+    peak: usize,
+    after: usize,
+    len: usize,
+    within: u32,
+}
+
+/// The one-limit flood through governor's keyed limiter.
+fn flood_governor(buf: &mut String) -> GovernorFlood {
     let base = live();
     reset_peak();
     let g = governor();
-    let mut g_within = 0u32;
+    let mut within = 0u32;
     for i in 0..FLOOD {
-        address(&mut buf, "", i);
+        address(buf, "", i);
         let key = buf.clone();
-        g_within += u32::from(g.check_key(&key).is_ok());
+        within += u32::from(g.check_key(&key).is_ok());
         drop(key); // the caller's copy; governor keeps its own clone
     }
-    let (g_peak, g_after, g_len) = (peak() - base, live() - base, g.len());
+    let flood = GovernorFlood {
+        peak: peak() - base,
+        after: live() - base,
+        len: g.len(),
+        within,
+    };
     drop(g);
+    flood
+}
 
-    let at_rest = one.heap_bytes;
-    let bound = at_rest + max * ENTRY;
-    println!("\n### Floods of {FLOOD} distinct addresses\n");
-    println!(
-        "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
-    );
-    println!("|---|---:|---:|---:|---:|");
-    let b = |x: usize| format!("{x} B ({})", mib(x));
-    println!(
-        "| peak heap | {} | {} | {} | {} |",
-        b(one.peak),
-        b(route.peak),
-        b(worst.peak),
-        b(g_peak)
-    );
-    println!(
-        "| heap after | {} | {} | {} | {} |",
-        b(one.after),
-        b(route.after),
-        b(worst.after),
-        b(g_after)
-    );
-    println!(
-        "| `heap_bytes()` after | {} | {} | {} | n/a |",
-        b(one.heap_bytes),
-        b(route.heap_bytes),
-        b(worst.heap_bytes)
-    );
-    println!(
-        "| keys held one by one | {} | {} | {} | {g_len} |",
-        one.tracked, route.tracked, worst.tracked
-    );
-    println!(
-        "| bytes per key held (heap after / keys) | {:.1} | {:.1} | {:.1} | {:.1} |",
-        one.after as f64 / one.tracked as f64,
-        route.after as f64 / route.tracked as f64,
-        worst.after as f64 / worst.tracked as f64,
-        g_after as f64 / g_len as f64
-    );
-    println!(
-        "| requests let through | {} of {FLOOD} | {} of {FLOOD} | {} of 1 (the new key) | {g_within} of {FLOOD} |",
-        one.within, route.within, worst.within
-    );
-    println!(
-        "| innocents refused | {} ({:.3} %) | {} ({:.3} %) | | {} ({:.3} %) |",
-        FLOOD - one.within,
-        f64::from(FLOOD - one.within) / f64::from(FLOOD) * 100.0,
-        FLOOD - route.within,
-        f64::from(FLOOD - route.within) / f64::from(FLOOD) * 100.0,
-        FLOOD - g_within,
-        f64::from(FLOOD - g_within) / f64::from(FLOOD) * 100.0,
-    );
-    println!(
-        "| heavy hitter let through, before / after the table filled (limit) | {} / {} ({}) | {} / {} ({}) | | |",
-        one.heavy.0,
-        one.heavy.1,
-        ADDRESS_LIMIT.requests,
-        route.heavy.0,
-        route.heavy.1,
-        ROUTE_LIMIT.requests,
-    );
-    println!(
-        "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} |",
-        one.peak as f64 / bound as f64,
-        route.peak as f64 / bound as f64,
-        worst.peak as f64 / bound as f64,
-        g_peak as f64 / bound as f64,
-    );
-    println!();
-    println!(
-        "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {SKETCHES} sketches of {SKETCH_ROWS} x {SKETCH_WIDTH} counters, allocated once); \
-         with a sweep's list of at most max_keys x {ENTRY} B = {} B, {bound} B ({}) at the peak.",
-        mib(at_rest),
-        (max / 7 * 8).next_power_of_two(),
-        max * ENTRY,
-        mib(bound),
-    );
+/// The four floods, printed side by side.
+struct Floods {
+    one: Flood,
+    route: Flood,
+    worst: Flood,
+    governor: GovernorFlood,
+}
+
+impl Floods {
+    fn print(&self) {
+        let Floods {
+            one,
+            route,
+            worst,
+            governor,
+        } = self;
+        let (g_peak, g_after, g_len, g_within) =
+            (governor.peak, governor.after, governor.len, governor.within);
+        let max = DEFAULT_MAX_KEYS;
+        let at_rest = one.heap_bytes;
+        let bound = at_rest + max * ENTRY;
+        println!("\n### Floods of {FLOOD} distinct addresses\n");
+        println!(
+            "| | WindowCounter, one limit | WindowCounter, route limit (2 keys a request) | WindowCounter, worst sweep | governor keyed, one limit |"
+        );
+        println!("|---|---:|---:|---:|---:|");
+        let b = |x: usize| format!("{x} B ({})", mib(x));
+        println!(
+            "| peak heap | {} | {} | {} | {} |",
+            b(one.peak),
+            b(route.peak),
+            b(worst.peak),
+            b(g_peak)
+        );
+        println!(
+            "| heap after | {} | {} | {} | {} |",
+            b(one.after),
+            b(route.after),
+            b(worst.after),
+            b(g_after)
+        );
+        println!(
+            "| `heap_bytes()` after | {} | {} | {} | n/a |",
+            b(one.heap_bytes),
+            b(route.heap_bytes),
+            b(worst.heap_bytes)
+        );
+        println!(
+            "| keys held one by one | {} | {} | {} | {g_len} |",
+            one.tracked, route.tracked, worst.tracked
+        );
+        println!(
+            "| bytes per key held (heap after / keys) | {:.1} | {:.1} | {:.1} | {:.1} |",
+            one.after as f64 / one.tracked as f64,
+            route.after as f64 / route.tracked as f64,
+            worst.after as f64 / worst.tracked as f64,
+            g_after as f64 / g_len as f64
+        );
+        println!(
+            "| requests let through | {} of {FLOOD} | {} of {FLOOD} | {} of 1 (the new key) | {g_within} of {FLOOD} |",
+            one.within, route.within, worst.within
+        );
+        println!(
+            "| innocents refused | {} ({:.3} %) | {} ({:.3} %) | | {} ({:.3} %) |",
+            FLOOD - one.within,
+            f64::from(FLOOD - one.within) / f64::from(FLOOD) * 100.0,
+            FLOOD - route.within,
+            f64::from(FLOOD - route.within) / f64::from(FLOOD) * 100.0,
+            FLOOD - g_within,
+            f64::from(FLOOD - g_within) / f64::from(FLOOD) * 100.0,
+        );
+        println!(
+            "| heavy hitter let through, before / after the table filled (limit) | {} / {} ({}) | {} / {} ({}) | | |",
+            one.heavy.0,
+            one.heavy.1,
+            ADDRESS_LIMIT.requests,
+            route.heavy.0,
+            route.heavy.1,
+            ROUTE_LIMIT.requests,
+        );
+        println!(
+            "| peak / bound | {:.3} | {:.3} | {:.3} | {:.1} |",
+            one.peak as f64 / bound as f64,
+            route.peak as f64 / bound as f64,
+            worst.peak as f64 / bound as f64,
+            g_peak as f64 / bound as f64,
+        );
+        println!();
+        println!(
+            "Bound: heap_bytes() = {at_rest} B ({}) at rest (the {} table slots and {SKETCHES} sketches of {SKETCH_ROWS} x {SKETCH_WIDTH} counters, allocated once); \
+             with a sweep's list of at most max_keys x {ENTRY} B = {} B, {bound} B ({}) at the peak.",
+            mib(at_rest),
+            (max / 7 * 8).next_power_of_two(),
+            max * ENTRY,
+            mib(bound),
+        );
+    }
 }

@@ -16,6 +16,11 @@
 // a binding failed or timed out, else -1: the clock (a workerd API call) is
 // read only when the time moves a cool-off. A binding that misses the
 // deadline keeps TIMED_OUT; answers after the deadline are ignored.
+//
+// The other side of this seam is runtime/src/wire.rs: it defines ANSWER and
+// MAX_ASKS (its tests check the two lines below say the same, and run this
+// file in Node.js to check the keys each binding gets and how every kind of
+// answer decodes), and runtime/src/keys.rs builds the keys.
 
 const ANSWER = { REFUSED: 0, WITHIN: 1, MISSING: 2, FAILED: 3, TIMED_OUT: 4 };
 

@@ -1,6 +1,6 @@
-//! The cool-off of one store connection (a Cloudflare binding, later a Redis
-//! server), with no I/O inside: a store that timed out or failed is not asked
-//! again for [`COOL_OFF_MS`], so a troubled store costs one wait, not one per
+//! The cool-off of one store (a Cloudflare binding, or a Redis connection),
+//! with no I/O inside: a store that timed out or failed is not asked again
+//! for [`COOL_OFF_MS`], so a troubled store costs one wait, not one per
 //! request; then one request at a time probes it.
 //!
 //! Call order, per request and per store the request would ask:
@@ -18,7 +18,7 @@
 //! never records (cancelled by the runtime) holds the breaker for at most
 //! [`PROBE_LEASE_MS`], after which another request probes.
 
-use crate::limiter::BINDING_DEADLINE_MS;
+use crate::store::DEADLINE_MS;
 
 /// How long a store that timed out or failed is left alone: requests it
 /// would count are counted in memory at once meanwhile.
@@ -26,7 +26,7 @@ pub const COOL_OFF_MS: u64 = 10_000;
 
 /// How long a probe may go unrecorded before another request probes:
 /// twice the deadline, so a recorded probe always comes first.
-pub const PROBE_LEASE_MS: u64 = 2 * BINDING_DEADLINE_MS as u64;
+pub const PROBE_LEASE_MS: u64 = 2 * DEADLINE_MS as u64;
 
 /// What one request does about one store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::limits::{BUILT_IN_LIMITS, Limit};
-use crate::plan::{binding_name, binding_prefix};
+use crate::names::{binding_name, binding_prefix};
 
 /// The windows Cloudflare's binding can count, in seconds.
 pub const BINDING_WINDOWS: [u32; 2] = [10, 60];
@@ -114,7 +114,9 @@ impl FromStr for Code {
 /// A 1-based position in the description's text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Location {
+    /// The line, from 1.
     pub line: usize,
+    /// The column in characters (not bytes), from 1, as editors count it.
     pub column: usize,
 }
 
@@ -139,7 +141,9 @@ impl fmt::Display for Location {
 /// One problem with an application description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
+    /// The stable code, which tools match on and deployables may decline.
     pub code: Code,
+    /// What is wrong and how to fix it, in the description's own words.
     pub message: String,
     /// Where in the description, when the problem has a place.
     pub location: Option<Location>,
@@ -178,7 +182,9 @@ impl Diagnostics {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
+    /// Cloudflare Workers: counts through the binding, or in each isolate's memory.
     Workers,
+    /// A native server: counts in Redis, or in the process's memory.
     Native,
 }
 
@@ -186,7 +192,10 @@ pub enum Target {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreDriver {
     /// Cloudflare's Rate Limiting binding; bindings are numbered from `namespace`.
-    CloudflareRateLimits { namespace: u64 },
+    CloudflareRateLimits {
+        /// The first binding's `namespace_id`; the others follow it.
+        namespace: u64,
+    },
     /// Redis: a native deployable counts in it ([`Counting::Redis`]); a
     /// Workers one holds no connection pool and counts in memory.
     Redis(RedisEndpoint),
@@ -197,32 +206,46 @@ pub enum StoreDriver {
 pub enum RedisEndpoint {
     /// One server at `url` (`redis://host:port`); `None` when the connection
     /// names none, so every request falls back to memory as `missing`.
-    Single { url: Option<String> },
+    Single {
+        /// The server's URL, as the `redis` crate opens it.
+        url: Option<String>,
+    },
     /// A Redis Cluster, by the URLs of some of its nodes (the connection's
     /// `nodes = [...]` field, instead of `url`).
-    Cluster { nodes: Vec<String> },
+    Cluster {
+        /// The URLs of the nodes to reach the cluster through (not necessarily all of them).
+        nodes: Vec<String>,
+    },
 }
 
 /// The connection `rate_limits.store` names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Store {
+    /// The connection's name: binding names are made from it (and Redis fallbacks log it).
     pub connection: String,
+    /// What the connection is, as far as rate limits are concerned.
     pub driver: StoreDriver,
 }
 
 /// One deployable of the application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Deployable {
+    /// Its name: a gate is built for one deployable of the application.
     pub name: String,
+    /// Where it runs, which decides how it can count.
     pub target: Target,
+    /// Whether it serves the API: one that does not limits nothing.
     pub serves_api: bool,
+    /// The declinable diagnostics it accepts (such as counting in memory).
     pub declines: Vec<Code>,
 }
 
 /// A route with its own rate limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
+    /// The request path it applies to, exactly (no patterns).
     pub path: String,
+    /// Its own limit, counted beside the subject's built-in one.
     pub rate_limit: Option<Limit>,
 }
 
@@ -230,14 +253,21 @@ pub struct Route {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Counting {
     /// Through Cloudflare's binding, falling back to memory when it can't be asked.
-    Binding { connection: String, namespace: u64 },
+    Binding {
+        /// The connection the bindings are named after.
+        connection: String,
+        /// The first binding's `namespace_id`.
+        namespace: u64,
+    },
     /// In the isolate's (or process's) own memory: a Workers deployable with
     /// a Redis store, or a native one without a store.
     InMemory,
     /// In Redis, shared by every instance of a native deployable, falling
     /// back to the process's memory when Redis can't be asked.
     Redis {
+        /// The connection's name, as its fallback is logged.
         connection: String,
+        /// Where its server (or cluster) is.
         endpoint: RedisEndpoint,
     },
     /// No API: nothing is limited; the requests it refuses are counted beside its health checks.
@@ -260,8 +290,11 @@ impl Counting {
 /// A validated application description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Application {
+    /// The connection `rate_limits.store` names; `None` counts in memory.
     pub store: Option<Store>,
+    /// Every deployable, in the description's order.
     pub deployables: Vec<Deployable>,
+    /// The routes with a limit of their own.
     pub routes: Vec<Route>,
 }
 

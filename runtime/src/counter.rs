@@ -236,7 +236,7 @@ impl WindowCounter {
     }
 
     /// The bytes this counter holds on the heap, all allocated by [`Self::new`]:
-    /// the table's slots (a digest, a [`Slot`] and a control byte each, plus
+    /// the table's slots (a digest, a `Slot` and a control byte each, plus
     /// one group of trailing control bytes) and the sketches' counters. A
     /// sweep briefly adds a list of the live entries, at most `max_keys` of
     /// them (16 bytes each).

@@ -3,25 +3,42 @@
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
 //! (with stable diagnostic codes) and [`plan`] turns its limits into
-//! Cloudflare bindings and Wrangler entries. Request time: [`limiter`]
-//! decides each request without doing I/O, counting in [`counter`] when the
-//! binding can't be asked and leaving a troubled binding alone for a
-//! cool-off ([`breaker`]); on wasm32, [`workers`] does the I/O in workerd.
+//! Cloudflare bindings ([`names`]) and Wrangler entries. Request time:
+//! [`limiter`] decides each request without doing I/O, under the [`keys`]
+//! of its [`subject`], asking the [`store`]s the I/O layer reaches, counting
+//! in [`counter`] when a store can't be asked, and leaving a troubled store
+//! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
+//! `workers` asks Cloudflare's bindings inside workerd; with the `native`
+//! feature, `native` limits a tokio server (and with `redis`, counts in
+//! Redis). The features are listed in the README ("Cargo features").
+
+#[cfg(all(feature = "native", target_arch = "wasm32"))]
+compile_error!(
+    "runtime's `native` and `redis` features are for native servers; a Worker (wasm32) needs \
+     neither: its gate, `runtime::workers`, comes with the target"
+);
 
 pub mod address;
 pub mod breaker;
 pub mod config;
 pub mod counter;
+pub mod keys;
 pub mod limiter;
 pub mod limits;
-#[cfg(not(target_arch = "wasm32"))]
+pub mod names;
+#[cfg(feature = "native")]
 pub mod native;
 pub mod plan;
+pub mod store;
+pub mod subject;
+#[cfg(any(target_arch = "wasm32", test))]
+mod wire;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
 
 pub use address::ClientAddress;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
-pub use limiter::{Limiter, Subject};
+pub use limiter::Limiter;
 pub use limits::Limit;
 pub use plan::BindingPlan;
+pub use subject::Subject;

@@ -1,35 +1,38 @@
 //! The decision for each request, with no I/O inside: the caller asks the
-//! store (Cloudflare's binding) and passes in its answer and the time, so the
-//! same code runs in native unit tests and in wasm inside workerd.
+//! stores (Cloudflare's bindings, or Redis) and passes in their answers and
+//! the time, so the same code runs in native unit tests, in wasm inside
+//! workerd, and behind a native server.
 //!
-//! A request goes through three steps, two inputs and an output:
-//! 1. [`Limiter::checks`] says which limits count it, under which key, and
-//!    which binding (if any) to ask for each.
-//! 2. [`Limiter::asks`] says which of those bindings to ask now: a binding
-//!    that timed out or failed is left alone for a cool-off
-//!    ([`crate::breaker::COOL_OFF_MS`]), then probed by one request at a time
-//!    ([`crate::breaker`]), so a troubled binding costs one wait, not one per request.
-//! 3. The I/O layer asks those bindings (all at once, so one deadline bounds
-//!    the request) and hands every answer, in the checks' order, to
-//!    [`Limiter::conclude`], which settles every check (falling back to the
-//!    isolate's memory for a binding that can't be or isn't asked), records
-//!    how each asked binding did, and returns the [`Decision`]: the refusal,
-//!    if any limit refused, and the fallback log lines to write. Every I/O
-//!    layer (Workers today, native and Redis next) calls these three and
-//!    nothing else, so the decision exists once.
+//! A request goes through three steps, each consuming what the last made:
+//! 1. [`Limiter::checks`] says which limits count it, under which key
+//!    ([`crate::keys`]), and which store (if any) to ask for each.
+//! 2. [`Limiter::asks`] takes those checks and says which stores to ask
+//!    now: a store that timed out or failed is left alone for a cool-off
+//!    ([`crate::breaker::COOL_OFF_MS`]), then probed by one request at a
+//!    time ([`crate::breaker`]), so a troubled store costs one wait, not one
+//!    per request. It returns the request as a [`Pending`].
+//! 3. The I/O layer asks the stores of the pending request's [`Ask`]s (all
+//!    at once, so one deadline bounds the request), answers each ask in
+//!    place, and hands the [`Pending`] to [`Limiter::conclude`], which
+//!    settles every check (falling back to the isolate's memory for a store
+//!    that can't be or isn't asked), records how each asked store did, and
+//!    returns the [`Decision`]: the refusal, if any limit refused, and the
+//!    fallback log lines to write.
+//!
+//! An answer travels inside the ask it answers, so it cannot reach another
+//! check. Every I/O layer (Workers, the native gate, its Redis store) calls
+//! these three and nothing else, so the decision exists once.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use crate::address::ClientAddress;
 use crate::breaker::{Breaker, Outcome, Route};
 use crate::config::{Application, Counting, Deployable};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
-use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use crate::keys;
+use crate::limits::Limit;
 use crate::plan::BindingPlan;
-
-/// How long a binding is waited for before the request is counted in memory.
-pub const BINDING_DEADLINE_MS: u32 = 500;
+use crate::store::{BindingAnswer, FallbackReason, StoreId};
+use crate::subject::Subject;
 
 /// The header the address is taken from. Never `X-Forwarded-For`, which any
 /// client can write.
@@ -46,119 +49,137 @@ pub fn url_path(url: &str) -> &str {
     if path.is_empty() { "/" } else { path }
 }
 
-/// Who a request is counted for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Subject {
-    /// A signed-in caller, by the id the application's sign-in gave.
-    Caller(String),
-    /// Anyone else, by the address in [`ADDRESS_HEADER`]: an IPv6 client by
-    /// its /64. Requests without a usable address share one count.
-    Address(ClientAddress),
-}
-
-impl Subject {
-    /// The subject of a request: the caller if signed in (an id that is
-    /// empty or only whitespace is no sign-in), else the address.
-    pub fn of_request(caller_id: Option<&str>, connecting_ip: Option<&str>) -> Subject {
-        match caller_id {
-            Some(id) if !id.trim().is_empty() => Subject::Caller(id.to_owned()),
-            _ => Subject::Address(ClientAddress::from_header(connecting_ip)),
-        }
-    }
-
-    /// The built-in limit for this kind of subject.
-    pub fn limit(&self) -> Limit {
-        match self {
-            Subject::Caller(_) => CALLER_LIMIT,
-            Subject::Address(_) => ADDRESS_LIMIT,
-        }
-    }
-
-    /// The built-in limit's name in the `RateLimit-Policy` header.
-    fn policy(&self) -> &'static str {
-        match self {
-            Subject::Caller(_) => "caller",
-            Subject::Address(_) => "address",
-        }
-    }
-
-    /// `caller:ID` or `address:IP`, built without the formatting machinery
-    /// (it runs on every request).
-    fn key(&self) -> String {
-        match self {
-            Subject::Caller(id) => {
-                let mut key = String::with_capacity("caller:".len() + id.len());
-                key.push_str("caller:");
-                key.push_str(id);
-                key
-            }
-            Subject::Address(address) => {
-                // The longest IPv4 key, so one allocation in the common case.
-                let mut key = String::with_capacity("address:255.255.255.255".len());
-                key.push_str("address:");
-                address.push_key(&mut key);
-                key
-            }
-        }
-    }
-}
-
-/// One limit that counts a request, and the key it is counted under.
-///
-/// Keys are `caller:ID` or `address:IP` for the built-in limits, and
-/// `PATH|caller:ID` or `PATH|address:IP` for a route's own limit.
+/// One limit that counts a request, the key it is counted under, the store
+/// to ask, and (once [`Limiter::asks`] has seen it) whether to ask it and
+/// what it answered. Only [`Limiter::checks`] makes one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
-    pub limit: Limit,
-    pub key: String,
-    /// The store to ask: Cloudflare's binding by name, or the Redis
-    /// connection's name (a native deployable counting in Redis); `None`
-    /// when the request is counted in memory.
-    pub binding: Option<String>,
-    /// The limit's name in the 429's `RateLimit-Policy` header: `caller`,
-    /// `address`, or the route's path. Never a key.
-    pub policy: String,
+    limit: Limit,
+    key: String,
+    store: Option<StoreId>,
+    policy: PolicyName,
+    slot: Slot,
 }
 
-/// Why a binding could not be asked, as logged.
+/// A check's limit's name in the 429's `RateLimit-Policy` header, made a
+/// string only when the check refuses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FallbackReason {
-    /// The Worker has no binding of that name.
-    Missing,
-    /// The binding threw, rejected, or answered something other than `{ success: boolean }`.
-    Failed,
-    /// The binding did not answer within [`BINDING_DEADLINE_MS`].
-    TimedOut,
+enum PolicyName {
+    /// The subject's built-in limit: `caller` or `address`.
+    Subject(&'static str),
+    /// A route's own limit: the route's path, by its place in [`Limiter`]'s routes.
+    Route(usize),
 }
 
-impl FallbackReason {
-    /// The reason as logged: `missing`, `failed` or `timed_out`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            FallbackReason::Missing => "missing",
-            FallbackReason::Failed => "failed",
-            FallbackReason::TimedOut => "timed_out",
+/// Where a check stands between [`Limiter::asks`] and [`Limiter::conclude`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    /// Counted in memory: no store, or its store is cooling off.
+    NotAsked,
+    /// Its store is to be asked, and has not answered (yet): counted in
+    /// memory if it never does.
+    Asked,
+    /// Its store was asked and answered this.
+    Answered(BindingAnswer),
+}
+
+impl Check {
+    /// The limit that counts the request.
+    pub fn limit(&self) -> Limit {
+        self.limit
+    }
+
+    /// The key it is counted under ([`crate::keys`]). Never logged.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The store to ask: one of Cloudflare's bindings, or the Redis
+    /// connection; `None` when the request is counted in memory.
+    pub fn store(&self) -> Option<StoreId> {
+        self.store
+    }
+
+    /// Whether the I/O layer is to ask this check's store (see [`Pending::asks`]).
+    pub fn is_asked(&self) -> bool {
+        self.slot != Slot::NotAsked
+    }
+
+    /// What its store answered, if it was asked and answered.
+    #[cfg(test)]
+    pub(crate) fn answer(&self) -> Option<BindingAnswer> {
+        match self.slot {
+            Slot::Answered(answer) => Some(answer),
+            Slot::NotAsked | Slot::Asked => None,
         }
     }
 }
 
-/// What the binding said for one check.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindingAnswer {
-    /// `{ success }` in time.
-    Answered { success: bool },
-    /// No usable answer: the request is counted in memory instead.
-    Unavailable(FallbackReason),
-    /// Refused from the store's own cache of keys it refused earlier in
-    /// their window: no round trip was made, so it is no news of the store's
-    /// health and moves no cool-off (a probe answered so is not a probe).
-    Remembered,
+/// One request between [`Limiter::asks`] and [`Limiter::conclude`]: its
+/// checks, each carrying the answer of its store once the I/O layer has it.
+#[derive(Debug)]
+#[must_use = "a pending request is concluded; an unanswered probe holds its store's cool-off until its lease ends"]
+pub struct Pending {
+    checks: Vec<Check>,
 }
 
-/// The `rate_limits.fallback` log line, emitted once per binding per isolate.
+impl Pending {
+    /// Every check of the request, asked or not, in order.
+    pub fn checks(&self) -> &[Check] {
+        &self.checks
+    }
+
+    /// The checks whose store to ask now, in the checks' order (the same
+    /// order every time, answered or not). An ask left unanswered is counted
+    /// in memory, as if it had not been asked.
+    pub fn asks(&mut self) -> impl Iterator<Item = Ask<'_>> {
+        self.checks.iter_mut().filter_map(|check| match check.slot {
+            Slot::NotAsked => None,
+            Slot::Asked | Slot::Answered(_) => Some(Ask {
+                store: check.store?,
+                check,
+            }),
+        })
+    }
+}
+
+/// One store to ask for one check of a [`Pending`] request: what to ask it,
+/// and where its answer goes.
+#[derive(Debug)]
+pub struct Ask<'a> {
+    store: StoreId,
+    check: &'a mut Check,
+}
+
+impl Ask<'_> {
+    /// The store to ask.
+    pub fn store(&self) -> StoreId {
+        self.store
+    }
+
+    /// The key to ask it about ([`crate::keys`]). Never logged.
+    pub fn key(&self) -> &str {
+        &self.check.key
+    }
+
+    /// The limit to count the key against.
+    pub fn limit(&self) -> Limit {
+        self.check.limit
+    }
+
+    /// What the store said, for [`Limiter::conclude`].
+    pub fn answer(self, answer: BindingAnswer) {
+        self.check.slot = Slot::Answered(answer);
+    }
+}
+
+/// The `rate_limits.fallback` log line, emitted once per store per isolate
+/// (or process).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FallbackLog {
-    pub binding: String,
+    /// The store's name: the binding's, or the Redis connection's.
+    pub store: String,
+    /// Why it could not be asked.
     pub reason: FallbackReason,
 }
 
@@ -166,7 +187,8 @@ impl FallbackLog {
     /// The event's name, which operators search for.
     pub const EVENT: &'static str = "rate_limits.fallback";
 
-    /// One JSON line, event first. It names the binding and the reason, never a key.
+    /// One JSON line, event first, as a Worker writes it: it names the
+    /// binding and the reason, never a key.
     pub fn to_json_line(&self) -> String {
         #[derive(serde::Serialize)]
         struct Line<'a> {
@@ -176,7 +198,7 @@ impl FallbackLog {
         }
         let line = Line {
             event: Self::EVENT,
-            binding: &self.binding,
+            binding: &self.store,
             reason: self.reason.as_str(),
         };
         serde_json::to_string(&line).unwrap_or_default()
@@ -189,6 +211,7 @@ impl FallbackLog {
 pub struct Policy {
     /// `caller`, `address`, or the route's path.
     pub name: String,
+    /// The limit, whose requests and window the header gives as `q` and `w`.
     pub limit: Limit,
 }
 
@@ -272,24 +295,44 @@ pub struct Decision {
 /// The request-time state of one deployable in one isolate (or process).
 ///
 /// Inputs and outputs, in order, for each request: [`Limiter::checks`],
-/// [`Limiter::asks`], then (after asking the bindings) [`Limiter::conclude`].
+/// [`Limiter::asks`], then (after asking the stores) [`Limiter::conclude`].
 /// Requests may interleave between them: each call is self-contained.
 pub struct Limiter {
     counting: Counting,
-    plan: BindingPlan,
+    /// The stores this deployable asks, by [`StoreId`]: the plan's bindings
+    /// in namespace order, or the one Redis connection.
+    stores: Vec<StoreState>,
+    /// The stores of the built-in limits: a caller's, then an address's.
+    subject_stores: [Option<StoreId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
-    routes: Vec<(String, Limit)>,
+    routes: Vec<RouteLimit>,
     memory: WindowCounter,
-    logged: BTreeSet<String>,
-    /// The cool-off state of each binding asked so far, by name.
-    breakers: BTreeMap<String, Breaker>,
     tally: Tally,
+}
+
+/// One store of a limiter: its name (for logs and binding lookups), its
+/// cool-off, and whether its fallback was logged yet.
+#[derive(Debug)]
+struct StoreState {
+    name: String,
+    breaker: Breaker,
+    logged: bool,
+}
+
+/// A route's own limit, and the store that counts it.
+#[derive(Debug)]
+struct RouteLimit {
+    path: String,
+    limit: Limit,
+    store: Option<StoreId>,
 }
 
 /// What a deployable counts beside its health checks, reported by its health route.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Tally {
+    /// Health checks answered.
     pub health_checks: u64,
+    /// Requests refused: 429s, and API requests to a deployable that serves none.
     pub refused: u64,
 }
 
@@ -308,6 +351,16 @@ pub enum GateError {
     /// The application has no deployable of that name.
     #[error(transparent)]
     UnknownDeployable(#[from] UnknownDeployable),
+    /// The deployable counts in Redis, and this build of `runtime` has no
+    /// Redis store: enable its `redis` feature.
+    #[error(
+        "the deployable counts in Redis (connection `{connection}`), and runtime was built \
+         without its `redis` feature"
+    )]
+    RedisNotBuilt {
+        /// The Redis connection the deployable's store names.
+        connection: String,
+    },
 }
 
 impl Limiter {
@@ -323,24 +376,55 @@ impl Limiter {
             .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
         let counting = app.counting(deployable);
         let plan = BindingPlan::for_deployable(app, deployable);
+        let names: Vec<String> = match &counting {
+            Counting::Redis { connection, .. } => vec![connection.clone()],
+            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => {
+                plan.bindings.iter().map(|b| b.name.clone()).collect()
+            }
+        };
+        // A Redis store is asked about every limit; a binding about its own.
+        let store_for = |limit: Limit| match &counting {
+            Counting::Redis { .. } => Some(StoreId::new(0)),
+            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => plan
+                .bindings
+                .iter()
+                .position(|b| b.limit == limit)
+                .map(StoreId::new),
+        };
         // A route listed twice (`rate_limits.route_duplicate` in a checked
         // description) must not count one request twice under one key.
-        let mut routes: Vec<(String, Limit)> = Vec::new();
+        let mut routes: Vec<RouteLimit> = Vec::new();
         for route in &app.routes {
-            if let Some(limit) = route.rate_limit {
-                let entry = (route.path.clone(), limit);
-                if !routes.contains(&entry) {
-                    routes.push(entry);
-                }
+            if let Some(limit) = route.rate_limit
+                && !routes
+                    .iter()
+                    .any(|r| r.path == route.path && r.limit == limit)
+            {
+                routes.push(RouteLimit {
+                    path: route.path.clone(),
+                    limit,
+                    store: store_for(limit),
+                });
             }
         }
+        let subject_stores = [
+            store_for(crate::limits::CALLER_LIMIT),
+            store_for(crate::limits::ADDRESS_LIMIT),
+        ];
+        let stores = names
+            .into_iter()
+            .map(|name| StoreState {
+                name,
+                breaker: Breaker::new(),
+                logged: false,
+            })
+            .collect();
         Ok(Limiter {
             counting,
-            plan,
+            stores,
+            subject_stores,
             routes,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, seed),
-            logged: BTreeSet::new(),
-            breakers: BTreeMap::new(),
             tally: Tally::default(),
         })
     }
@@ -350,9 +434,17 @@ impl Limiter {
         &self.counting
     }
 
-    /// The bindings this deployable asks.
-    pub fn plan(&self) -> &BindingPlan {
-        &self.plan
+    /// The names of the stores this deployable asks, in [`StoreId`] order:
+    /// the bindings' names as the Worker sees them in `env`, or the Redis
+    /// connection's.
+    pub fn store_names(&self) -> impl Iterator<Item = &str> {
+        self.stores.iter().map(|s| s.name.as_str())
+    }
+
+    /// The name of `store`, as [`FallbackLog`] names it (empty for an id of
+    /// another limiter).
+    pub fn store_name(&self, store: StoreId) -> &str {
+        self.stores.get(store.index()).map_or("", |s| &s.name)
     }
 
     /// The limits that count a request from `subject` to `path`, in the order
@@ -360,47 +452,44 @@ impl Limiter {
     /// A deployable that serves no API limits nothing. No two checks share
     /// both limit and key, so no request is counted twice under one key.
     pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
-        if self.counting == Counting::NoApi {
+        if matches!(self.counting, Counting::NoApi) {
             return Vec::new();
         }
-        let subject_key = subject.key();
-        // A Redis store is asked about every limit, under the connection's name.
-        let redis = match &self.counting {
-            Counting::Redis { connection, .. } => Some(connection),
-            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => None,
+        let subject_key = keys::subject(subject);
+        let subject_store = match subject {
+            Subject::Caller(_) => self.subject_stores[0],
+            Subject::Address(_) => self.subject_stores[1],
         };
-        let check = |limit: Limit, key: String, policy: String| Check {
-            binding: self
-                .plan
-                .binding_for(limit)
-                .map(|b| b.name.clone())
-                .or_else(|| redis.cloned()),
-            limit,
-            key,
-            policy,
-        };
-        let routes = self.routes.iter().filter(|(route, _)| route == path);
+        let routes = self
+            .routes
+            .iter()
+            .enumerate()
+            .filter(|(_, route)| route.path == path);
         let mut checks = Vec::with_capacity(1 + routes.clone().count());
         // The subject's check first; its key is moved in once the route keys
         // that contain it are built (no copy of it per request).
-        checks.push(check(
-            subject.limit(),
-            String::new(),
-            subject.policy().to_owned(),
-        ));
-        for (route, limit) in routes {
-            let mut key = String::with_capacity(route.len() + 1 + subject_key.len());
-            key.push_str(route);
-            key.push('|');
-            key.push_str(&subject_key);
-            checks.push(check(*limit, key, route.clone()));
+        checks.push(Check {
+            limit: subject.limit(),
+            key: String::new(),
+            store: subject_store,
+            policy: PolicyName::Subject(subject.policy()),
+            slot: Slot::NotAsked,
+        });
+        for (index, route) in routes {
+            checks.push(Check {
+                limit: route.limit,
+                key: keys::route(&route.path, &subject_key),
+                store: route.store,
+                policy: PolicyName::Route(index),
+                slot: Slot::NotAsked,
+            });
         }
         checks[0].key = subject_key;
         checks
     }
 
-    /// Which checks' bindings to ask now, one flag per check: false for a
-    /// check without a binding, and for a binding cooling off after it timed
+    /// Takes a request's checks and says which stores to ask now: none for
+    /// a check without a store, nor for a store cooling off after it timed
     /// out or failed (the request is then counted in memory at once, with no
     /// wait and no log line). After the cool-off one request is told to ask
     /// (the probe) while the others keep counting in memory. A missing
@@ -408,31 +497,25 @@ impl Limiter {
     /// restored Wrangler entry is used at once.
     ///
     /// `now_ms` as for [`Limiter::conclude`].
-    pub fn asks(&mut self, checks: &[Check], now_ms: u64) -> Vec<bool> {
-        checks
-            .iter()
-            .map(|check| match &check.binding {
-                None => false,
-                Some(name) => match self.breakers.get_mut(name) {
-                    None => true,
-                    Some(breaker) => match breaker.route(now_ms) {
-                        Route::Ask | Route::Probe => true,
-                        Route::CoolingOff => false,
-                    },
-                },
-            })
-            .collect()
+    pub fn asks(&mut self, mut checks: Vec<Check>, now_ms: u64) -> Pending {
+        for check in &mut checks {
+            let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
+            check.slot = match store.map(|s| s.breaker.route(now_ms)) {
+                Some(Route::Ask | Route::Probe) => Slot::Asked,
+                Some(Route::CoolingOff) | None => Slot::NotAsked,
+            };
+        }
+        Pending { checks }
     }
 
     /// Settles every check of one request and decides it.
     ///
-    /// `answers[i]` is what the binding of `checks[i]` said, or `None` when
-    /// it was not asked: the check has no binding, or [`Limiter::asks`] left
-    /// it alone (a missing answer counts as `None`). An answer in time, or a
-    /// failure or timeout, is news of the binding's health and moves its
-    /// cool-off; `missing` and [`BindingAnswer::Remembered`] do not.
+    /// Each asked check carries what its store answered ([`Ask::answer`]),
+    /// or nothing (counted in memory, as a check not asked is). An answer in
+    /// time, or a failure or timeout, is news of the store's health and
+    /// moves its cool-off; `missing` and [`BindingAnswer::Remembered`] do not.
     /// Every check is settled, in binding mode and in memory mode alike: a
-    /// binding that can't be asked counts the request in memory and is logged
+    /// store that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
     /// refused if any limit refuses it, with `Retry-After` the longest window
     /// among those that refused; a refusal is added to the tally.
@@ -441,23 +524,16 @@ impl Limiter {
     /// isolate's life: windows are aligned to it (`floor(now / window)`), as
     /// the binding aligns them. It should not go backwards; if it does, no
     /// count is reset, but a window may end later than it should.
-    pub fn conclude(
-        &mut self,
-        checks: &[Check],
-        answers: Vec<Option<BindingAnswer>>,
-        now_ms: u64,
-    ) -> Decision {
-        debug_assert!(answers.len() <= checks.len(), "one answer per check");
-        let mut answers = answers.into_iter();
+    pub fn conclude(&mut self, pending: Pending, now_ms: u64) -> Decision {
         let mut refused_by = Vec::new();
         let mut logs = Vec::new();
-        for check in checks {
-            let (verdict, log) = self.settle(check, answers.next().flatten(), now_ms);
+        for check in &pending.checks {
+            let (verdict, log) = self.settle(check, now_ms);
             logs.extend(log);
             match verdict {
                 Verdict::Within => {}
                 Verdict::Exceeded => refused_by.push(Policy {
-                    name: check.policy.clone(),
+                    name: self.policy_name(check.policy).to_owned(),
                     limit: check.limit,
                 }),
             }
@@ -469,17 +545,21 @@ impl Limiter {
         Decision { refusal, logs }
     }
 
-    /// Settles one check with the binding's answer (`None` when there is no
-    /// binding to ask), counting in memory when the binding can't be asked.
-    fn settle(
-        &mut self,
-        check: &Check,
-        answer: Option<BindingAnswer>,
-        now_ms: u64,
-    ) -> (Verdict, Option<FallbackLog>) {
-        match answer {
-            Some(BindingAnswer::Answered { success }) => {
-                self.record_health(check, Outcome::Answered, now_ms);
+    /// Settles one check with its store's answer, counting in memory when
+    /// the store was not asked or can't be.
+    fn settle(&mut self, check: &Check, now_ms: u64) -> (Verdict, Option<FallbackLog>) {
+        let answer = match check.slot {
+            Slot::Answered(answer) => answer,
+            Slot::NotAsked | Slot::Asked => {
+                return (self.memory.hit(check.limit, &check.key, now_ms), None);
+            }
+        };
+        let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
+        match (answer, store) {
+            (BindingAnswer::Answered { success }, store) => {
+                if let Some(store) = store {
+                    store.breaker.record(Outcome::Answered, now_ms);
+                }
                 let verdict = if success {
                     Verdict::Within
                 } else {
@@ -489,37 +569,33 @@ impl Limiter {
             }
             // Nothing was asked: a probe that ends here leaves the breaker
             // probing, and its lease hands the probe on.
-            Some(BindingAnswer::Remembered) => (Verdict::Exceeded, None),
-            Some(BindingAnswer::Unavailable(reason)) => {
+            (BindingAnswer::Remembered, _) => (Verdict::Exceeded, None),
+            (BindingAnswer::Unavailable(reason), Some(store)) => {
                 match reason {
                     FallbackReason::Missing => {}
                     FallbackReason::Failed | FallbackReason::TimedOut => {
-                        self.record_health(check, Outcome::Troubled, now_ms);
+                        store.breaker.record(Outcome::Troubled, now_ms);
                     }
                 }
-                let binding = check.binding.clone().unwrap_or_default();
-                let log = self
-                    .logged
-                    .insert(binding.clone())
-                    .then_some(FallbackLog { binding, reason });
+                let log = (!store.logged).then(|| FallbackLog {
+                    store: store.name.clone(),
+                    reason,
+                });
+                store.logged = true;
                 (self.memory.hit(check.limit, &check.key, now_ms), log)
             }
-            None => (self.memory.hit(check.limit, &check.key, now_ms), None),
+            // Only a check with a store is asked, so only one is answered.
+            (BindingAnswer::Unavailable(_), None) => {
+                (self.memory.hit(check.limit, &check.key, now_ms), None)
+            }
         }
     }
 
-    /// Tells the cool-off of `check`'s binding how it did.
-    fn record_health(&mut self, check: &Check, outcome: Outcome, now_ms: u64) {
-        let Some(name) = &check.binding else { return };
-        match self.breakers.get_mut(name) {
-            Some(breaker) => breaker.record(outcome, now_ms),
-            // A healthy binding never seen in trouble needs no state.
-            None if outcome == Outcome::Answered => {}
-            None => {
-                let mut breaker = Breaker::new();
-                breaker.record(outcome, now_ms);
-                self.breakers.insert(name.clone(), breaker);
-            }
+    /// The name a check's limit goes by in the `RateLimit-Policy` header.
+    fn policy_name(&self, policy: PolicyName) -> &str {
+        match policy {
+            PolicyName::Subject(name) => name,
+            PolicyName::Route(index) => self.routes.get(index).map_or("", |r| &r.path),
         }
     }
 
@@ -540,7 +616,7 @@ impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("counting", &self.counting)
-            .field("plan", &self.plan)
+            .field("stores", &self.stores)
             .field("tracked_keys", &self.memory.tracked_keys())
             .field("tally", &self.tally)
             .finish()

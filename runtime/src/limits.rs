@@ -6,11 +6,15 @@ use serde::{Deserialize, Serialize};
 /// by requests, the order bindings are numbered in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Limit {
+    /// The window's length: windows are aligned to the clock (`floor(now / window)`).
     pub window_seconds: u32,
+    /// How many requests a window lets through.
     pub requests: u32,
 }
 
 impl Limit {
+    /// `requests` per `window_seconds`, in the order people say it (the
+    /// fields are in the order limits sort by).
     pub const fn new(requests: u32, window_seconds: u32) -> Limit {
         Limit {
             window_seconds,

@@ -8,19 +8,23 @@ use serde::Serialize;
 
 use crate::config::{Application, Counting, Deployable};
 use crate::limits::Limit;
+use crate::names::binding_name;
 
 /// One binding the Worker needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PlannedBinding {
     /// The name the Worker sees it under, such as `LIMITS_120_PER_60S`.
     pub name: String,
+    /// Its namespace: bindings sharing one share their counts, even across Workers.
     pub namespace_id: u64,
+    /// The one limit it counts.
     pub limit: Limit,
 }
 
 /// The bindings of one application, in namespace order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct BindingPlan {
+    /// One per distinct limit; their order is [`crate::store::StoreId`]'s.
     pub bindings: Vec<PlannedBinding>,
 }
 
@@ -100,43 +104,6 @@ impl BindingPlan {
     }
 }
 
-/// `LIMITS_120_PER_60S` for connection `limits` and 120 requests per 60 s.
-pub fn binding_name(connection: &str, limit: Limit) -> String {
-    format!(
-        "{}_{}_PER_{}S",
-        binding_prefix(connection),
-        limit.requests,
-        limit.window_seconds
-    )
-}
-
-/// The part of a binding name taken from the connection's name: ASCII
-/// letters and digits upper-cased, anything else `_`.
-pub fn binding_prefix(connection: &str) -> String {
-    connection
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() {
-                c.to_ascii_uppercase()
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// Whether `name` is one of the binding names [`binding_name`] gives
-/// `connection` (`LIMITS_<requests>_PER_<window>S`), so a Wrangler file's
-/// entries for this connection can be told from everyone else's.
-pub fn is_binding_name_of(connection: &str, name: &str) -> bool {
-    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    name.strip_prefix(&binding_prefix(connection))
-        .and_then(|rest| rest.strip_prefix('_'))
-        .and_then(|rest| rest.strip_suffix('S'))
-        .and_then(|rest| rest.split_once("_PER_"))
-        .is_some_and(|(requests, window)| digits(requests) && digits(window))
-}
-
 #[derive(Serialize)]
 struct WranglerFile {
     ratelimits: Vec<WranglerEntry>,
@@ -149,12 +116,15 @@ pub struct WranglerEntry {
     pub name: String,
     /// A string holding a positive integer.
     pub namespace_id: String,
+    /// The limit it counts.
     pub simple: Simple,
 }
 
 /// A binding's limit: `limit` requests per `period` seconds (10 or 60).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Simple {
+    /// Requests per period.
     pub limit: u32,
+    /// The period in seconds: 10 or 60, all Cloudflare counts.
     pub period: u32,
 }

@@ -19,10 +19,10 @@ use wasm_bindgen::prelude::*;
 
 use crate::config::{Application, Counting};
 pub use crate::limiter::GateError;
-use crate::limiter::{
-    ADDRESS_HEADER, BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason, Limiter, Refusal,
-    Subject, Tally, url_path,
-};
+use crate::limiter::{ADDRESS_HEADER, Limiter, Pending, Refusal, Tally, url_path};
+use crate::store::DEADLINE_MS;
+use crate::subject::Subject;
+use crate::wire::{self, AskList};
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
@@ -32,13 +32,11 @@ extern "C" {
     #[wasm_bindgen(js_name = bindingKeys)]
     fn binding_keys_js(names: Vec<String>) -> JsValue;
 
-    /// Asks bindings of `env` at once, racing `deadline_ms`: ask `i` is the
-    /// binding `names[asks[2i]]` with the key of the next `asks[2i + 1]`
-    /// UTF-16 units of `keys` (the keys written one after another), and
-    /// `resume(ticket, codes, settled_at_ms)` gets the answer codes packed in
-    /// a number (code `i` times `8^i`; codes in `ask-bindings.js`,
-    /// `ANSWER`). Returns what `resume` returned when no binding was asked
-    /// (it is called before this returns), else the promise of it; an error
+    /// Asks bindings of `env` at once, racing `deadline_ms`: the asks of
+    /// an [`AskList`], and `resume(ticket, codes, settled_at_ms)` gets the
+    /// answer codes packed in a number ([`wire::answer`] reads them).
+    /// Returns what `resume` returned when no binding was asked (it is
+    /// called before this returns), else the promise of it; an error
     /// `resume` (or the helper) threw is `Err`.
     #[wasm_bindgen(catch, js_name = askBindings)]
     fn ask_bindings_js(
@@ -93,11 +91,6 @@ thread_local! {
     static ADDRESS: HeaderName = HeaderName::new(ADDRESS_HEADER);
 }
 
-/// The most bindings asked at once: their codes fill a double's 53 bits
-/// (`MAX_ASKS` in `ask-bindings.js`). A valid application asks at most two
-/// (the subject's limit and the route's own).
-const MAX_ASKS: usize = 17;
-
 /// The continuation of a request whose bindings were asked: its ticket, the
 /// packed answer codes, and `Date.now()` when they settled if a binding
 /// failed or timed out, else -1 (the clock is read only when it moves a cool-off).
@@ -112,8 +105,7 @@ struct Waiting {
     /// once (it wraps after 2^32 requests), so a late resume cannot take
     /// another request's slot.
     ticket: u32,
-    checks: Vec<Check>,
-    asked: Vec<bool>,
+    pending: Pending,
     now_ms: u64,
     /// The isolate's real clock when it started waiting (`Date.now()`).
     parked_at_ms: f64,
@@ -126,7 +118,7 @@ const WAITING_SWEEP_AT: usize = 64;
 /// A request still waiting this long after its 500 ms deadline was cancelled
 /// (its client went away, and workerd dropped its timer with it): its slot
 /// is taken back, so cancelled requests cannot grow the table.
-const STALE_MS: f64 = 10.0 * BINDING_DEADLINE_MS as f64;
+const STALE_MS: f64 = 10.0 * DEADLINE_MS as f64;
 
 /// The state requests share: the limiter, and the requests waiting for a
 /// binding (a slot freed when its request resumes).
@@ -173,7 +165,7 @@ impl Shared {
     /// Resumes the request of `ticket` with its bindings' packed answer
     /// codes; `settled_at_ms` as [`Resume`] says.
     fn resume(&self, ticket: u32, codes: f64, settled_at_ms: f64) -> Result<JsValue, JsValue> {
-        let waiting = self
+        let mut waiting = self
             .unpark(ticket)
             .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
         // The embedding's clock at arrival, moved on by the real time the asks
@@ -185,39 +177,14 @@ impl Shared {
             0.0
         };
         let settled_ms = waiting.now_ms + elapsed_ms as u64;
-        let verdict = self.conclude(&waiting.checks, &waiting.asked, codes, settled_ms);
+        wire::answer(&mut waiting.pending, codes);
+        let verdict = self.conclude(waiting.pending, settled_ms);
         (waiting.respond)(verdict)
     }
 
-    /// Settles a request with the packed answer codes of the bindings it
-    /// asked (in the order of the asked checks), writes the fallback lines,
-    /// and says whether it passes.
-    fn conclude(
-        &self,
-        checks: &[Check],
-        asked: &[bool],
-        codes: f64,
-        now_ms: u64,
-    ) -> Result<(), Refusal> {
-        // A code is a base-8 digit; whole numbers up to 8^17 are exact in a double.
-        let mut codes = if codes.is_finite() && codes >= 0.0 {
-            codes as u64
-        } else {
-            u64::MAX
-        };
-        let mut asks = 0;
-        let answers = asked
-            .iter()
-            .map(|&ask| {
-                (ask && asks < MAX_ASKS).then(|| {
-                    asks += 1;
-                    let code = (codes % 8) as u8;
-                    codes /= 8;
-                    answer_of(code)
-                })
-            })
-            .collect();
-        let decision = self.limiter.borrow_mut().conclude(checks, answers, now_ms);
+    /// Settles a request, writes the fallback lines, and says whether it passes.
+    fn conclude(&self, pending: Pending, now_ms: u64) -> Result<(), Refusal> {
+        let decision = self.limiter.borrow_mut().conclude(pending, now_ms);
         for log in &decision.logs {
             console_warn(&log.to_json_line());
         }
@@ -232,10 +199,8 @@ impl Shared {
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
     shared: Rc<Shared>,
-    /// The stores a check may name (the plan's bindings, then a Redis
-    /// connection's name), in the order of `names`.
-    stores: Vec<String>,
-    /// `stores` as `ask-bindings.js` looks them up in `env` (`bindingKeys`).
+    /// The limiter's bindings, by [`crate::store::StoreId`], as
+    /// `ask-bindings.js` looks them up in `env` (`bindingKeys`).
     names: JsValue,
     /// The one continuation every waiting request resumes through, made
     /// once (a closure per request would be made and freed per request).
@@ -249,16 +214,7 @@ impl Gate {
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
         let limiter = Limiter::new(&app, deployable, seed)?;
-        let mut stores: Vec<String> = limiter
-            .plan()
-            .bindings
-            .iter()
-            .map(|b| b.name.clone())
-            .collect();
-        if let Counting::Redis { connection, .. } = limiter.counting() {
-            stores.push(connection.clone());
-        }
-        let names = binding_keys_js(stores.clone());
+        let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(Vec::new()),
@@ -270,7 +226,6 @@ impl Gate {
         });
         Ok(Gate {
             shared,
-            stores,
             names,
             resume,
         })
@@ -305,18 +260,19 @@ impl Gate {
     where
         F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
     {
-        let checks = self.shared.limiter.borrow().checks(subject, path);
-        let asked = self.shared.limiter.borrow_mut().asks(&checks, now_ms);
-        let (asks, keys) = self.ask_list(&checks, &asked);
-        if asks.is_empty() {
-            let verdict = self.shared.conclude(&checks, &asked, 0.0, now_ms);
-            return respond(verdict);
+        let mut pending = {
+            let mut limiter = self.shared.limiter.borrow_mut();
+            let checks = limiter.checks(subject, path);
+            limiter.asks(checks, now_ms)
+        };
+        let list = AskList::of(&mut pending);
+        if list.asks.is_empty() {
+            return respond(self.shared.conclude(pending, now_ms));
         }
         // The borrows are never held across the wait: requests interleave in an isolate.
         let ticket = self.shared.park(Waiting {
             ticket: 0,
-            checks,
-            asked,
+            pending,
             now_ms,
             parked_at_ms: js_sys::Date::now(),
             respond: Box::new(respond),
@@ -327,9 +283,9 @@ impl Gate {
         let outcome = ask_bindings_js(
             env,
             &self.names,
-            &asks,
-            &keys,
-            BINDING_DEADLINE_MS,
+            &list.asks,
+            &list.keys,
+            DEADLINE_MS,
             &self.resume,
             ticket,
         );
@@ -339,39 +295,6 @@ impl Gate {
             self.shared.unpark(ticket);
         }
         outcome
-    }
-
-    /// The bindings to ask now (at most [`MAX_ASKS`]), as `askBindings`
-    /// takes them: `[store index, key length in UTF-16 units, ...]` and the
-    /// keys one after another. Numbers and one string cross into
-    /// JavaScript, not an array of strings made element by element.
-    fn ask_list(&self, checks: &[Check], asked: &[bool]) -> (Vec<u32>, String) {
-        let mut asks = Vec::with_capacity(2 * checks.len().min(MAX_ASKS));
-        let mut keys = String::with_capacity(checks.iter().map(|c| c.key.len()).sum());
-        let to_ask = checks
-            .iter()
-            .zip(asked)
-            .filter(|(_, ask)| **ask)
-            .filter_map(|(check, _)| Some((check.binding.as_deref()?, check.key.as_str())))
-            .take(MAX_ASKS);
-        for (name, key) in to_ask {
-            // Every store a check names is in `stores` (both come from the
-            // limiter); were one not, no binding has the index and it is missing.
-            let index = self
-                .stores
-                .iter()
-                .position(|store| store == name)
-                .map_or(u32::MAX, |i| i as u32);
-            let units = if key.is_ascii() {
-                key.len()
-            } else {
-                key.encode_utf16().count()
-            };
-            asks.push(index);
-            asks.push(units as u32);
-            keys.push_str(key);
-        }
-        (asks, keys)
     }
 
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
@@ -392,18 +315,6 @@ impl Gate {
     /// Records a health check and returns the tally its response reports.
     pub fn record_health_check(&self) -> Tally {
         self.shared.limiter.borrow_mut().record_health_check()
-    }
-}
-
-/// One answer code of `ask-bindings.js` (`ANSWER`) as the limiter reads it;
-/// an unknown code is a failure.
-fn answer_of(code: u8) -> BindingAnswer {
-    match code {
-        0 => BindingAnswer::Answered { success: false },
-        1 => BindingAnswer::Answered { success: true },
-        2 => BindingAnswer::Unavailable(FallbackReason::Missing),
-        4 => BindingAnswer::Unavailable(FallbackReason::TimedOut),
-        _ => BindingAnswer::Unavailable(FallbackReason::Failed),
     }
 }
 

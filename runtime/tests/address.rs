@@ -3,7 +3,7 @@
 //! without an id.
 
 use runtime::config::Application;
-use runtime::limiter::{Limiter, Subject};
+use runtime::{Limiter, Subject};
 
 /// The key of the built-in limit for a request with this `CF-Connecting-IP`.
 fn key(header: Option<&str>) -> String {
@@ -15,7 +15,7 @@ fn key(header: Option<&str>) -> String {
     .expect("valid");
     let limiter = Limiter::new(&app, "edge", 1).expect("edge");
     let checks = limiter.checks(&Subject::of_request(None, header), "/api/items");
-    checks[0].key.clone()
+    checks[0].key().to_owned()
 }
 
 #[test]

@@ -3,7 +3,9 @@
 
 use runtime::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
 use runtime::config::Application;
-use runtime::limiter::{BindingAnswer, Decision, FallbackReason, Limiter, Subject};
+use runtime::limiter::{Decision, Pending};
+use runtime::store::{BindingAnswer, FallbackReason};
+use runtime::{Limiter, Subject};
 
 const T0: u64 = 1_800_000_000_000;
 const BINDING: &str = "LIMITS_120_PER_60S";
@@ -26,12 +28,25 @@ fn request(
     answer: BindingAnswer,
     now_ms: u64,
 ) -> (bool, Decision) {
-    let subject = Subject::of_request(None, Some(key));
-    let checks = limiter.checks(&subject, "/api/items");
-    assert_eq!(checks[0].binding.as_deref(), Some(BINDING));
-    let asks = limiter.asks(&checks, now_ms);
-    let answers = asks.iter().map(|&ask| ask.then_some(answer)).collect();
-    (asks[0], limiter.conclude(&checks, answers, now_ms))
+    let mut pending = ask(limiter, key, now_ms);
+    let asked = pending.checks()[0].is_asked();
+    for ask in pending.asks() {
+        ask.answer(answer);
+    }
+    (asked, limiter.conclude(pending, now_ms))
+}
+
+/// A request from `key` up to its asks, its one check on the binding.
+fn ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> Pending {
+    let checks = limiter.checks(&Subject::of_request(None, Some(key)), "/api/items");
+    let store = checks[0].store().expect("a binding");
+    assert_eq!(limiter.store_name(store), BINDING);
+    limiter.asks(checks, now_ms)
+}
+
+/// Whether a request from `key` at `now_ms` would ask the binding.
+fn would_ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> bool {
+    ask(limiter, key, now_ms).checks()[0].is_asked()
 }
 
 const TIMED_OUT: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::TimedOut);
@@ -62,13 +77,15 @@ fn after_the_cool_off_one_probe_at_a_time_and_an_answer_closes_it() {
     let mut l = limiter();
     let _ = request(&mut l, "192.0.2.2", FAILED, T0);
     let probe_at = T0 + COOL_OFF_MS;
-    let subject = Subject::of_request(None, Some("192.0.2.3"));
-    let checks = l.checks(&subject, "/api/items");
-    assert_eq!(l.asks(&checks, probe_at), vec![true], "the probe");
+    let mut probe = ask(&mut l, "192.0.2.3", probe_at);
+    assert!(probe.checks()[0].is_asked(), "the probe");
     // While the probe is out, the others count in memory.
     let (asked, _) = request(&mut l, "192.0.2.4", WITHIN, probe_at + 1);
     assert!(!asked);
-    let d = l.conclude(&checks, vec![Some(WITHIN)], probe_at + 3);
+    for ask in probe.asks() {
+        ask.answer(WITHIN);
+    }
+    let d = l.conclude(probe, probe_at + 3);
     assert!(d.refusal.is_none() && d.logs.is_empty());
     let (asked, _) = request(&mut l, "192.0.2.5", WITHIN, probe_at + 4);
     assert!(asked, "the binding is asked again once a probe answered");
@@ -124,18 +141,11 @@ fn a_missing_binding_is_looked_up_on_every_request() {
 fn a_probe_that_never_ends_is_replaced() {
     let mut l = limiter();
     let _ = request(&mut l, "192.0.2.9", FAILED, T0);
-    let subject = Subject::of_request(None, Some("192.0.2.9"));
-    let checks = l.checks(&subject, "/api/items");
-    assert_eq!(l.asks(&checks, T0 + COOL_OFF_MS), vec![true]);
-    // That request was cancelled and never concluded.
-    assert_eq!(
-        l.asks(&checks, T0 + COOL_OFF_MS + PROBE_LEASE_MS - 1),
-        vec![false]
-    );
-    assert_eq!(
-        l.asks(&checks, T0 + COOL_OFF_MS + PROBE_LEASE_MS),
-        vec![true]
-    );
+    // That request is cancelled and never concluded.
+    assert!(would_ask(&mut l, "192.0.2.9", T0 + COOL_OFF_MS));
+    let lease_ends = T0 + COOL_OFF_MS + PROBE_LEASE_MS;
+    assert!(!would_ask(&mut l, "192.0.2.9", lease_ends - 1));
+    assert!(would_ask(&mut l, "192.0.2.9", lease_ends));
 }
 
 #[test]

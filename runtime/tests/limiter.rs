@@ -3,12 +3,12 @@
 use std::net::Ipv4Addr;
 
 use runtime::ClientAddress;
+use runtime::Subject;
 use runtime::config::{Application, Counting};
 use runtime::config::{Deployable, RedisEndpoint, Route, Store, StoreDriver, Target};
-use runtime::limiter::{
-    BindingAnswer, Decision, FallbackLog, FallbackReason, Limiter, Policy, Refusal, Subject,
-};
+use runtime::limiter::{Decision, FallbackLog, Limiter, Policy, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, Limit};
+use runtime::store::{BindingAnswer, FallbackReason};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -29,7 +29,8 @@ fn app(store: &str, extra: &str) -> Application {
     .expect("valid")
 }
 
-/// One request decided by the real [`Limiter::conclude`], every binding giving `answer`.
+/// One request decided by the real [`Limiter::conclude`], every binding
+/// asked giving `answer` (none: not answering).
 fn decide(
     limiter: &mut Limiter,
     subject: &Subject,
@@ -37,11 +38,38 @@ fn decide(
     answer: Option<BindingAnswer>,
 ) -> Decision {
     let checks = limiter.checks(subject, path);
-    let answers = checks
-        .iter()
-        .map(|check| answer.filter(|_| check.binding.is_some()))
-        .collect();
-    limiter.conclude(&checks, answers, T0)
+    let mut pending = limiter.asks(checks, T0);
+    for ask in pending.asks() {
+        if let Some(answer) = answer {
+            ask.answer(answer);
+        }
+    }
+    limiter.conclude(pending, T0)
+}
+
+/// One request decided by the real [`Limiter::conclude`], the binding of
+/// its `i`th ask giving `answers[i]`.
+fn decide_each(
+    limiter: &mut Limiter,
+    subject: &Subject,
+    path: &str,
+    answers: &[Option<BindingAnswer>],
+) -> Decision {
+    let checks = limiter.checks(subject, path);
+    let mut pending = limiter.asks(checks, T0);
+    for (ask, answer) in pending.asks().zip(answers) {
+        if let Some(answer) = *answer {
+            ask.answer(answer);
+        }
+    }
+    limiter.conclude(pending, T0)
+}
+
+/// The name of the binding `check` asks.
+fn binding(limiter: &Limiter, check: &runtime::limiter::Check) -> String {
+    limiter
+        .store_name(check.store().expect("a binding"))
+        .to_owned()
 }
 
 /// Runs `n` requests with the same binding answer and returns how many passed and the log lines.
@@ -78,12 +106,12 @@ fn callers_by_id_and_others_by_address() {
     let limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let caller = limiter.checks(&Subject::Caller("u1".into()), "/api/items");
     assert_eq!(caller.len(), 1);
-    assert_eq!(caller[0].key, "caller:u1");
-    assert_eq!(caller[0].binding.as_deref(), Some("LIMITS_600_PER_60S"));
+    assert_eq!(caller[0].key(), "caller:u1");
+    assert_eq!(binding(&limiter, &caller[0]), "LIMITS_600_PER_60S");
     let address = limiter.checks(&address("1.2.3.4"), "/api/search");
-    let keys: Vec<&str> = address.iter().map(|c| c.key.as_str()).collect();
+    let keys: Vec<&str> = address.iter().map(|c| c.key()).collect();
     assert_eq!(keys, ["address:1.2.3.4", "/api/search|address:1.2.3.4"]);
-    assert_eq!(address[1].binding.as_deref(), Some("LIMITS_2_PER_10S"));
+    assert_eq!(binding(&limiter, &address[1]), "LIMITS_2_PER_10S");
 }
 
 #[test]
@@ -249,22 +277,23 @@ fn retry_after_is_the_longest_window_among_the_refusing_limits() {
 fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let subject = address("192.0.2.3");
-    let checks = limiter.checks(&subject, "/api/search");
-    let only_route = limiter.conclude(
-        &checks,
-        vec![
+    let only_route = decide_each(
+        &mut limiter,
+        &subject,
+        "/api/search",
+        &[
             Some(BindingAnswer::Answered { success: true }),
             Some(BindingAnswer::Answered { success: false }),
         ],
-        T0,
     );
     let refusal = only_route.refusal.expect("the route refused");
     assert_eq!(refusal.retry_after_seconds, 10);
     assert_eq!(refusal.rate_limit_policy(), "\"/api/search\";q=2;w=10");
-    let both = limiter.conclude(
-        &checks,
-        vec![Some(BindingAnswer::Answered { success: false }); 2],
-        T0,
+    let both = decide(
+        &mut limiter,
+        &subject,
+        "/api/search",
+        Some(BindingAnswer::Answered { success: false }),
     );
     assert_eq!(both.refusal.expect("both refused").retry_after_seconds, 60);
 }
@@ -273,21 +302,20 @@ fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
 fn a_route_binding_that_cannot_be_asked_is_logged_while_the_built_in_limit_refuses() {
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let subject = address("192.0.2.4");
-    let checks = limiter.checks(&subject, "/api/search");
-    let answers = vec![
+    let answers = [
         Some(BindingAnswer::Answered { success: false }),
         Some(BindingAnswer::Unavailable(FallbackReason::Missing)),
     ];
-    let decision = limiter.conclude(&checks, answers.clone(), T0);
+    let decision = decide_each(&mut limiter, &subject, "/api/search", &answers);
     assert!(decision.refusal.is_some());
     assert_eq!(
         decision.logs,
         [FallbackLog {
-            binding: "LIMITS_2_PER_10S".into(),
+            store: "LIMITS_2_PER_10S".into(),
             reason: FallbackReason::Missing
         }]
     );
-    let again = limiter.conclude(&checks, answers, T0);
+    let again = decide_each(&mut limiter, &subject, "/api/search", &answers);
     assert!(again.logs.is_empty(), "logged once");
     assert_eq!(
         limiter.record_health_check().refused,

@@ -3,7 +3,8 @@
 use proptest::prelude::*;
 use runtime::config::Application;
 use runtime::limits::Limit;
-use runtime::plan::{BindingPlan, binding_name};
+use runtime::names::binding_name;
+use runtime::plan::BindingPlan;
 
 fn app_with_routes(routes: &[(u32, u32)]) -> Application {
     let mut source = String::from(
@@ -134,7 +135,7 @@ proptest! {
 
 #[test]
 fn a_connections_binding_names_are_told_from_everyone_elses() {
-    use runtime::plan::is_binding_name_of;
+    use runtime::names::is_binding_name_of;
     for (name, ours) in [
         ("LIMITS_120_PER_60S", true),
         ("LIMITS_20_PER_10S", true),

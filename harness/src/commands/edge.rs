@@ -19,6 +19,7 @@ pub struct Side {
     pub workerd_version: String,
     /// The npm release, such as `1.20261117.1`.
     pub npm_version: String,
+    /// How each trial went on it.
     pub outcomes: Vec<TrialOutcome>,
 }
 
@@ -43,6 +44,7 @@ pub struct Drift {
 }
 
 impl Drift {
+    /// The drift from `pinned` to `newest`, p99 changes counted past `threshold`.
     pub fn between(pinned: &Side, newest: &Side, threshold: TimingThreshold) -> Drift {
         let before: BTreeMap<&str, &TrialOutcome> = pinned
             .outcomes

@@ -1,16 +1,16 @@
-//! Running trials and telling people and CI how they went: one outcome per
-//! scenario, the summary table, the JUnit XML, and failure text that reads
-//! like a compiler error with the tail of each workerd's log.
+//! Telling people and CI how trials went: one outcome per scenario, the
+//! summary table, the JUnit XML, and failure text that reads like a compiler
+//! error with the tail of each workerd's log.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::{self, Environment, InstanceRecord, Observation};
-use crate::judge::checks::{self, Failure};
+use crate::engine::{InstanceRecord, Observation};
+use crate::judge::checks;
 use crate::judge::expectations::Verdict;
-use crate::language::scenario::Prepared;
-use crate::world::workerd::Stream;
+use crate::judge::stats::percentile;
+use crate::world::process::Stream;
 
 /// How many of each workerd's last lines a failure shows.
 pub const LOG_TAIL: usize = 15;
@@ -18,6 +18,7 @@ pub const LOG_TAIL: usize = 15;
 /// How one trial went.
 #[derive(Debug, Clone)]
 pub struct TrialOutcome {
+    /// The trial's name, `DIR/FILE::NAME`.
     pub name: String,
     /// Whether every expectation held.
     pub passed: bool,
@@ -25,35 +26,14 @@ pub struct TrialOutcome {
     pub verdict: Verdict,
     /// For a failure: the whole explanation.
     pub message: String,
+    /// How many requests it sent.
     pub requests: usize,
+    /// Its requests' median latency ([`percentile`]), none for no request.
     pub p50_ms: Option<u64>,
+    /// Its requests' 99th percentile latency: the edge job's drift compares it.
     pub p99_ms: Option<u64>,
+    /// How long it took: the next run starts the longest first.
     pub duration: Duration,
-}
-
-/// Runs one prepared scenario and judges it.
-pub fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
-    let (observation, aborted) = match engine::run(env, prepared) {
-        Ok(observation) => (observation, None),
-        Err(aborted) => {
-            let aborted = *aborted;
-            (aborted.observation, Some(aborted.error))
-        }
-    };
-    let mut failures: Vec<String> = Vec::new();
-    if let Some(error) = &aborted {
-        let place = prepared.scenario.place(prepared.scenario.scenario.span());
-        failures.push(format!(
-            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
-        ));
-    } else {
-        failures.extend(
-            checks::check(prepared, &observation)
-                .iter()
-                .map(Failure::to_string),
-        );
-    }
-    outcome(&prepared.trial_name, &observation, failures)
 }
 
 /// The outcome of a scenario or expectations file that could not be read;
@@ -71,8 +51,8 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
     }
 }
 
-/// A trial's outcome from what it observed and the failures found in it
-/// (none: it passed), the log tails added to a failure's message.
+/// The outcome of a trial that observed `observation` and failed as
+/// `failures` say (none: it passed), with the log tails of a failure.
 pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
     let ms = checks::latencies(observation);
     let mut message = failures.join("\n\n");
@@ -90,8 +70,8 @@ pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> 
         },
         message,
         requests: observation.requests.len(),
-        p50_ms: checks::percentile(&ms, 50),
-        p99_ms: checks::percentile(&ms, 99),
+        p50_ms: percentile(&ms, 50),
+        p99_ms: percentile(&ms, 99),
         duration: observation.duration,
     }
 }
@@ -227,13 +207,18 @@ pub fn write_junit_with(
 /// How many trials ended each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Passed, and not listed.
     pub passed: usize,
+    /// Failed, and not listed.
     pub failed: usize,
+    /// Failed, as listed.
     pub expected_failures: usize,
+    /// Listed as failing, but passed.
     pub unexpected_passes: usize,
 }
 
 impl Counts {
+    /// The counts of `outcomes`.
     pub fn of(outcomes: &[TrialOutcome]) -> Counts {
         let mut counts = Counts::default();
         for o in outcomes {
@@ -263,7 +248,7 @@ mod tests {
             kind,
             isolate: 1,
             generation: 0,
-            lines: vec![crate::world::workerd::process::LogLine {
+            lines: vec![crate::world::process::LogLine {
                 at: Duration::from_millis(1500),
                 stream: Stream::Stderr,
                 text: "a line".into(),

@@ -22,7 +22,9 @@ use crate::language::scenario::{Action, Prepared};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("step {step}: {what} cannot run on Cloudflare")]
 pub struct NotOnCloudflare {
+    /// The step (1-based).
     pub step: usize,
+    /// What it asks.
     pub what: &'static str,
 }
 

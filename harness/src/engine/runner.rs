@@ -56,9 +56,13 @@ pub const CONTROL_HEADER: &str = "x-harness-control";
 /// harness's core, the run's binding store (started on first use).
 #[derive(Debug, Clone)]
 pub struct Environment {
+    /// The workerd every process of the run starts.
     pub workerd: Workerd,
+    /// The Workers deployable, built once for the run.
     pub deployable: Deployable,
+    /// The counting core the emulated bindings wrap.
     pub core: CountingCore,
+    /// The run's binding store, shared by every scenario (a scope each).
     pub store: SharedStore,
 }
 
@@ -77,7 +81,9 @@ pub enum EngineError {
     /// An isolate's workerd did not start.
     #[error("isolate {isolate}: {source}")]
     Start {
+        /// Which isolate (0-based).
         isolate: usize,
+        /// Why.
         source: ProcessError,
     },
     /// An isolate's process (workerd or native instance) exited while the scenario ran.
@@ -85,14 +91,23 @@ pub enum EngineError {
         "isolate {isolate}'s process exited mid-scenario ({status}) during step {step}; its stderr:\n{stderr}"
     )]
     Crashed {
+        /// Which isolate (0-based).
         isolate: usize,
+        /// The step (0-based) during which it was found gone.
         step: usize,
+        /// Its exit status.
         status: String,
+        /// What it wrote on stderr: a crash's reason.
         stderr: String,
     },
     /// A native instance did not start.
     #[error("native instance {isolate}: {source}")]
-    NativeStart { isolate: usize, source: NativeError },
+    NativeStart {
+        /// Which isolate (0-based).
+        isolate: usize,
+        /// Why.
+        source: NativeError,
+    },
     /// A native scenario's instances could not be prepared.
     #[error("the native instances: {0}")]
     NativeLaunch(#[from] LaunchError),
@@ -101,7 +116,10 @@ pub enum EngineError {
     Store(#[from] ScenarioRedisError),
     /// A Redis step or expectation in a scenario without a Redis (load_file refuses these first).
     #[error("step {step}: the scenario's deployable does not count in Redis")]
-    NoRedis { step: usize },
+    NoRedis {
+        /// The step (1-based).
+        step: usize,
+    },
     /// The application description does not validate.
     #[error("the application description is invalid:\n{0}")]
     InvalidApplication(String),
@@ -110,14 +128,26 @@ pub enum EngineError {
     UnknownDeployable(String),
     /// The scenario names a binding the plan does not have.
     #[error("the scenario names binding `{name}`, which the plan does not have; it has: [{known}]")]
-    UnknownBinding { name: String, known: String },
+    UnknownBinding {
+        /// The name the scenario gives.
+        name: String,
+        /// The plan's bindings, for the message.
+        known: String,
+    },
     /// A step is not a step (load_file refuses these first).
     #[error("step {step}: {message}")]
-    InvalidStep { step: usize, message: &'static str },
+    InvalidStep {
+        /// The step (1-based).
+        step: usize,
+        /// What is wrong with it.
+        message: &'static str,
+    },
     /// A control request to an isolate or the store failed.
     #[error("{request}: {detail}")]
     Control {
+        /// Which request.
         request: ControlRequest,
+        /// What went wrong: the transport's error, or the answer's status and body.
         detail: String,
     },
     /// The scenario's tokio runtime could not be built.
@@ -159,7 +189,9 @@ impl std::fmt::Display for ControlRequest {
 /// A failed run, with what was observed up to the failure (for the log tail).
 #[derive(Debug)]
 pub struct Aborted {
+    /// Why it stopped.
     pub error: EngineError,
+    /// What was recorded until then.
     pub observation: Observation,
 }
 

@@ -9,6 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
+use crate::judge::stats::percentile;
 use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
@@ -18,11 +19,15 @@ use crate::world::text::shortened;
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
+    /// The expectation's place in the scenario file, so an editor can jump there.
     pub place: Place,
     /// Such as `step 2 (send), request 121`.
     pub context: String,
+    /// Which expectation, such as `status sequence`.
     pub what: String,
+    /// What the scenario says.
     pub expected: String,
+    /// What the run gave.
     pub actual: String,
 }
 
@@ -41,7 +46,9 @@ impl fmt::Display for Failure {
 /// A `rate_limits.fallback` line, as read from workerd's output.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FallbackLine {
+    /// The binding (Workers) or store connection (native) that failed.
     pub binding: String,
+    /// `missing`, `failed` or `timed_out`.
     pub reason: String,
 }
 
@@ -648,15 +655,6 @@ pub fn summarise(records: &[&RequestRecord]) -> String {
         .join(" then ")
 }
 
-/// Nearest-rank percentile of sorted values.
-pub fn percentile(sorted: &[u64], p: usize) -> Option<u64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = (p * sorted.len()).div_ceil(100).max(1);
-    sorted.get(rank - 1).copied()
-}
-
 /// `min/p50/p99/max` of sorted ms values.
 pub fn latency_summary(sorted: &[u64]) -> String {
     let get = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
@@ -706,7 +704,7 @@ pub(super) mod tests {
 
     use crate::engine::{CallRecord, InstanceKind, InstanceRecord, RequestRecord};
     use crate::language::probe::CallOutcome;
-    use crate::world::workerd::{LogLine, Stream};
+    use crate::world::process::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
     pub(in crate::judge) fn prepared(text: &str) -> Prepared {
@@ -907,15 +905,6 @@ pub(super) mod tests {
             ..observed(0, 0)
         };
         assert_eq!(check(&p, &unread)[0].actual, "not read");
-    }
-
-    #[test]
-    fn percentiles_use_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50), Some(50));
-        assert_eq!(percentile(&v, 99), Some(99));
-        assert_eq!(percentile(&[7], 99), Some(7));
-        assert_eq!(percentile(&[], 50), None);
     }
 
     #[test]

@@ -47,7 +47,9 @@ impl Figure {
 /// Every failure of a run on Cloudflare, and its figures.
 #[derive(Debug, Clone, Default)]
 pub struct Judgement {
+    /// Every expectation that did not hold.
     pub failures: Vec<Failure>,
+    /// One per `send` step.
     pub figures: Vec<Figure>,
 }
 
@@ -257,7 +259,7 @@ mod tests {
 
     use crate::engine::{InstanceKind, InstanceRecord};
     use crate::judge::checks::tests::{prepared, request};
-    use crate::world::workerd::{LogLine, Stream};
+    use crate::world::process::{LogLine, Stream};
 
     fn statuses(step: usize, passes: usize, then_429: bool) -> Vec<RequestRecord> {
         let mut records: Vec<RequestRecord> = (1..=passes).map(|n| request(step, n, 200)).collect();

@@ -36,11 +36,17 @@ impl Bound {
 /// How each expectation of one `send` is checked on Cloudflare.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendChecks {
+    /// The status sequence.
     pub statuses: CloudflareCheck,
+    /// The status counts.
     pub counts: CloudflareCheck,
+    /// `Retry-After` of every 429.
     pub retry_after: CloudflareCheck,
+    /// The headers of every response.
     pub headers: CloudflareCheck,
+    /// The body fields of every response.
     pub body: CloudflareCheck,
+    /// The latency bounds.
     pub latency: CloudflareCheck,
 }
 
@@ -49,8 +55,11 @@ pub struct SendChecks {
 pub struct SendOnCloudflare<'a> {
     /// The step's index (0-based).
     pub index: usize,
+    /// Its requests, as written.
     pub send: &'a SendRequests,
+    /// Its expectations, as written.
     pub expect: Option<&'a Spanned<SendExpectations>>,
+    /// How each is checked there.
     pub checks: SendChecks,
     /// The passes its status expectation states before the first 429, if
     /// it states a refusal (bounded or not: the report shows it beside

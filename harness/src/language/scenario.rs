@@ -588,6 +588,10 @@ pub struct FallbackExpectation {
 /// The reasons a fallback line gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[allow(
+    missing_docs,
+    reason = "each variant is the reason of the same name in runtime::limiter, and a doc comment here would change the committed JSON Schema"
+)]
 pub enum FallbackReasonName {
     Missing,
     Failed,
@@ -595,6 +599,7 @@ pub enum FallbackReasonName {
 }
 
 impl FallbackReasonName {
+    /// As a fallback line spells it.
     pub fn as_str(self) -> &'static str {
         match self {
             FallbackReasonName::Missing => "missing",
@@ -607,7 +612,9 @@ impl FallbackReasonName {
 /// A place in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
+    /// The file, as the user named it (or `scenarios/...`).
     pub file: PathBuf,
+    /// Line and column (1-based), as editors count them.
     pub location: Location,
 }
 
@@ -621,14 +628,18 @@ impl fmt::Display for Place {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{place}: {message}")]
 pub struct ScenarioError {
+    /// Where in the file.
     pub place: Place,
+    /// What is wrong there.
     pub message: String,
 }
 
 /// A status sequence item: `count x status`, where `None` is "the rest".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Run {
+    /// How many requests; `None` for every request left.
     pub count: Option<usize>,
+    /// Their status.
     pub status: u16,
 }
 
@@ -692,9 +703,13 @@ pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String
 pub struct Prepared {
     /// `FILE::NAME`, the trial's name.
     pub trial_name: String,
+    /// Tagged slow: run only when asked for.
     pub ignored: bool,
+    /// The application description, read from its file or inline.
     pub application_toml: String,
+    /// The deployable the scenario runs.
     pub deployable: String,
+    /// The scenario and its file, shared by trials so failures can point into it.
     pub scenario: std::sync::Arc<ScenarioSource>,
 }
 
@@ -724,8 +739,11 @@ impl Prepared {
 /// The parsed scenario with its file's text, for pointing at places later.
 #[derive(Debug)]
 pub struct ScenarioSource {
+    /// The file, as the user named it.
     pub file: PathBuf,
+    /// Its text: spans are offsets into it.
     pub text: String,
+    /// The scenario, every value with its span.
     pub scenario: Spanned<Scenario>,
 }
 
@@ -738,6 +756,7 @@ impl ScenarioSource {
         }
     }
 
+    /// An error at a span of this scenario's file.
     pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> ScenarioError {
         ScenarioError {
             place: self.place(span),

@@ -13,6 +13,8 @@ pub mod cloudflare;
 pub mod instance;
 pub mod native;
 pub mod paths;
+pub mod proc;
+pub mod process;
 pub mod redis;
 pub mod scenario_redis;
 pub mod text;

@@ -1,6 +1,7 @@
-//! The I/O half for native tokio servers (not built for wasm32): the same
-//! decisions as the Workers gate, through the sans-IO [`Limiter`], counting
-//! in Redis when the deployable's store is Redis ([`redis`]), with a
+//! The I/O half for native servers (the `native` feature; not for wasm32):
+//! the same decisions as the Workers gate, through the sans-IO [`Limiter`],
+//! counting in the process's memory, or in Redis when the deployable's store
+//! is Redis (the `redis` feature: `redis`), with a
 //! [`tower`](RateLimitLayer) layer so a hyper or axum service is limited in
 //! one line.
 //!
@@ -9,8 +10,11 @@
 //! `CF-Connecting-IP`, so that header is read only when the deployable is
 //! configured as behind Cloudflare ([`AddressSource::CloudflareHeader`]).
 
+#[cfg(feature = "redis")]
 pub mod redis;
+#[cfg(feature = "redis")]
 pub mod refused;
+#[cfg(feature = "redis")]
 pub mod scripts;
 
 use std::future::Future;
@@ -22,10 +26,12 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+#[cfg(feature = "redis")]
 use self::redis::RedisStore;
 use crate::config::{Application, Counting};
 pub use crate::limiter::GateError;
-use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Subject, Tally};
+use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Tally};
+use crate::subject::Subject;
 
 /// Where a native request's address comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,9 +43,10 @@ pub enum AddressSource {
     CloudflareHeader,
 }
 
-/// The instance's clock: wall time plus an offset (zero in production; a
-/// test sets it to shift time). Windows, the Redis keys and the fallback
-/// counter all read it, so they agree on which window is running.
+/// The instance's clock: wall time plus an offset (zero in production; the
+/// harness's scenario clock shifts it, with the `testing` feature). Windows,
+/// the Redis keys and the fallback counter all read it, so they agree on
+/// which window is running.
 #[derive(Debug, Default)]
 pub struct Clock {
     offset_ms: AtomicI64,
@@ -54,7 +61,9 @@ impl Clock {
         wall.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
     }
 
-    /// Shifts the clock by `offset_ms` from wall time.
+    /// Shifts the clock by `offset_ms` from wall time: a test hook (the
+    /// harness's scenario clock), so only with the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Relaxed);
     }
@@ -66,6 +75,7 @@ impl Clock {
 #[derive(Debug)]
 pub struct NativeGate {
     limiter: Mutex<Limiter>,
+    #[cfg(feature = "redis")]
     store: Option<RedisStore>,
     addresses: AddressSource,
     clock: Clock,
@@ -73,7 +83,9 @@ pub struct NativeGate {
 
 impl NativeGate {
     /// The gate for `deployable` of `app`. Nothing connects yet: a server
-    /// starts while Redis is down, and its first request connects.
+    /// starts while Redis is down, and its first request connects. A
+    /// deployable counting in Redis needs the `redis` feature
+    /// ([`GateError::RedisNotBuilt`] without it).
     pub fn new(
         app: &Application,
         deployable: &str,
@@ -83,12 +95,20 @@ impl NativeGate {
         let seed = u128::from(random.build_hasher().finish()) << 64
             | u128::from(random.hash_one(std::process::id()));
         let limiter = Limiter::new(app, deployable, seed)?;
+        #[cfg(feature = "redis")]
         let store = match limiter.counting() {
             Counting::Redis { endpoint, .. } => Some(RedisStore::new(endpoint)),
             Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => None,
         };
+        #[cfg(not(feature = "redis"))]
+        if let Counting::Redis { connection, .. } = limiter.counting() {
+            return Err(GateError::RedisNotBuilt {
+                connection: connection.clone(),
+            });
+        }
         Ok(NativeGate {
             limiter: Mutex::new(limiter),
+            #[cfg(feature = "redis")]
             store,
             addresses,
             clock: Clock::default(),
@@ -138,24 +158,39 @@ impl NativeGate {
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to
     /// send. Never fails for the store's sake: Redis trouble counts in memory.
     pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
-        let checks = self.limiter().checks(subject, path);
-        let answers = match &self.store {
-            Some(store) => {
-                // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
-                let asks = self.limiter().asks(&checks, self.clock.now_ms());
-                store.ask(&checks, &asks, &self.clock).await
-            }
-            None => Vec::new(),
+        let now_ms = self.clock.now_ms();
+        let pending = {
+            let mut limiter = self.limiter();
+            let checks = limiter.checks(subject, path);
+            // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
+            limiter.asks(checks, now_ms)
         };
-        let decision = self
-            .limiter()
-            .conclude(&checks, answers, self.clock.now_ms());
+        #[cfg(feature = "redis")]
+        let (pending, now_ms) = self.ask_redis(pending, now_ms).await;
+        let decision = self.limiter().conclude(pending, now_ms);
         for log in &decision.logs {
             log_fallback(log);
         }
         match decision.refusal {
             Some(refusal) => Err(refusal),
             None => Ok(()),
+        }
+    }
+
+    /// Asks Redis what `pending` asks (nothing without a Redis store), and
+    /// the time after it answered.
+    #[cfg(feature = "redis")]
+    async fn ask_redis(
+        &self,
+        mut pending: crate::limiter::Pending,
+        now_ms: u64,
+    ) -> (crate::limiter::Pending, u64) {
+        match &self.store {
+            Some(store) => {
+                store.ask(&mut pending, &self.clock).await;
+                (pending, self.clock.now_ms())
+            }
+            None => (pending, now_ms),
         }
     }
 
@@ -185,7 +220,7 @@ impl NativeGate {
 fn log_fallback(log: &FallbackLog) {
     tracing::warn!(
         event = FallbackLog::EVENT,
-        connection = %log.binding,
+        connection = %log.store,
         reason = log.reason.as_str(),
         "{}",
         FallbackLog::EVENT

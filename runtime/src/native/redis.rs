@@ -6,9 +6,10 @@
 //! ([`crate::Limiter::asks`], [`crate::breaker`]): this store asks only the
 //! checks the limiter says to ask.
 //!
-//! Every answer is handed to [`crate::Limiter::conclude`] as the binding's
-//! answer would be: Redis counts, and when it can't be asked the limiter
-//! counts in the process's memory and logs the connection once.
+//! Every answer goes into the request's [`Ask`] as the binding's answer
+//! would, for [`crate::Limiter::conclude`]: Redis counts, and when it can't
+//! be asked the limiter counts in the process's memory and logs the
+//! connection once.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -17,18 +18,18 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind};
-use siphasher::sip::SipHasher13;
 use tokio::sync::OnceCell;
 
 use super::Clock;
 use super::refused::RefusedCache;
 use super::scripts;
 use crate::config::RedisEndpoint;
-use crate::limiter::{BINDING_DEADLINE_MS, BindingAnswer, Check, FallbackReason};
-use crate::limits::Limit;
+use crate::keys;
+use crate::limiter::{Ask, Pending};
+use crate::store::{BindingAnswer, DEADLINE_MS, FallbackReason};
 
 /// The deadline of one request's round trip, connecting included.
-const DEADLINE: Duration = Duration::from_millis(BINDING_DEADLINE_MS as u64);
+const DEADLINE: Duration = Duration::from_millis(DEADLINE_MS as u64);
 
 /// Where the store's connection goes.
 enum Target {
@@ -76,12 +77,11 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
-/// One check to count in Redis: its index among the request's checks, the
-/// window's key, and when the window ends.
-struct Pending {
-    index: usize,
-    key: String,
-    limit: Limit,
+/// One ask to count in Redis in this round trip: the window's key, and when
+/// the window ends.
+struct Count<'a> {
+    ask: Ask<'a>,
+    redis_key: String,
     window_end_ms: u64,
     ttl_ms: u64,
 }
@@ -132,48 +132,41 @@ impl RedisStore {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Asks Redis about the checks of one request that `asks` (from
-    /// [`crate::Limiter::asks`], one flag per check) says to ask, and returns
-    /// every answer in the checks' order for [`crate::Limiter::conclude`]
-    /// (`None` for a check not asked: it is counted in memory). A key refused
+    /// Asks Redis what a request's [`Pending::asks`] ask (from
+    /// [`crate::Limiter::asks`]) and answers each ask in place. A key refused
     /// earlier in its window is answered from the cache; the rest go in one
     /// pipelined round trip, bounded by the deadline. Never fails: trouble is
     /// a [`BindingAnswer::Unavailable`].
-    pub async fn ask(
-        &self,
-        checks: &[Check],
-        asks: &[bool],
-        clock: &Clock,
-    ) -> Vec<Option<BindingAnswer>> {
+    pub async fn ask(&self, pending: &mut Pending, clock: &Clock) {
         let now_ms = clock.now_ms();
-        let mut answers: Vec<Option<BindingAnswer>> = vec![None; checks.len()];
-        let tag = checks.first().map(|c| hash_tag(&c.key)).unwrap_or_default();
-        let mut pending = Vec::new();
+        let tag = pending
+            .checks()
+            .first()
+            .map(|c| keys::redis_tag(c.key()))
+            .unwrap_or_default();
+        let mut counts = Vec::new();
         {
             let state = self.state();
-            for (index, check) in checks.iter().enumerate() {
-                if check.binding.is_none() || !asks.get(index).copied().unwrap_or(false) {
+            for ask in pending.asks() {
+                if state.refused.is_refused(ask.limit(), ask.key(), now_ms) {
+                    ask.answer(BindingAnswer::Remembered);
                     continue;
                 }
-                if state.refused.is_refused(check.limit, &check.key, now_ms) {
-                    answers[index] = Some(BindingAnswer::Remembered);
-                    continue;
-                }
-                let (key, window_end_ms) = window_key(&tag, check.limit, &check.key, now_ms);
-                pending.push(Pending {
-                    index,
-                    key,
-                    limit: check.limit,
+                let (redis_key, window_end_ms) =
+                    keys::redis_window(&tag, ask.limit(), ask.key(), now_ms);
+                counts.push(Count {
+                    ask,
+                    redis_key,
                     window_end_ms,
                     ttl_ms: window_end_ms - now_ms,
                 });
             }
-            if pending.is_empty() {
-                return answers;
+            if counts.is_empty() {
+                return;
             }
         }
 
-        let result = match tokio::time::timeout(DEADLINE, self.count(&pending)).await {
+        let result = match tokio::time::timeout(DEADLINE, self.count(&counts)).await {
             Ok(result) => result,
             Err(_) => Err(Trouble::Deadline),
         };
@@ -182,41 +175,40 @@ impl RedisStore {
         match result {
             Ok(within) => {
                 state.ever_answered = true;
-                for (p, within) in pending.iter().zip(within) {
+                for (count, within) in counts.into_iter().zip(within) {
                     if !within {
-                        state.refused.remember(
-                            p.limit,
-                            &checks[p.index].key,
-                            p.window_end_ms,
-                            done_ms,
-                        );
+                        let (limit, key) = (count.ask.limit(), count.ask.key());
+                        state
+                            .refused
+                            .remember(limit, key, count.window_end_ms, done_ms);
                     }
-                    answers[p.index] = Some(BindingAnswer::Answered { success: within });
+                    count
+                        .ask
+                        .answer(BindingAnswer::Answered { success: within });
                 }
             }
             Err(trouble) => {
                 let reason = trouble.reason(state.ever_answered);
-                for p in &pending {
-                    answers[p.index] = Some(BindingAnswer::Unavailable(reason));
+                for count in counts {
+                    count.ask.answer(BindingAnswer::Unavailable(reason));
                 }
             }
         }
-        answers
     }
 
     /// One round trip: every pending check's script in one pipeline. After a
     /// NOSCRIPT (a restarted or flushed server), the same pipeline again as
     /// EVAL, which also caches the script for the next EVALSHA.
-    async fn count(&self, pending: &[Pending]) -> Result<Vec<bool>, Trouble> {
+    async fn count(&self, counts: &[Count<'_>]) -> Result<Vec<bool>, Trouble> {
         if let Target::Nowhere(reason) = self.target {
             return Err(Trouble::Nowhere(reason));
         }
-        let sha = self.pipeline(pending, |pipe| {
+        let sha = self.pipeline(counts, |pipe| {
             pipe.cmd("EVALSHA").arg(self.script.get_hash());
         });
         match self.query(&sha).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let eval = self.pipeline(pending, |pipe| {
+                let eval = self.pipeline(counts, |pipe| {
                     pipe.cmd("EVAL").arg(scripts::COUNT_ONE);
                 });
                 self.query(&eval).await.map_err(Trouble::Redis)
@@ -225,11 +217,14 @@ impl RedisStore {
         }
     }
 
-    fn pipeline(&self, pending: &[Pending], command: impl Fn(&mut Pipeline)) -> Pipeline {
+    fn pipeline(&self, counts: &[Count<'_>], command: impl Fn(&mut Pipeline)) -> Pipeline {
         let mut pipe = redis::pipe();
-        for p in pending {
+        for count in counts {
             command(&mut pipe);
-            pipe.arg(1).arg(&p.key).arg(p.limit.requests).arg(p.ttl_ms);
+            pipe.arg(1)
+                .arg(&count.redis_key)
+                .arg(count.ask.limit().requests)
+                .arg(count.ttl_ms);
         }
         pipe
     }
@@ -288,35 +283,13 @@ impl Trouble {
     }
 }
 
-/// The hash tag of a request's keys: a digest of its first check's key (the
-/// subject's), so all of them land in one cluster slot and no key needs
-/// braces escaped. The digest only places keys; it never decides a count.
-fn hash_tag(subject_key: &str) -> String {
-    use std::hash::Hasher;
-    let mut hasher = SipHasher13::new();
-    hasher.write(subject_key.as_bytes());
-    format!("{:016x}", hasher.finish())
-}
-
-/// The Redis key counting `key` for `limit` in the window running at `now_ms`,
-/// and when that window ends: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, the window
-/// `floor(now / window)` on the instance's clock, as the in-memory counter aligns it.
-pub fn window_key(tag: &str, limit: Limit, key: &str, now_ms: u64) -> (String, u64) {
-    let window_ms = u64::from(limit.window_seconds).max(1) * 1000;
-    let index = now_ms / window_ms;
-    let redis_key = format!(
-        "rl:{{{tag}}}:{}/{}:{index}:{key}",
-        limit.requests, limit.window_seconds
-    );
-    (redis_key, (index + 1) * window_ms)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::breaker::COOL_OFF_MS;
     use crate::config::{Application, Counting};
-    use crate::limiter::{Decision, Limiter, Subject};
+    use crate::limiter::{Decision, Limiter};
+    use crate::subject::Subject;
 
     /// A native API on Redis whose URL does not parse: every round trip fails.
     const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"not a url\"\n\
@@ -332,9 +305,10 @@ mod tests {
         address: &str,
     ) -> (bool, Decision) {
         let checks = limiter.checks(&Subject::of_request(None, Some(address)), "/api/items");
-        let asks = limiter.asks(&checks, clock.now_ms());
-        let answers = store.ask(&checks, &asks, clock).await;
-        (asks[0], limiter.conclude(&checks, answers, clock.now_ms()))
+        let mut pending = limiter.asks(checks, clock.now_ms());
+        let asked = pending.checks()[0].is_asked();
+        store.ask(&mut pending, clock).await;
+        (asked, limiter.conclude(pending, clock.now_ms()))
     }
 
     #[tokio::test]
@@ -357,7 +331,7 @@ mod tests {
         store
             .state()
             .refused
-            .remember(refused[0].limit, &refused[0].key, now + 3_600_000, now);
+            .remember(refused[0].limit(), refused[0].key(), now + 3_600_000, now);
         clock.set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
         // The cool-off is over: this request is the probe, and the cache answers it.
         let (asked, cached) = request(&mut limiter, &store, &clock, "192.0.2.2").await;

@@ -8,7 +8,7 @@
 ///
 /// - `KEYS[1]`: the window's key. It already names the window
 ///   (`floor(now / window)` on the instance's clock, see
-///   [`super::redis::window_key`]), so Redis's own clock never decides a window.
+///   [`crate::keys::redis_window`]), so Redis's own clock never decides a window.
 /// - `ARGV[1]`: the limit's request count.
 /// - `ARGV[2]`: milliseconds until the window ends: the key expires then.
 ///

@@ -171,9 +171,9 @@ async fn deploy_and_send(
     run.observation.sent_subjects.extend(record.addresses);
     let mut lines = record.lines;
     for problem in record.problems {
-        lines.push(crate::world::workerd::LogLine {
+        lines.push(crate::world::process::LogLine {
             at: epoch.elapsed(),
-            stream: crate::world::workerd::Stream::Stderr,
+            stream: crate::world::process::Stream::Stderr,
             text: format!("harness: {problem}"),
         });
     }

@@ -56,11 +56,15 @@ pub struct CloudflareRequest {
 pub struct Reach {
     /// `None`: read from the environment when needed (not for a dry run).
     pub credentials: Option<Credentials>,
+    /// The API's base URL.
     pub base_url: String,
     /// Where a script's workers.dev URL is (`{script}`, `{subdomain}`).
     pub url_template: String,
+    /// How hard each API request is tried.
     pub retry: RetryPolicy,
+    /// How long the run waits for Cloudflare.
     pub timing: Timing,
+    /// What judges each scenario's observation.
     pub judge: Judge,
 }
 
@@ -82,34 +86,49 @@ impl Reach {
 /// Why a run on Cloudflare stopped before its verdict: one line each.
 #[derive(Debug, thiserror::Error)]
 pub enum CloudflareError {
+    /// The scenarios directory could not be listed.
     #[error("cannot read scenarios in {}: {source}", dir.display())]
     Scenarios {
+        /// The directory.
         dir: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// The run could not be planned.
     #[error("{0}")]
     Plan(#[from] PlanError),
+    /// The deployable could not be built.
     #[error("cannot build the deployable: {0}")]
     Build(#[from] BuildError),
+    /// The pinned workerd's date could not be read.
     #[error("cannot tell the pinned workerd's compatibility date: {0}")]
     Pin(#[from] FindError),
+    /// A variable is missing, or the token unusable.
     #[error("{0}")]
     Credentials(#[from] CredentialsError),
+    /// Cloudflare's API refused, or could not be reached.
     #[error("{0}")]
     Api(#[from] ApiError),
+    /// The reports or the dry run could not be written.
     #[error("cannot write into {}: {source}", dir.display())]
     Write {
+        /// The directory.
         dir: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// No async runtime.
     #[error("cannot start an async runtime: {0}")]
     Runtime(std::io::Error),
     /// Ctrl-C or SIGTERM: what the run created was deleted (or `left`
     /// things could not be, and `clean` is named).
     #[error("interrupted ({signal}){}", if *left == 0 { ": everything the run created on Cloudflare is deleted".to_owned() } else { format!(": {left} things it created on Cloudflare are left; run `harness cloudflare clean --prefix {prefix}`") })]
     Interrupted {
+        /// `Ctrl-C` or `SIGTERM`.
         signal: &'static str,
+        /// What could not be deleted.
         left: usize,
+        /// The run's prefix, for `clean`.
         prefix: String,
     },
 }
@@ -169,16 +188,7 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
     };
     let plan = plan_run(request).await?;
     let Some(credentials) = credentials else {
-        plan::write_dry_run(&plan, &request.out).map_err(|source| CloudflareError::Write {
-            dir: request.out.clone(),
-            source,
-        })?;
-        print!("{}", plan.summary());
-        println!(
-            "Dry run (no network): {}: plan.json and plan.md (the traffic), and for each scenario NN-SCRIPT/upload.multipart (the exact body), content-type.txt, metadata.json, bindings.json",
-            request.out.display()
-        );
-        return Ok(true);
+        return dry_run(&plan, &request.out);
     };
     let api = Api::new(credentials, &reach.base_url, reach.retry)?;
     eprint!("harness: {}", plan.summary());
@@ -219,14 +229,45 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
     };
     // Anything a panicked scenario left.
     let leftovers = context.created.delete_all(&api).await;
-    let took = started.elapsed();
+    for (resource, error) in &leftovers {
+        eprintln!(
+            "harness: could not delete {resource} ({error}): run `harness cloudflare clean --prefix {}`",
+            request.prefix
+        );
+    }
+    report_run(request, &plan, &runs, leftovers.len(), started.elapsed())
+}
+
+/// `--dry-run`: the plan and the uploads written into `out`.
+fn dry_run(plan: &RunPlan, out: &std::path::Path) -> Result<bool, CloudflareError> {
+    plan::write_dry_run(plan, out).map_err(|source| CloudflareError::Write {
+        dir: out.to_owned(),
+        source,
+    })?;
+    print!("{}", plan.summary());
+    println!(
+        "Dry run (no network): {}: plan.json and plan.md (the traffic), and for each scenario NN-SCRIPT/upload.multipart (the exact body), content-type.txt, metadata.json, bindings.json",
+        out.display()
+    );
+    Ok(true)
+}
+
+/// Prints and writes how the run went; whether every scenario held. A
+/// refused token is the run's one line instead.
+fn report_run(
+    request: &CloudflareRequest,
+    plan: &RunPlan,
+    runs: &[Ran],
+    left: usize,
+    took: std::time::Duration,
+) -> Result<bool, CloudflareError> {
     let mut outcomes: Vec<CloudflareOutcome> = plan
         .malformed
         .iter()
         .map(|(name, error)| report::malformed(name, error))
         .collect();
     let mut refused = None;
-    for (planned, run) in plan.scenarios.iter().zip(&runs) {
+    for (planned, run) in plan.scenarios.iter().zip(runs) {
         outcomes.push(match run {
             Ran::Done(run) => {
                 refused = refused.or(run.refused.clone());
@@ -236,16 +277,10 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
             Ran::NotRun(why) => report::not_run(planned, why),
         });
     }
-    outcomes.sort_by(|a, b| a.trial.name.cmp(&b.trial.name));
-    for (resource, error) in &leftovers {
-        eprintln!(
-            "harness: could not delete {resource} ({error}): run `harness cloudflare clean --prefix {}`",
-            request.prefix
-        );
-    }
     if let Some(refused) = refused {
         return Err(refused.into());
     }
+    outcomes.sort_by(|a, b| a.trial.name.cmp(&b.trial.name));
     for o in outcomes.iter().filter(|o| !o.trial.verdict.is_ok()) {
         println!("---- {} ----\n{}\n", o.trial.name, o.trial.message);
     }
@@ -255,14 +290,14 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
         "{counts} on Cloudflare in {} (scripts {}N, all deleted{})",
         plan::minutes(took),
         plan.script_stem,
-        if leftovers.is_empty() {
+        if left == 0 {
             String::new()
         } else {
-            format!(" but {}", leftovers.len())
+            format!(" but {left}")
         }
     );
     println!("{summary}");
-    let results = report::CloudflareResults::of(&plan, &outcomes, took);
+    let results = report::CloudflareResults::of(plan, &outcomes, took);
     report::write(&request.out, &results, &outcomes, &summary).map_err(|source| {
         CloudflareError::Write {
             dir: request.out.clone(),

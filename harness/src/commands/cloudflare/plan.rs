@@ -41,26 +41,48 @@ pub enum PlanError {
     #[error(
         "--prefix `{0}`: a script name starts with it, so it is 1 to 40 lowercase letters, digits and dashes, a letter first and no dash last"
     )]
+    /// `--prefix` cannot start a script name.
     Prefix(String),
+    /// `--namespace-base` is 0.
     #[error("--namespace-base must be at least 1 (a namespace id is a positive integer)")]
     NamespaceBase,
     #[error(
         "{trial}: its application, with namespace {namespace}, is invalid on Cloudflare:\n{diagnostics}"
     )]
+    /// A scenario's application is invalid with its namespace ids.
     Application {
+        /// The scenario.
         trial: String,
+        /// The namespace it was given.
         namespace: u64,
+        /// Every diagnostic, rendered.
         diagnostics: String,
     },
+    /// A scenario names a deployable its application lacks.
     #[error("{trial}: the application has no deployable `{deployable}`")]
-    Deployable { trial: String, deployable: String },
+    Deployable {
+        /// The scenario.
+        trial: String,
+        /// The deployable named.
+        deployable: String,
+    },
+    /// A scenario's application could not be given its namespace.
     #[error("{trial}: {detail}")]
-    Rebase { trial: String, detail: String },
+    Rebase {
+        /// The scenario.
+        trial: String,
+        /// Why.
+        detail: String,
+    },
+    /// A file of the built deployable could not be read.
     #[error("cannot read the deployable's {}: {source}", path.display())]
     Module {
+        /// The file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// No scenario to run (the filter, when one is given).
     #[error("no scenario is marked `on_cloudflare`{0}")]
     Nothing(String),
 }
@@ -68,11 +90,13 @@ pub enum PlanError {
 /// One scenario as the run does it.
 #[derive(Debug, Clone)]
 pub struct PlannedScenario {
+    /// The scenario.
     pub prepared: Prepared,
     /// Its script's name: the run's prefix and suffix, and its number.
     pub script: String,
     /// Its namespace ids, first and last (none when it has no binding).
     pub namespaces: Option<(u64, u64)>,
+    /// Its Worker's upload.
     pub upload: Upload,
     /// The planned bindings left out of the upload (the scenario's `missing` ones).
     pub omitted: Vec<String>,
@@ -87,6 +111,7 @@ pub struct PlannedScenario {
 pub struct RunPlan {
     /// The scripts' common start: `PREFIX-SUFFIX-`.
     pub script_stem: String,
+    /// The first namespace id the run may use.
     pub namespace_base: u64,
     /// How many namespace ids the run uses, from `namespace_base`.
     pub namespace_count: u64,
@@ -96,6 +121,7 @@ pub struct RunPlan {
     pub left_out: Vec<(String, String)>,
     /// Files that could not be read, as trials that failed.
     pub malformed: Vec<(String, String)>,
+    /// Scenarios on Cloudflare at once.
     pub jobs: usize,
     /// How long the run should take with `jobs` scenarios at once.
     pub estimate: Duration,
@@ -104,10 +130,15 @@ pub struct RunPlan {
 /// What the run is asked.
 #[derive(Debug, Clone)]
 pub struct PlanOptions<'a> {
+    /// Only scenarios whose name contains this.
     pub filter: Option<&'a str>,
+    /// The start of every script's name.
     pub prefix: &'a str,
+    /// The first namespace id the run may use.
     pub namespace_base: u64,
+    /// Scenarios on Cloudflare at once.
     pub jobs: usize,
+    /// The uploads' compatibility date (the pinned workerd's, as the local run has it).
     pub compatibility_date: &'a str,
 }
 
@@ -420,24 +451,38 @@ fn makespan(durations: &[Duration], jobs: usize) -> Duration {
 /// The traffic plan, as `plan.json` holds it.
 #[derive(Debug, Serialize)]
 pub struct PlanFile {
+    /// The scripts' names, `PREFIX-SUFFIX-N`.
     pub scripts: String,
+    /// The first and last namespace id used.
     pub namespace_ids: Option<(u64, u64)>,
+    /// Scenarios on Cloudflare at once.
     pub jobs: usize,
+    /// How long it should take.
     pub estimate_seconds: u64,
+    /// In run order.
     pub scenarios: Vec<ScenarioFilePlan>,
+    /// Each scenario left local, and why.
     pub left_out: BTreeMap<String, String>,
+    /// Each file that could not be read, and where.
     pub malformed: BTreeMap<String, String>,
 }
 
 /// One scenario's part of [`PlanFile`].
 #[derive(Debug, Serialize)]
 pub struct ScenarioFilePlan {
+    /// The trial's name.
     pub name: String,
+    /// Its script's name.
     pub script: String,
+    /// The first and last namespace id used.
     pub namespace_ids: Option<(u64, u64)>,
+    /// The planned bindings its upload leaves out.
     pub omitted_bindings: Vec<String>,
+    /// `exact` or `bounded xN`.
     pub on_cloudflare: String,
+    /// How long it should take.
     pub estimate_seconds: u64,
+    /// Each step as Cloudflare runs it.
     pub steps: Vec<serde_json::Value>,
 }
 

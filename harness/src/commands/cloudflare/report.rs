@@ -17,9 +17,11 @@ use crate::judge::cloudflare::Figure;
 /// One scenario's outcome on Cloudflare.
 #[derive(Debug, Clone)]
 pub struct CloudflareOutcome {
+    /// As `harness run` has it.
     pub trial: TrialOutcome,
     /// `exact`, `bounded x3`...
     pub label: String,
+    /// What each step let through before its first 429.
     pub figures: Vec<Figure>,
 }
 
@@ -126,27 +128,35 @@ pub fn table(outcomes: &[CloudflareOutcome]) -> String {
 pub struct CloudflareResults {
     /// The scripts' names, `PREFIX-SUFFIX-N`.
     pub scripts: String,
+    /// The first and last namespace id used.
     pub namespace_ids: Option<(u64, u64)>,
+    /// How long the run took.
     pub seconds: u64,
+    /// Sorted by name.
     pub scenarios: Vec<ScenarioResult>,
 }
 
 /// One scenario in [`CloudflareResults`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ScenarioResult {
+    /// The trial's name.
     pub name: String,
     /// `pass` or `FAIL`.
     pub verdict: String,
+    /// `exact` or `bounded xN`.
     pub on_cloudflare: String,
     /// `step N: passed/limit` for each step that expected or saw a 429.
     pub passed_before_first_429: String,
+    /// The requests it sent.
     pub requests: usize,
+    /// How long it took, deploy included.
     pub seconds: f64,
     /// Why it failed, if it did.
     pub message: String,
 }
 
 impl CloudflareResults {
+    /// The results of `plan`'s run.
     pub fn of(plan: &RunPlan, outcomes: &[CloudflareOutcome], took: Duration) -> CloudflareResults {
         CloudflareResults {
             scripts: format!("{}N", plan.script_stem),

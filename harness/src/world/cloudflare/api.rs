@@ -34,6 +34,7 @@ pub enum Endpoint<'a> {
 }
 
 impl Endpoint<'_> {
+    /// Its HTTP method.
     pub fn method(self) -> reqwest::Method {
         match self {
             Endpoint::AccountSubdomain | Endpoint::ListScripts => reqwest::Method::GET,
@@ -68,8 +69,10 @@ impl fmt::Display for Endpoint<'_> {
 /// One of the API's error objects.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct ApiMessage {
+    /// Cloudflare's error code.
     #[serde(default)]
     pub code: i64,
+    /// What it says.
     #[serde(default)]
     pub message: String,
 }
@@ -108,23 +111,35 @@ pub enum ApiError {
         "Cloudflare refused the token ({status} on {endpoint}): it needs the permission \"{PERMISSION}\" on the account [{messages}]"
     )]
     Refused {
+        /// The HTTP status.
         status: u16,
+        /// The request, the account left out.
         endpoint: String,
+        /// The API's own messages.
         messages: ApiMessages,
     },
     /// 429 on every attempt.
     #[error(
         "Cloudflare's API answered 429 (too many requests) to {endpoint} on all {attempts} attempts, waiting what Retry-After asked: try again later"
     )]
-    RateLimited { endpoint: String, attempts: u32 },
+    RateLimited {
+        /// The request, the account left out.
+        endpoint: String,
+        /// How many were made.
+        attempts: u32,
+    },
     /// A 5xx on every attempt.
     #[error(
         "Cloudflare's API answered {status} to {endpoint} on all {attempts} attempts (backing off between them) [{messages}]"
     )]
     ServerError {
+        /// The HTTP status.
         status: u16,
+        /// The request, the account left out.
         endpoint: String,
+        /// How many were made.
         attempts: u32,
+        /// The API's own messages.
         messages: ApiMessages,
     },
     /// No answer on any attempt.
@@ -132,8 +147,11 @@ pub enum ApiError {
         "cannot reach Cloudflare's API for {endpoint} ({detail}) after {attempts} attempts: check the network, or CLOUDFLARE_API_BASE_URL"
     )]
     Unreachable {
+        /// The request, the account left out.
         endpoint: String,
+        /// How many were made.
         attempts: u32,
+        /// What went wrong.
         detail: String,
     },
     /// The upload was rejected for one of its bindings.
@@ -141,21 +159,33 @@ pub enum ApiError {
         "Cloudflare rejected the upload of {script} for its binding {binding} ({status}) [{messages}]"
     )]
     BindingRejected {
+        /// The script.
         script: String,
+        /// The binding the API named.
         binding: String,
+        /// The HTTP status.
         status: u16,
+        /// The API's own messages.
         messages: ApiMessages,
     },
     /// Any other refusal, with the API's message.
     #[error("Cloudflare rejected {endpoint} ({status}) [{messages}]")]
     Rejected {
+        /// The HTTP status.
         status: u16,
+        /// The request, the account left out.
         endpoint: String,
+        /// The API's own messages.
         messages: ApiMessages,
     },
     /// An answer that is not the API's envelope, or lacks what it should hold.
     #[error("Cloudflare's answer to {endpoint} is not what its API documents: {detail}")]
-    Unexpected { endpoint: String, detail: String },
+    Unexpected {
+        /// The request, the account left out.
+        endpoint: String,
+        /// What went wrong.
+        detail: String,
+    },
     /// The HTTP client could not be built.
     #[error("cannot build the HTTP client: {0}")]
     Client(String),
@@ -244,9 +274,11 @@ pub fn rejected_binding<'a>(messages: &ApiMessages, bindings: &'a [Binding]) -> 
 /// A tail opened on a script.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct TailTicket {
+    /// Its id, for deleting it.
     pub id: String,
     /// The WebSocket to connect to, whatever the API says.
     pub url: String,
+    /// When it closes by itself.
     #[serde(default)]
     pub expires_at: Option<String>,
 }

@@ -23,6 +23,7 @@ pub const PERMISSION: &str = "Workers Scripts: Edit";
 pub struct ApiToken(String);
 
 impl ApiToken {
+    /// A token from its text.
     pub fn new(token: String) -> ApiToken {
         ApiToken(token)
     }
@@ -46,7 +47,9 @@ impl fmt::Debug for ApiToken {
 /// Who the run acts as: the account and the token.
 #[derive(Debug, Clone)]
 pub struct Credentials {
+    /// The account's id.
     pub account_id: String,
+    /// The token.
     pub token: ApiToken,
 }
 
@@ -54,14 +57,18 @@ pub struct Credentials {
 /// the permission, never the token.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CredentialsError {
+    /// A variable is not set (or empty).
     #[error("{variable} is not set: give {what} (the token needs the permission \"{PERMISSION}\")")]
     Missing {
+        /// Its name.
         variable: &'static str,
+        /// What to put in it.
         what: &'static str,
     },
     #[error(
         "{TOKEN_VARIABLE} cannot go into an HTTP header (it has a character a token never has): copy the token again"
     )]
+    /// The token has a character no HTTP header may hold.
     UnusableToken,
 }
 

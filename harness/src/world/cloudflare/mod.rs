@@ -43,8 +43,11 @@ pub fn worker_url_template_from_env() -> String {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{url}/health did not answer 200 within {waited:?} (last: {last})")]
 pub struct NotAnswering {
+    /// The Worker's URL.
     pub url: String,
+    /// How long it was asked.
     pub waited: Duration,
+    /// Its last answer, or why none came.
     pub last: String,
 }
 
@@ -78,8 +81,15 @@ pub async fn wait_until_answers(
 /// Something a run created on Cloudflare.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Resource {
+    /// A Worker script, by name.
     Script(String),
-    Tail { script: String, id: String },
+    /// A tail on a script.
+    Tail {
+        /// The script.
+        script: String,
+        /// The tail's id.
+        id: String,
+    },
 }
 
 impl std::fmt::Display for Resource {
@@ -115,6 +125,7 @@ impl Created {
         self.list().len()
     }
 
+    /// Whether everything is deleted.
     pub fn is_empty(&self) -> bool {
         self.list().is_empty()
     }

@@ -31,7 +31,10 @@ impl Default for RetryPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Transient {
     /// 429, with its `Retry-After` when it gave one.
-    RateLimited { retry_after: Option<Duration> },
+    RateLimited {
+        /// What its `Retry-After` asked, if it had one.
+        retry_after: Option<Duration>,
+    },
     /// A 5xx.
     ServerError,
     /// No answer: the connection failed or broke.

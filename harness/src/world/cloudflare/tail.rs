@@ -17,7 +17,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use crate::world::workerd::process::{LogLine, Stream};
+use crate::world::process::{LogLine, Stream};
 
 /// The tail's subprotocol.
 pub const SUBPROTOCOL: &str = "trace-v1";
@@ -29,12 +29,16 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Why the tail could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum TailError {
+    /// The URL the API gave is not a WebSocket URL.
     #[error("the tail's URL is not a WebSocket URL: {0}")]
     Url(String),
+    /// The connection failed.
     #[error("cannot connect to the tail: {0}")]
     Connect(String),
+    /// The tail answered with another subprotocol, or none.
     #[error("the tail answered with subprotocol {0:?}, not {SUBPROTOCOL}")]
     Subprotocol(Option<String>),
+    /// The first message could not be sent.
     #[error("cannot send {FIRST_MESSAGE} to the tail: {0}")]
     Send(String),
 }

@@ -15,15 +15,24 @@ pub enum Binding {
     /// A Rate Limiting binding: `namespace_id` a string holding a positive
     /// integer, `simple.period` 10 or 60.
     Ratelimit {
+        /// The name the Worker sees it under in `env`.
         name: String,
+        /// Its namespace: a string holding a positive integer.
         namespace_id: String,
+        /// Its limit.
         simple: Simple,
     },
     /// A text the Worker reads from `env`.
-    PlainText { name: String, text: String },
+    PlainText {
+        /// The name the Worker sees it under in `env`.
+        name: String,
+        /// The text.
+        text: String,
+    },
 }
 
 impl Binding {
+    /// The name the Worker sees it under.
     pub fn name(&self) -> &str {
         match self {
             Binding::Ratelimit { name, .. } | Binding::PlainText { name, .. } => name,
@@ -34,16 +43,22 @@ impl Binding {
 /// A ratelimit binding's limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Simple {
+    /// Requests...
     pub limit: u32,
+    /// ...per this many seconds (10 or 60).
     pub period: u32,
 }
 
 /// The `metadata` part.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Metadata {
+    /// The module the Worker starts from.
     pub main_module: String,
+    /// The runtime's behaviour, by date.
     pub compatibility_date: String,
+    /// None: as wrangler sends them.
     pub compatibility_flags: Vec<String>,
+    /// What the Worker finds in `env`.
     pub bindings: Vec<Binding>,
 }
 
@@ -57,6 +72,7 @@ pub enum ModuleKind {
 }
 
 impl ModuleKind {
+    /// Its part's `Content-Type`.
     pub fn content_type(self) -> &'static str {
         match self {
             ModuleKind::EsModule => "application/javascript+module",
@@ -68,22 +84,29 @@ impl ModuleKind {
 /// One module of the Worker, named as the others import it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Module {
+    /// Its name, as the others import it.
     pub name: String,
+    /// What it holds.
     pub kind: ModuleKind,
+    /// Its contents.
     pub bytes: Vec<u8>,
 }
 
 /// A whole upload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Upload {
+    /// The `metadata` part.
     pub metadata: Metadata,
+    /// One part each.
     pub modules: Vec<Module>,
 }
 
 /// An encoded multipart body and the `Content-Type` that names its boundary.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Multipart {
+    /// `multipart/form-data; boundary=...`
     pub content_type: String,
+    /// The body.
     pub body: Vec<u8>,
 }
 

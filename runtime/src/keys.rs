@@ -1,0 +1,118 @@
+//! Every key a request is counted under, built here and nowhere else (as
+//! limitador encodes its keys in one module), so the forms a store sees can
+//! be read in one place:
+//!
+//! - a subject: `caller:ID`, or `address:IP` (an IPv6 client by its /64,
+//!   `address:2001:db8:1:2::/64`; no usable address, `address:`);
+//! - a route's own limit: `PATH|caller:ID` or `PATH|address:IP`;
+//! - in Redis: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, one of the keys above
+//!   in the window `INDEX` = `floor(now / window)`, `TAG` a digest of the
+//!   request's subject key so all its keys share one cluster slot.
+//!
+//! On Workers the keys of a request cross into JavaScript as one string, cut
+//! by the lengths [`utf16_units`] gives (`ask-bindings.js` slices the
+//! string by them); a test in `crate::wire` runs that script in Node.js and
+//! checks it hands every binding the key built here, non-ASCII keys
+//! included. No key is ever logged.
+
+use crate::subject::Subject;
+
+/// The key of a subject's built-in limit: `caller:ID` or `address:IP`,
+/// built without the formatting machinery (it runs on every request).
+pub fn subject(subject: &Subject) -> String {
+    match subject {
+        Subject::Caller(id) => {
+            let mut key = String::with_capacity("caller:".len() + id.len());
+            key.push_str("caller:");
+            key.push_str(id);
+            key
+        }
+        Subject::Address(address) => {
+            // The longest IPv4 key, so one allocation in the common case.
+            let mut key = String::with_capacity("address:255.255.255.255".len());
+            key.push_str("address:");
+            address.push_key(&mut key);
+            key
+        }
+    }
+}
+
+/// The key of a route's own limit: `PATH|SUBJECT_KEY`, so a subject's count
+/// on one route is apart from its built-in count and from other routes'.
+pub fn route(path: &str, subject_key: &str) -> String {
+    let mut key = String::with_capacity(path.len() + 1 + subject_key.len());
+    key.push_str(path);
+    key.push('|');
+    key.push_str(subject_key);
+    key
+}
+
+/// The length of `key` in UTF-16 code units, as JavaScript's `length` and
+/// `slice` count it: how `ask-bindings.js` cuts a request's keys apart.
+pub fn utf16_units(key: &str) -> u32 {
+    let units = if key.is_ascii() {
+        key.len()
+    } else {
+        key.encode_utf16().count()
+    };
+    u32::try_from(units).unwrap_or(u32::MAX)
+}
+
+/// The hash tag of a request's Redis keys: a digest of its subject's key,
+/// so all of them land in one cluster slot and no key needs braces escaped.
+/// The digest only places keys; it never decides a count.
+#[cfg(feature = "redis")]
+pub fn redis_tag(subject_key: &str) -> String {
+    use std::hash::Hasher;
+    let mut hasher = siphasher::sip::SipHasher13::new();
+    hasher.write(subject_key.as_bytes());
+    format!("{:016x}", hasher.finish())
+}
+
+/// The Redis key counting `key` for `limit` in the window running at `now_ms`,
+/// and when that window ends: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, the window
+/// `floor(now / window)` on the instance's clock, as the in-memory counter
+/// aligns it (so Redis's own clock never decides a window).
+#[cfg(feature = "redis")]
+pub fn redis_window(tag: &str, limit: crate::Limit, key: &str, now_ms: u64) -> (String, u64) {
+    let window_ms = u64::from(limit.window_seconds).max(1) * 1000;
+    let index = now_ms / window_ms;
+    let redis_key = format!(
+        "rl:{{{tag}}}:{}/{}:{index}:{key}",
+        limit.requests, limit.window_seconds
+    );
+    (redis_key, (index + 1) * window_ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn subject_and_route_keys() {
+        let caller = subject(&Subject::of_request(Some("u1"), None));
+        assert_eq!(caller, "caller:u1");
+        let address = subject(&Subject::of_request(None, Some("2001:DB8:1:2:3:4:5:6")));
+        assert_eq!(address, "address:2001:db8:1:2::/64");
+        assert_eq!(subject(&Subject::of_request(None, None)), "address:");
+        assert_eq!(route("/api/search", &caller), "/api/search|caller:u1");
+    }
+
+    #[test]
+    fn utf16_units_count_as_javascript_does() {
+        assert_eq!(utf16_units("caller:u1"), 9);
+        // é is one unit (two bytes), 😀 two (a surrogate pair; four bytes).
+        assert_eq!(utf16_units("é😀"), 3);
+    }
+
+    #[cfg(feature = "redis")]
+    #[test]
+    fn a_redis_key_names_its_window_and_its_requests_tag() {
+        let limit = crate::Limit::new(120, 60);
+        let tag = redis_tag("address:192.0.2.1");
+        assert_eq!(tag.len(), 16);
+        let (key, ends) = redis_window(&tag, limit, "address:192.0.2.1", 125_000);
+        assert_eq!(key, format!("rl:{{{tag}}}:120/60:2:address:192.0.2.1"));
+        assert_eq!(ends, 180_000);
+    }
+}
