@@ -6,6 +6,7 @@
 //! failed, a panic, Ctrl-C), what it created is deleted; `clean --prefix`
 //! deletes what a killed run left.
 
+pub mod dry_run;
 mod lifecycle;
 pub mod plan;
 pub mod report;
@@ -240,7 +241,7 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
 
 /// `--dry-run`: the plan and the uploads written into `out`.
 fn dry_run(plan: &RunPlan, out: &std::path::Path) -> Result<bool, CloudflareError> {
-    plan::write_dry_run(plan, out).map_err(|source| CloudflareError::Write {
+    dry_run::write_dry_run(plan, out).map_err(|source| CloudflareError::Write {
         dir: out.to_owned(),
         source,
     })?;

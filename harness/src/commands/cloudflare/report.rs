@@ -160,12 +160,7 @@ impl CloudflareResults {
     pub fn of(plan: &RunPlan, outcomes: &[CloudflareOutcome], took: Duration) -> CloudflareResults {
         CloudflareResults {
             scripts: format!("{}N", plan.script_stem),
-            namespace_ids: (plan.namespace_count > 0).then(|| {
-                (
-                    plan.namespace_base,
-                    plan.namespace_base + plan.namespace_count - 1,
-                )
-            }),
+            namespace_ids: plan.namespace_ids(),
             seconds: took.as_secs(),
             scenarios: outcomes
                 .iter()
