@@ -392,6 +392,7 @@ mod tests {
                 passed_before_first_429: "step 1: no 429 in 361".into(),
                 requests: 361,
                 seconds: 40.0,
+                answered_after_seconds: Some(4.5),
                 message: "error: no refusal by 3 x the limit".into(),
             }],
         };

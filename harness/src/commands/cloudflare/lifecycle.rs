@@ -50,19 +50,26 @@ pub type Judge = fn(&Prepared, &Observation) -> Judgement;
 /// What every scenario of a run shares.
 #[derive(Debug, Clone)]
 pub struct Context {
+    /// Cloudflare's API, with the run's token.
     pub api: Api,
+    /// What the run has created and not yet deleted.
     pub created: Created,
     /// The client of the Worker's URL: no token, ever.
     pub worker_client: reqwest::Client,
+    /// The account's workers.dev subdomain.
     pub subdomain: String,
+    /// Where a script's workers.dev URL is.
     pub url_template: String,
+    /// How long to wait for Cloudflare.
     pub timing: Timing,
+    /// What judges each scenario.
     pub judge: Judge,
 }
 
 /// How one scenario went.
 #[derive(Debug, Clone, Default)]
 pub struct ScenarioRun {
+    /// What it sent, what came back, what the tail delivered.
     pub observation: Observation,
     /// Why it could not run to the end, if it could not.
     pub error: Option<String>,
@@ -70,10 +77,8 @@ pub struct ScenarioRun {
     pub refused: Option<ApiError>,
     /// Its judgement, when it ran to the end.
     pub judgement: Option<Judgement>,
-    /// How long its URL took to answer.
+    /// How long its new Worker's URL took to answer.
     pub answered_after: Option<Duration>,
-    /// What could not be deleted (left to the run's last sweep).
-    pub leftovers: Vec<String>,
 }
 
 /// Runs one planned scenario and deletes what it created.
@@ -91,9 +96,8 @@ pub async fn run_scenario(context: &Context, planned: &PlannedScenario) -> Scena
             run.error = Some(error.to_string());
         }
     }
-    for (resource, error) in context.created.delete(&context.api, &mine).await {
-        run.leftovers.push(format!("{resource}: {error}"));
-    }
+    // What could not be deleted stays in `created`, for the run's last sweep.
+    context.created.delete(&context.api, &mine).await;
     run
 }
 

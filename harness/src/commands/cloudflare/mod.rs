@@ -370,13 +370,17 @@ async fn run_all(context: &Context, plan: &RunPlan, jobs: usize) -> Vec<Ran> {
                 stop.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             eprintln!(
-                "harness: {} on Cloudflare: {}",
+                "harness: {} on Cloudflare: {}{}",
                 planned.prepared.trial_name,
                 match (&run.error, &run.judgement) {
                     (Some(error), _) => format!("could not run to the end: {error}"),
                     (None, Some(j)) if j.failures.is_empty() => "pass".to_owned(),
                     (None, _) => "FAIL".to_owned(),
-                }
+                },
+                run.answered_after.map_or_else(String::new, |d| format!(
+                    " (its URL took {:.1} s to answer)",
+                    d.as_secs_f64()
+                ))
             );
             Ran::Done(Box::new(run))
         });

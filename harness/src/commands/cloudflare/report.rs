@@ -23,6 +23,8 @@ pub struct CloudflareOutcome {
     pub label: String,
     /// What each step let through before its first 429.
     pub figures: Vec<Figure>,
+    /// How long its new Worker's URL took to answer, if it did.
+    pub answered_after: Option<Duration>,
 }
 
 impl CloudflareOutcome {
@@ -64,6 +66,7 @@ pub fn outcome(planned: &PlannedScenario, run: &ScenarioRun) -> CloudflareOutcom
         trial: report::outcome(&prepared.trial_name, &run.observation, failures),
         label: planned.label.clone(),
         figures,
+        answered_after: run.answered_after,
     }
 }
 
@@ -95,6 +98,7 @@ fn failed(planned: &PlannedScenario, message: String) -> CloudflareOutcome {
         ),
         label: planned.label.clone(),
         figures: Vec::new(),
+        answered_after: None,
     }
 }
 
@@ -104,6 +108,7 @@ pub fn malformed(name: &str, error: &str) -> CloudflareOutcome {
         trial: report::malformed(name, error),
         label: "-".to_owned(),
         figures: Vec::new(),
+        answered_after: None,
     }
 }
 
@@ -151,6 +156,8 @@ pub struct ScenarioResult {
     pub requests: usize,
     /// How long it took, deploy included.
     pub seconds: f64,
+    /// How long its new Worker's URL took to answer (none: it never did).
+    pub answered_after_seconds: Option<f64>,
     /// Why it failed, if it did.
     pub message: String,
 }
@@ -171,6 +178,7 @@ impl CloudflareResults {
                     passed_before_first_429: o.figures_short(),
                     requests: o.trial.requests,
                     seconds: o.trial.duration.as_secs_f64(),
+                    answered_after_seconds: o.answered_after.map(|d| d.as_secs_f64()),
                     message: o.trial.message.clone(),
                 })
                 .collect(),
