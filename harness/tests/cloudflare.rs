@@ -1367,8 +1367,12 @@ async fn a_missing_variable_is_one_line_naming_it_and_the_permission() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn ctrl_c_mid_run_deletes_the_tail_and_the_script() {
+/// Stops a mocked run with `signal` once traffic flows: it exits 130,
+/// saying so, and the tail and the script are deleted.
+async fn a_signal_mid_run_deletes_the_tail_and_the_script(
+    signal: nix::sys::signal::Signal,
+    named: &str,
+) {
     let fake = Fake::start(usize::MAX).await;
     fake.edge.lock().unwrap().delay = Duration::from_millis(20);
     let scenarios = scenarios_dir(
@@ -1410,7 +1414,7 @@ expect = { statuses = "2000 x 200" }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let pid = nix::unistd::Pid::from_raw(child.id().expect("running") as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    nix::sys::signal::kill(pid, signal).expect("signal");
     let output = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
         .await
         .expect("it exits")
@@ -1418,12 +1422,51 @@ expect = { statuses = "2000 x 200" }
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(130), "{stderr}");
     assert!(
-        stderr
-            .contains("interrupted (Ctrl-C): everything the run created on Cloudflare is deleted"),
+        stderr.contains(&format!(
+            "interrupted ({named}): everything the run created on Cloudflare is deleted"
+        )),
         "{stderr}"
     );
     assert_eq!(fake.deleted().await, (1, 1), "{:?}", fake.deletes().await);
     assert!(fake.edge.lock().unwrap().api_requests_to_worker < 2000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ctrl_c_mid_run_deletes_the_tail_and_the_script() {
+    a_signal_mid_run_deletes_the_tail_and_the_script(nix::sys::signal::Signal::SIGINT, "Ctrl-C")
+        .await;
+}
+
+/// A CI job's cancel: SIGTERM, as Ctrl-C.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_mid_run_deletes_the_tail_and_the_script() {
+    a_signal_mid_run_deletes_the_tail_and_the_script(nix::sys::signal::Signal::SIGTERM, "SIGTERM")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_tail_that_cannot_be_reached_fails_the_scenario_and_still_deletes() {
+    let fake = Fake::start(130).await;
+    // The API hands out a tail nothing listens at.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("port");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    Mock::given(method("POST"))
+        .and(path_regex("/tails$"))
+        .respond_with(TailResponder(port))
+        .with_priority(1)
+        .mount(&fake.api)
+        .await;
+    let scenarios = scenarios_dir(SCENARIOS);
+    let out = tempfile::tempdir().expect("out");
+    let mut req = request(scenarios.path(), out.path());
+    req.filter = Some("an address".into());
+    let held = cloudflare::run_with(&req, fake.reach()).await.expect("ran");
+    assert!(!held);
+    let report = std::fs::read_to_string(out.path().join("report.md")).expect("report");
+    assert!(report.contains("cannot connect to the tail"), "{report}");
+    assert_eq!(fake.edge.lock().unwrap().api_requests_to_worker, 0);
+    assert_eq!(fake.deleted().await, (1, 1), "{:?}", fake.deletes().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
