@@ -55,7 +55,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 use harness::engine::Environment;
+use harness::judge::stats::{self, median};
 use harness::language::scenario::Behaviour;
+use harness::world::proc;
 use harness::world::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
 use harness::world::workerd::{EmulatedBinding, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
@@ -129,15 +131,10 @@ impl Load {
         self.errors += other.errors;
         self.elapsed += other.elapsed;
     }
-    /// The `q` quantile (nearest rank) in milliseconds.
-    fn quantile_ms(&mut self, q: f64) -> f64 {
+    /// The `percent`-th percentile ([`stats::percentile`]) in milliseconds.
+    fn percentile_ms(&mut self, percent: u32) -> f64 {
         self.latencies_us.sort_unstable();
-        let n = self.latencies_us.len();
-        if n == 0 {
-            return f64::NAN;
-        }
-        let rank = ((q * n as f64).ceil() as usize).clamp(1, n);
-        f64::from(self.latencies_us[rank - 1]) / 1000.0
+        stats::percentile(&self.latencies_us, percent).map_or(f64::NAN, |us| f64::from(us) / 1000.0)
     }
 }
 
@@ -372,18 +369,6 @@ const config :Workerd.Config = (
     }
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn min_max(values: &[f64]) -> (f64, f64) {
     values
         .iter()
@@ -398,21 +383,8 @@ fn min_max(values: &[f64]) -> (f64, f64) {
 struct Cpu(BTreeMap<u32, u64>);
 
 impl Cpu {
-    fn of(pid: &str) -> Cpu {
-        let mut threads = BTreeMap::new();
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            return Cpu(threads);
-        };
-        for task in tasks.flatten() {
-            let Some(tid) = task.file_name().to_str().and_then(|t| t.parse().ok()) else {
-                continue;
-            };
-            let text = std::fs::read_to_string(task.path().join("schedstat")).unwrap_or_default();
-            if let Some(ns) = text.split_whitespace().next().and_then(|n| n.parse().ok()) {
-                threads.insert(tid, ns);
-            }
-        }
-        Cpu(threads)
+    fn of(pid: u32) -> Cpu {
+        Cpu(proc::thread_cpu_ns(pid))
     }
 
     /// CPU ns since `before`: in all, and on the busiest thread.
@@ -426,30 +398,17 @@ impl Cpu {
 }
 
 /// The pid of the workerd serving `config` (its command line names it).
-fn pid_of(config: &Path) -> Option<String> {
+fn pid_of(config: &Path) -> Option<u32> {
     let needle = config.display().to_string();
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .find_map(|entry| {
-            let pid = entry.file_name().to_str()?.to_owned();
-            pid.parse::<u32>().ok()?;
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
-            (comm.trim() == "workerd" && String::from_utf8_lossy(&cmdline).contains(&needle))
-                .then_some(pid)
-        })
+    proc::pids().into_iter().find(|pid| {
+        proc::name(*pid).is_some_and(|name| name == "workerd")
+            && proc::arguments(*pid).iter().any(|a| a.contains(&needle))
+    })
 }
 
-/// The resident memory of a process, in KiB (`VmRSS`).
-fn rss_kib(pid: &Option<String>) -> u64 {
-    let Some(pid) = pid else { return 0 };
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
+/// The resident memory of a process, in KiB (`VmRSS`); 0 for none.
+fn rss_kib(pid: Option<u32>) -> u64 {
+    pid.and_then(proc::resident_kib).unwrap_or(0)
 }
 
 /// CPU per answered request, in microseconds, over the measured runs.
@@ -464,7 +423,7 @@ struct CpuShare {
 struct Target {
     name: &'static str,
     process: WorkerdProcess,
-    pid: Option<String>,
+    pid: Option<u32>,
     /// Whether its bindings count in the binding store.
     uses_store: bool,
     next_address: Arc<AtomicU64>,
@@ -474,23 +433,76 @@ struct Target {
     answered_all: u64,
 }
 
-async fn throughput(bench: &mut Bench) -> Result<(), Error> {
-    let rounds = knob("BENCH_ROUNDS", 6) as usize;
-    let seconds = knob("BENCH_SECONDS", 5);
-    let warmup = knob("BENCH_WARMUP_SECONDS", 1);
-    let concurrency = knob("BENCH_CONCURRENCY", 8) as usize;
+/// How long and how hard the throughput section loads each target.
+#[derive(Debug, Clone, Copy)]
+struct Plan {
+    rounds: usize,
+    seconds: u64,
+    warmup: u64,
+    concurrency: usize,
+}
 
+impl Plan {
+    fn from_env() -> Plan {
+        Plan {
+            rounds: knob("BENCH_ROUNDS", 6) as usize,
+            seconds: knob("BENCH_SECONDS", 5),
+            warmup: knob("BENCH_WARMUP_SECONDS", 1),
+            concurrency: knob("BENCH_CONCURRENCY", 8) as usize,
+        }
+    }
+}
+
+/// What one round measured of each target (`None`: not yet measured), by target.
+type Round = Vec<Option<Load>>;
+
+async fn throughput(bench: &mut Bench) -> Result<(), Error> {
+    let plan = Plan::from_env();
     let store_config = bench.store_config()?;
     let store = bench.start(&store_config).await?;
+    let mut targets = start_targets(bench, store.port).await?;
+    let store_pid = pid_of(&store_config);
+    eprintln!(
+        "throughput: {} targets, {} rounds of {} s warm-up + {} s each, concurrency {}",
+        targets.len(),
+        plan.rounds,
+        plan.warmup,
+        plan.seconds,
+        plan.concurrency
+    );
+    for target in &mut targets {
+        target.rss_before_kib = rss_kib(target.pid);
+    }
+    // loads[round][target]
+    let mut loads: Vec<Round> = Vec::new();
+    for round in 0..plan.rounds {
+        let mut this_round: Round = (0..targets.len()).map(|_| None).collect();
+        for k in 0..targets.len() {
+            let index = (round + k) % targets.len();
+            let load = measure(plan, &mut targets[index], store_pid, round).await?;
+            this_round[index] = Some(load);
+        }
+        loads.push(this_round);
+    }
+    print_throughput(plan, &targets, loads);
+    for target in targets {
+        target.process.stop().await;
+    }
+    store.stop().await;
+    Ok(())
+}
+
+/// Starts the targets `BENCH_TARGETS` names (all when unset), side by side.
+async fn start_targets(bench: &mut Bench, store_port: u16) -> Result<Vec<Target>, Error> {
     let configs = [
         ("bare", bench.bare_config()?),
         (
             "off",
-            bench.deployable_config(&Behaviour::Healthy, Some(store.port), true)?,
+            bench.deployable_config(&Behaviour::Healthy, Some(store_port), true)?,
         ),
         (
             "on, store",
-            bench.deployable_config(&Behaviour::Healthy, Some(store.port), false)?,
+            bench.deployable_config(&Behaviour::Healthy, Some(store_port), false)?,
         ),
         (
             "on, in-isolate binding",
@@ -502,7 +514,6 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         ),
         ("JS gate, in-isolate binding", bench.js_gate_config()?),
     ];
-    let store_pid = pid_of(&store_config);
     let mut targets = Vec::new();
     let only = std::env::var("BENCH_TARGETS").unwrap_or_default();
     for (name, config) in &configs {
@@ -520,69 +531,70 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
             answered_all: 0,
         });
     }
-
     if targets.is_empty() {
         return Err(format!("BENCH_TARGETS={only:?} names none of the targets").into());
     }
-    eprintln!(
-        "throughput: {} targets, {rounds} rounds of {warmup} s warm-up + {seconds} s each, concurrency {concurrency}",
-        targets.len()
-    );
-    for target in &mut targets {
-        target.rss_before_kib = rss_kib(&target.pid);
-    }
-    // loads[round][target]
-    let mut loads: Vec<Vec<Option<Load>>> = Vec::new();
-    for round in 0..rounds {
-        let mut this_round: Vec<Option<Load>> = (0..targets.len()).map(|_| None).collect();
-        for k in 0..targets.len() {
-            let index = (round + k) % targets.len();
-            let target = &mut targets[index];
-            if let Some(status) = target.process.exited() {
-                return Err(format!("{} exited ({status})", target.name).into());
-            }
-            let port = target.process.port;
-            let at = |s: u64| Stop::At(Instant::now() + Duration::from_secs(s));
-            let warm = generate(
-                port,
-                API_PATH,
-                concurrency,
-                at(warmup),
-                &target.next_address,
-            )
-            .await;
-            target.answered_all += warm.answered() as u64;
-            let snapshot = |pid: &Option<String>| pid.as_deref().map(Cpu::of).unwrap_or_default();
-            let before = (snapshot(&target.pid), snapshot(&store_pid), Cpu::of("self"));
-            let load = generate(
-                port,
-                API_PATH,
-                concurrency,
-                at(seconds),
-                &target.next_address,
-            )
-            .await;
-            let (target_ns, busiest_ns) = snapshot(&target.pid).since(&before.0);
-            target.cpu.target_ns += target_ns;
-            target.cpu.target_busiest_ns += busiest_ns;
-            target.cpu.store_ns += snapshot(&store_pid).since(&before.1).0;
-            target.cpu.generator_ns += Cpu::of("self").since(&before.2).0;
-            target.answered_all += load.answered() as u64;
-            eprintln!(
-                "  round {} {:<24} {:>8.0} req/s  ({} answered, {} not 200, {} errors; RSS {} MiB)",
-                round + 1,
-                target.name,
-                load.rps(),
-                load.answered(),
-                load.not_200(),
-                load.errors,
-                rss_kib(&target.pid) / 1024,
-            );
-            this_round[index] = Some(load);
-        }
-        loads.push(this_round);
-    }
+    Ok(targets)
+}
 
+/// One target's turn in a round: a warm-up, then the measured run, with
+/// the CPU each process spent during it added to the target's share.
+async fn measure(
+    plan: Plan,
+    target: &mut Target,
+    store_pid: Option<u32>,
+    round: usize,
+) -> Result<Load, Error> {
+    if let Some(status) = target.process.exited() {
+        return Err(format!("{} exited ({status})", target.name).into());
+    }
+    let port = target.process.port;
+    let at = |s: u64| Stop::At(Instant::now() + Duration::from_secs(s));
+    let warm = generate(
+        port,
+        API_PATH,
+        plan.concurrency,
+        at(plan.warmup),
+        &target.next_address,
+    )
+    .await;
+    target.answered_all += warm.answered() as u64;
+    let snapshot = |pid: Option<u32>| pid.map(Cpu::of).unwrap_or_default();
+    let before = (
+        snapshot(target.pid),
+        snapshot(store_pid),
+        Cpu::of(std::process::id()),
+    );
+    let load = generate(
+        port,
+        API_PATH,
+        plan.concurrency,
+        at(plan.seconds),
+        &target.next_address,
+    )
+    .await;
+    let (target_ns, busiest_ns) = snapshot(target.pid).since(&before.0);
+    target.cpu.target_ns += target_ns;
+    target.cpu.target_busiest_ns += busiest_ns;
+    target.cpu.store_ns += snapshot(store_pid).since(&before.1).0;
+    target.cpu.generator_ns += Cpu::of(std::process::id()).since(&before.2).0;
+    target.answered_all += load.answered() as u64;
+    eprintln!(
+        "  round {} {:<24} {:>8.0} req/s  ({} answered, {} not 200, {} errors; RSS {} MiB)",
+        round + 1,
+        target.name,
+        load.rps(),
+        load.answered(),
+        load.not_200(),
+        load.errors,
+        rss_kib(target.pid) / 1024,
+    );
+    Ok(load)
+}
+
+/// The section's four tables: throughput and latency, req/s per round,
+/// where the CPU went, and resident memory.
+fn print_throughput(plan: Plan, targets: &[Target], loads: Vec<Round>) {
     // rps[target][round], and each target's answers pooled over the rounds.
     let rps: Vec<Vec<f64>> = (0..targets.len())
         .map(|t| {
@@ -592,13 +604,6 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
                 .collect()
         })
         .collect();
-    let off = targets.iter().position(|t| t.name == "off").unwrap_or(0);
-    if targets.iter().all(|t| t.name != "off") {
-        eprintln!(
-            "(no `off` target: ratios are against {})",
-            targets[off].name
-        );
-    }
     let mut pooled: Vec<Load> = (0..targets.len()).map(|_| Load::default()).collect();
     for round in loads {
         for (t, load) in round.into_iter().enumerate() {
@@ -607,9 +612,23 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
             }
         }
     }
+    print_latency_table(plan, targets, &rps, &mut pooled);
+    print_rounds_table(plan, targets, &rps);
+    print_cpu_table(plan, targets, &pooled);
+    print_memory_table(targets);
+}
 
+fn print_latency_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled: &mut [Load]) {
+    let off = targets.iter().position(|t| t.name == "off").unwrap_or(0);
+    if targets.iter().all(|t| t.name != "off") {
+        eprintln!(
+            "(no `off` target: ratios are against {})",
+            targets[off].name
+        );
+    }
     println!(
-        "### Throughput and latency (`GET {API_PATH}`, concurrency {concurrency}, {rounds} rounds of {warmup} s warm-up + {seconds} s per target)\n"
+        "### Throughput and latency (`GET {API_PATH}`, concurrency {}, {} rounds of {} s warm-up + {} s per target)\n",
+        plan.concurrency, plan.rounds, plan.warmup, plan.seconds
     );
     println!(
         "| target | req/s, median of rounds | req/s, min-max | p50, ms | p99, ms | answered | not 200 | errors | req/s / off, median of rounds | min-max |"
@@ -617,22 +636,25 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (t, target) in targets.iter().enumerate() {
         let (lo, hi) = min_max(&rps[t]);
-        let mut relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
+        let relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
         let (rlo, rhi) = min_max(&relative);
         let load = &mut pooled[t];
         println!(
             "| {} | {:.0} | {lo:.0}-{hi:.0} | {:.3} | {:.3} | {} | {} | {} | **{:.3}** | {rlo:.3}-{rhi:.3} |",
             target.name,
-            median(&mut rps[t].clone()),
-            load.quantile_ms(0.50),
-            load.quantile_ms(0.99),
+            median(&rps[t]),
+            load.percentile_ms(50),
+            load.percentile_ms(99),
             load.answered(),
             load.not_200(),
             load.errors,
-            median(&mut relative),
+            median(&relative),
         );
     }
     println!();
+}
+
+fn print_rounds_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>]) {
     println!("Per round, req/s (the targets' order rotated each round):\n");
     println!(
         "| round | {} |",
@@ -643,7 +665,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
             .join(" | ")
     );
     println!("|---:|{}", "---:|".repeat(targets.len()));
-    for round in 0..rounds {
+    for round in 0..plan.rounds {
         println!(
             "| {} | {} |",
             round + 1,
@@ -654,8 +676,10 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!();
+}
 
-    let wall: f64 = (rounds as u64 * seconds) as f64;
+fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load]) {
+    let wall: f64 = (plan.rounds as u64 * plan.seconds) as f64;
     println!(
         "Where the CPU went, in microseconds per answered request (measured runs only; `/proc/PID/task/*/schedstat`), and the cores in use (CPU time / wall time):\n"
     );
@@ -686,7 +710,9 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!();
+}
 
+fn print_memory_table(targets: &[Target]) {
     println!(
         "Resident memory of each target's workerd (`VmRSS`) before the first round and after the last, over every request it answered (warm-ups included):\n"
     );
@@ -694,8 +720,8 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         "| target | RSS before, MiB | RSS after, MiB | requests | growth, bytes per request |"
     );
     println!("|---|---:|---:|---:|---:|");
-    for target in &targets {
-        let after = rss_kib(&target.pid);
+    for target in targets {
+        let after = rss_kib(target.pid);
         println!(
             "| {} | {:.1} | {:.1} | {} | {:.0} |",
             target.name,
@@ -707,12 +733,6 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!();
-
-    for target in targets {
-        target.process.stop().await;
-    }
-    store.stop().await;
-    Ok(())
 }
 
 async fn deadline(bench: &mut Bench) -> Result<(), Error> {
@@ -757,7 +777,7 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
         ),
         (format!("one every 100 ms for {paced_seconds} s"), paced),
     ] {
-        let p50 = load.quantile_ms(0.50);
+        let p50 = load.percentile_ms(50);
         let (waited, others): (Vec<u32>, Vec<u32>) =
             load.latencies_us.iter().partition(|&&us| us >= WAITED_US);
         let ms = |us: Option<&u32>| us.map_or(f64::NAN, |&us| f64::from(us) / 1000.0);
@@ -894,11 +914,11 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
             "- | -".to_owned()
         } else {
             let (alo, ahi) = min_max(&answer);
-            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&mut answer))
+            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&answer))
         };
         println!(
             "| {name} | {:.1} | {llo:.1}-{lhi:.1} | {first} |",
-            median(&mut listen)
+            median(&listen)
         );
     }
     println!();

@@ -1,26 +1,20 @@
 //! The harness's command line: `check` and `wrangler` for an application
-//! description, `run` for the conformance run with its report.
+//! description, `run` for the conformance run with its report, `native`,
+//! `edge-compat`. It parses the arguments and calls [`harness::commands`].
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
-use harness::commands::edge::{self, Side, TimingThreshold};
-use harness::commands::preflight;
-use harness::commands::report::{self, Counts};
+use clap::{Parser, Subcommand};
+use harness::commands::CommandError;
+use harness::commands::application::{self, EntriesFormat};
+use harness::commands::cloudflare::{self, CloudflareError, CloudflareRequest};
+use harness::commands::edge::TimingThreshold;
+use harness::commands::edge_compat::{EdgeCompatRequest, edge_compat};
+use harness::commands::run::{RunRequest, run};
 use harness::commands::suite::DEFAULT_JOBS;
-use harness::commands::suite::{self, Suite};
-use harness::commands::wrangler_file;
-use harness::engine::Environment;
-use harness::judge::expectations::Verdict;
 use harness::world::workerd::WorkerdChoice;
-use harness::world::workerd::find::{
-    binary_in, install_version, newest_npm_version, pinned_npm_version,
-};
-use harness::world::workerd::reference::{CoreChoice, CountingCore};
-use runtime::config::{Application, StoreDriver};
-use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
-use runtime::plan::BindingPlan;
+use harness::world::workerd::reference::CoreChoice;
 
 #[derive(Parser)]
 #[command(
@@ -41,8 +35,8 @@ enum Command {
     /// or write them into a Wrangler file.
     Wrangler {
         application: PathBuf,
-        #[arg(long, value_enum, default_value_t = Format::Jsonc, conflicts_with = "write")]
-        format: Format,
+        #[arg(long, value_enum, default_value_t = EntriesFormat::Jsonc, conflicts_with = "write")]
+        format: EntriesFormat,
         /// Replace the application's entries in this wrangler.jsonc, .json or
         /// .toml (created when absent), keeping everything else and its comments.
         #[arg(long, value_name = "FILE")]
@@ -104,7 +98,79 @@ enum Command {
         /// ...and at least this many ms.
         #[arg(long, default_value_t = 25)]
         p99_ms: u64,
+        /// The `results.json` of the night's `harness cloudflare` run, shown
+        /// beside the workerd columns (absent: the section says it did not run).
+        #[arg(long, value_name = "FILE")]
+        cloudflare: Option<PathBuf>,
     },
+    /// Run the scenarios marked `on_cloudflare` on Cloudflare itself: deploy,
+    /// traffic, tail, delete (needs CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID).
+    #[command(long_about = CLOUDFLARE_HELP, subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
+    Cloudflare {
+        #[command(subcommand)]
+        command: Option<CloudflareCommand>,
+        #[command(flatten)]
+        run: CloudflareArgs,
+    },
+}
+
+const CLOUDFLARE_HELP: &str = "\
+Run the scenarios marked `on_cloudflare` on Cloudflare itself. For each, it uploads the deployable \
+(the same wasm, glue and snippets as the local run) as a Worker of its own, with the bindings \
+`harness wrangler` plans, turns on its workers.dev URL, opens its tail, sends its traffic on the real \
+clock, checks it as the scenario's marks say (exact, or bounded), and deletes the tail and the \
+script: after success, failure, a panic and Ctrl-C alike. The table and JUnit are `run`'s, with \
+how each was checked and how many requests passed before the first 429.
+
+Credentials: CLOUDFLARE_API_TOKEN, a token with the permission \"Workers Scripts: Edit\", and \
+CLOUDFLARE_ACCOUNT_ID. The token is never printed, logged or written. CLOUDFLARE_API_BASE_URL points \
+the API elsewhere (a proxy, a staging API), as for wrangler.
+
+Isolation: every run names its scripts PREFIX-RANDOM-N and numbers its bindings' namespace ids from \
+--namespace-base, because bindings that share a namespace_id share their counters with every Worker \
+of the account, your own included: give a range none of your Workers uses (the run takes a few ids \
+per scenario; --dry-run prints the range).
+
+Time: Cloudflare has no scenario clock, so window steps wait real time, and each Worker takes \
+seconds to deploy and answer: the repository's marked scenarios take about 2 minutes with 4 at once \
+(at most ~3; the plan prints its estimate).
+
+--dry-run writes the exact upload bodies, the bindings and the traffic plan into --out, with no \
+network and no credentials.";
+
+#[derive(Subcommand)]
+enum CloudflareCommand {
+    /// Delete the scripts killed runs left: those named PREFIX-xxxxxx-N, and no other.
+    Clean {
+        /// The prefix the runs had.
+        #[arg(long)]
+        prefix: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct CloudflareArgs {
+    /// Only scenarios whose name contains this.
+    filter: Option<String>,
+    /// The scenarios directory.
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+    /// The first namespace id the run may use (it takes a few per scenario):
+    /// a range none of the account's Workers uses.
+    #[arg(long, required = true)]
+    namespace_base: Option<u64>,
+    /// The start of every script's name.
+    #[arg(long, default_value = harness::commands::cloudflare::DEFAULT_PREFIX)]
+    prefix: String,
+    /// Where the reports go (with --dry-run: the plan and the uploads).
+    #[arg(long, default_value = "reports/cloudflare")]
+    out: PathBuf,
+    /// How many scenarios run on Cloudflare at once.
+    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    jobs: usize,
+    /// Write the upload bodies, the bindings and the traffic plan; no network.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Which workerd a run uses (the pinned one by default).
@@ -132,25 +198,19 @@ impl WorkerdArgs {
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-enum Format {
-    Jsonc,
-    Toml,
-}
-
 fn main() -> ExitCode {
-    match Cli::parse().command {
-        Command::Check { application } => check(&application),
+    let done = match Cli::parse().command {
+        Command::Check { application } => application::check(&application),
         Command::Wrangler {
             application,
             format,
             write: None,
-        } => wrangler(&application, format),
+        } => application::wrangler(&application, format),
         Command::Wrangler {
             application,
             write: Some(file),
             ..
-        } => write_wrangler_file(&application, &file),
+        } => application::write_wrangler_file(&application, &file),
         Command::Run {
             filter,
             scenarios,
@@ -160,18 +220,18 @@ fn main() -> ExitCode {
             binding,
             workerd,
         } => match binding.map_or_else(CoreChoice::from_env, Ok) {
-            Ok(core) => run(
-                filter.as_deref(),
+            Ok(core) => run(RunRequest {
+                filter,
                 scenarios,
                 include_slow,
                 junit,
                 jobs,
-                &workerd.choice(),
+                workerd: workerd.choice(),
                 core,
-            ),
+            }),
             Err(e) => {
                 eprintln!("harness: {e}");
-                ExitCode::from(2)
+                return ExitCode::from(2);
             }
         },
         Command::Native {
@@ -179,7 +239,7 @@ fn main() -> ExitCode {
             deployable,
             instances,
             redis,
-        } => native(&application, &deployable, instances, redis),
+        } => return native(&application, &deployable, instances, redis),
         Command::EdgeCompat {
             version,
             scenarios,
@@ -187,20 +247,62 @@ fn main() -> ExitCode {
             jobs,
             p99_percent,
             p99_ms,
-        } => edge_compat(
-            &version,
+            cloudflare,
+        } => edge_compat(&EdgeCompatRequest {
+            version,
             scenarios,
-            &out,
+            out,
             jobs,
-            TimingThreshold {
+            threshold: TimingThreshold {
                 percent: p99_percent,
                 ms: p99_ms,
             },
-        ),
+            cloudflare,
+        }),
+        Command::Cloudflare {
+            command: Some(CloudflareCommand::Clean { prefix }),
+            ..
+        } => cloudflare::clean(&prefix)
+            .map(|_| true)
+            .map_err(CommandError::from),
+        Command::Cloudflare { command: None, run } => cloudflare::run(&CloudflareRequest {
+            filter: run.filter,
+            scenarios: run.scenarios,
+            namespace_base: run.namespace_base.unwrap_or_default(),
+            prefix: run.prefix,
+            out: run.out,
+            jobs: run.jobs,
+            dry_run: run.dry_run,
+        })
+        .map_err(CommandError::from),
+    };
+    exit_code(done)
+}
+
+/// 0 when everything held, 1 when a command found what it exists to find
+/// (a failed scenario, an invalid application), 2 when it could not do its
+/// work, 130 when Ctrl-C (or SIGTERM) stopped a run on Cloudflare.
+fn exit_code(done: Result<bool, CommandError>) -> ExitCode {
+    match done {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e @ CommandError::Cloudflare(CloudflareError::Interrupted { .. })) => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::from(2)
+        }
     }
 }
 
-fn native(application: &Path, deployable: &str, instances: usize, redis: bool) -> ExitCode {
+fn native(
+    application: &std::path::Path,
+    deployable: &str,
+    instances: usize,
+    redis: bool,
+) -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -219,334 +321,5 @@ fn native(application: &Path, deployable: &str, instances: usize, redis: bool) -
             eprintln!("harness: {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-/// Reads and validates a description, printing the diagnostics when it is invalid.
-fn load(path: &PathBuf) -> Result<Application, ExitCode> {
-    let source = std::fs::read_to_string(path).map_err(|e| {
-        eprintln!("{}: cannot read: {e}", path.display());
-        ExitCode::from(2)
-    })?;
-    Application::from_toml(&source).map_err(|diagnostics| {
-        print!("{}", diagnostics.render(&path.display().to_string()));
-        ExitCode::FAILURE
-    })
-}
-
-/// `ok`, and the most memory an isolate (or a native process) of the
-/// application takes when it counts in memory, from its route limits.
-fn check(path: &PathBuf) -> ExitCode {
-    match load(path) {
-        Ok(app) => {
-            let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
-            let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 0).bound();
-            println!("ok\nmemory (per isolate counting in memory): at most {bound}");
-            ExitCode::SUCCESS
-        }
-        Err(code) => code,
-    }
-}
-
-fn wrangler(path: &PathBuf, format: Format) -> ExitCode {
-    match load(path) {
-        Ok(app) => {
-            let plan = BindingPlan::for_application(&app);
-            match format {
-                Format::Jsonc => print!("{}", plan.wrangler_jsonc()),
-                Format::Toml => print!("{}", plan.wrangler_toml()),
-            }
-            ExitCode::SUCCESS
-        }
-        Err(code) => code,
-    }
-}
-
-/// `wrangler --write FILE`: nothing is written for an invalid description.
-fn write_wrangler_file(path: &PathBuf, file: &Path) -> ExitCode {
-    let app = match load(path) {
-        Ok(app) => app,
-        Err(code) => return code,
-    };
-    let Some(connection) = app.store.as_ref().and_then(|store| match store.driver {
-        StoreDriver::CloudflareRateLimits { .. } => Some(store.connection.as_str()),
-        StoreDriver::Redis(_) => None,
-    }) else {
-        println!(
-            "{}: left as it was: the application counts through no Cloudflare binding",
-            file.display()
-        );
-        return ExitCode::SUCCESS;
-    };
-    let entries = BindingPlan::for_application(&app).wrangler_entries();
-    match wrangler_file::write(file, connection, &entries) {
-        Ok(written) => {
-            let what = match written {
-                wrangler_file::Written::Created => "created",
-                wrangler_file::Written::Changed => "updated",
-                wrangler_file::Written::Unchanged => "unchanged",
-            };
-            println!(
-                "{}: {what} ({} ratelimits entries of connection `{connection}`)",
-                file.display(),
-                entries.len()
-            );
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("harness: {e}");
-            ExitCode::from(2)
-        }
-    }
-}
-
-/// The suite of `--scenarios DIR`, its trials named by the path as given, or
-/// of the repository's scenarios, named `scenarios/...`.
-fn discover(scenarios: Option<PathBuf>) -> Result<Suite, ExitCode> {
-    let (dir, shown_as) = match scenarios {
-        Some(dir) => (dir.clone(), dir),
-        None => (
-            harness::world::paths::scenarios_dir(),
-            PathBuf::from(harness::world::paths::SCENARIOS_SHOWN_AS),
-        ),
-    };
-    suite::discover(&dir, &shown_as).map_err(|e| {
-        eprintln!("cannot read scenarios in {}: {e}", dir.display());
-        ExitCode::from(2)
-    })
-}
-
-/// What the selected scenarios need of the machine (native-fixture,
-/// redis-server), or one line saying what to run, before any starts.
-fn prepare_machine(trials: &[&suite::Trial]) -> Result<(), ExitCode> {
-    preflight::prepare_machine(trials).map_err(|e| {
-        eprintln!("harness: cannot start: {e}");
-        ExitCode::from(2)
-    })
-}
-
-fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environment, ExitCode> {
-    suite::prepare_environment_with(choice, core).map_err(|e| {
-        eprintln!("harness: cannot start: {e}");
-        ExitCode::from(2)
-    })
-}
-
-fn run(
-    filter: Option<&str>,
-    scenarios: Option<PathBuf>,
-    include_slow: bool,
-    junit: Option<PathBuf>,
-    jobs: usize,
-    choice: &WorkerdChoice,
-    core: CoreChoice,
-) -> ExitCode {
-    let suite = match discover(scenarios) {
-        Ok(suite) => suite,
-        Err(code) => return code,
-    };
-    if let Err(code) = prepare_machine(&suite.select(filter, include_slow).0) {
-        return code;
-    }
-    let env = match environment(choice, core) {
-        Ok(env) => env,
-        Err(code) => return code,
-    };
-    let result = suite.run_all(&env, filter, include_slow, jobs);
-    for outcome in result.outcomes.iter().filter(|o| !o.verdict.is_ok()) {
-        let note = match &outcome.verdict {
-            Verdict::UnexpectedPass { reason } => format!(
-                "unexpected pass: listed in expectations.toml as failing ({reason}), but it passed; remove the entry"
-            ),
-            _ => outcome.message.clone(),
-        };
-        println!("---- {} ----\n{note}\n", outcome.name);
-    }
-    println!("{}", report::summary_table(&result.outcomes));
-    let counts = Counts::of(&result.outcomes);
-    println!(
-        "{} passed, {} failed, {} skipped",
-        counts.passed + counts.expected_failures,
-        counts.failed + counts.unexpected_passes,
-        result.skipped
-    );
-    println!(
-        "(workerd {}, counting core {}; {} expected failures, {} unexpected passes{})",
-        env.workerd.version,
-        core.name(),
-        counts.expected_failures,
-        counts.unexpected_passes,
-        if result.skipped > 0 {
-            "; skipped: the slow scenarios, run them with --include-slow"
-        } else {
-            ""
-        }
-    );
-    if let Some(path) = junit {
-        if let Err(e) = report::write_junit(&path, &[("conformance", &result.outcomes)]) {
-            eprintln!("cannot write {}: {e}", path.display());
-            return ExitCode::from(2);
-        }
-        println!("JUnit XML: {}", path.display());
-    }
-    if counts.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
-}
-
-fn edge_compat(
-    version: &str,
-    scenarios: Option<PathBuf>,
-    out: &Path,
-    jobs: usize,
-    threshold: TimingThreshold,
-) -> ExitCode {
-    let suite = match discover(scenarios) {
-        Ok(suite) => suite,
-        Err(code) => return code,
-    };
-    if let Err(code) = prepare_machine(&suite.select(None, true).0) {
-        return code;
-    }
-    let pinned_npm = match pinned_npm_version(&harness::world::paths::pinned_workerd_dir()) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let npm_version = if version == "latest" {
-        match newest_npm_version() {
-            Ok(v) => v,
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return ExitCode::from(2);
-            }
-        }
-    } else {
-        version.to_owned()
-    };
-    // The newest workerd goes into a temporary place, gone when the run ends.
-    let Ok(place) = tempfile::Builder::new().prefix("edge-workerd-").tempdir() else {
-        eprintln!("harness: cannot make a temporary directory");
-        return ExitCode::from(2);
-    };
-    if let Err(e) = install_version(place.path(), &npm_version) {
-        eprintln!("harness: {e}");
-        return ExitCode::from(2);
-    }
-    let newest_choice = WorkerdChoice {
-        path: Some(binary_in(place.path())),
-        npm_version: None,
-        edge: true,
-    };
-    let (pinned_env, newest_env) = match (
-        environment(&WorkerdChoice::default(), CoreChoice::Harness),
-        environment(&newest_choice, CoreChoice::Harness),
-    ) {
-        (Ok(a), Ok(b)) => (a, b),
-        (Err(code), _) | (_, Err(code)) => return code,
-    };
-
-    eprintln!(
-        "harness: every scenario on the pinned workerd {}",
-        pinned_env.workerd.version
-    );
-    let pinned = suite.run_all(&pinned_env, None, true, jobs);
-    eprintln!(
-        "harness: every scenario on workerd {} (npm {npm_version})",
-        newest_env.workerd.version
-    );
-    let newest = suite.run_all(&newest_env, None, true, jobs);
-    eprintln!(
-        "harness: every scenario on workerd {} with Cloudflare's simulator as the counting core",
-        newest_env.workerd.version
-    );
-    let reference_env = match CountingCore::prepare(
-        CoreChoice::Reference,
-        &harness::world::paths::pinned_workerd_dir(),
-    ) {
-        Ok(core) => Environment {
-            core,
-            ..newest_env.clone()
-        },
-        Err(e) => {
-            eprintln!("harness: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let reference = suite.run_all(&reference_env, None, true, jobs);
-
-    let pinned = Side {
-        label: "pinned".into(),
-        workerd_version: pinned_env.workerd.version.clone(),
-        npm_version: pinned_npm,
-        outcomes: pinned.outcomes,
-    };
-    let newest = Side {
-        label: "newest".into(),
-        workerd_version: newest_env.workerd.version.clone(),
-        npm_version,
-        outcomes: newest.outcomes,
-    };
-    let reference = Side {
-        label: "reference".into(),
-        workerd_version: newest.workerd_version.clone(),
-        npm_version: newest.npm_version.clone(),
-        outcomes: reference.outcomes,
-    };
-    let emulation = Side {
-        label: "emulation".into(),
-        ..newest.clone()
-    };
-    let markdown = edge::markdown(&pinned, &newest, threshold)
-        + "\n"
-        + &edge::reference_markdown(&emulation, &reference);
-    let written = std::fs::create_dir_all(out)
-        .and_then(|()| std::fs::write(out.join("drift.md"), &markdown))
-        .and_then(|()| {
-            report::write_junit(
-                &out.join("junit.xml"),
-                &[
-                    (
-                        &format!("pinned workerd {}", pinned.workerd_version),
-                        &pinned.outcomes,
-                    ),
-                    (
-                        &format!("newest workerd {}", newest.workerd_version),
-                        &newest.outcomes,
-                    ),
-                    (
-                        &format!(
-                            "newest workerd {}, Cloudflare's simulator as the core",
-                            reference.workerd_version
-                        ),
-                        &reference.outcomes,
-                    ),
-                ],
-            )
-        });
-    if let Err(e) = written {
-        eprintln!("cannot write the reports into {}: {e}", out.display());
-        return ExitCode::from(2);
-    }
-    print!("{markdown}");
-    println!(
-        "Drift report: {}\nJUnit XML: {}",
-        out.join("drift.md").display(),
-        out.join("junit.xml").display()
-    );
-    let counts = Counts::of(&newest.outcomes);
-    println!(
-        "{} passed, {} failed",
-        counts.passed + counts.expected_failures,
-        counts.failed + counts.unexpected_passes
-    );
-    if counts.is_ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
     }
 }

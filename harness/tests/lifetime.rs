@@ -10,6 +10,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use harness::world::proc;
 use harness::world::workerd::WorkerdProcess;
 use harness::world::workerd::config::{Counting, IsolateConfig, write_config};
 use nix::sys::signal::{Signal, kill};
@@ -142,15 +143,10 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
             let process = WorkerdProcess::start(&workerd, &path, Instant::now())
                 .await
                 .expect("workerd starts");
-            let pid = std::fs::read_dir("/proc")
+            let config = path.display().to_string();
+            let pid = proc::pids()
                 .into_iter()
-                .flatten()
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-                .find(|pid| {
-                    std::fs::read_to_string(format!("/proc/{pid}/cmdline"))
-                        .is_ok_and(|c| c.contains(&path.display().to_string()))
-                })
+                .find(|pid| proc::arguments(*pid).iter().any(|a| a.contains(&config)))
                 .expect("the workerd is running");
             pid_tx.send(pid).expect("send pid");
             let _keep = process;
@@ -160,26 +156,10 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
     .join();
     assert!(joined.is_err(), "the thread panicked");
     let pid = pid_rx.recv().expect("pid");
-    let gone = || {
-        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-            s.rsplit(')')
-                .next()
-                .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-        })
-    };
     assert!(
-        wait_until(Duration::from_secs(5), gone),
+        wait_until(Duration::from_secs(5), || proc::gone(pid)),
         "workerd {pid} outlived the panic"
     );
-}
-
-/// Whether a process is gone (or a zombie waiting for its reaper).
-fn process_gone(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
-        s.rsplit(')')
-            .next()
-            .is_some_and(|rest| rest.trim_start().starts_with('Z'))
-    })
 }
 
 const NATIVE_APP: &str = r#"
@@ -221,7 +201,7 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
         pids.push(announced["pid"].as_u64().expect("a pid") as u32);
     }
     assert_eq!(pids.len(), 3, "redis-server and two instances announced");
-    assert!(pids.iter().all(|pid| !process_gone(*pid)));
+    assert!(pids.iter().all(|pid| !proc::gone(*pid)));
     signal_and_expect_gone(&mut harness, signal, &pids);
 }
 
@@ -232,10 +212,10 @@ fn signal_and_expect_gone(harness: &mut Harness, signal: Signal, pids: &[u32]) {
     assert!(
         wait_until(Duration::from_secs(5), || pids
             .iter()
-            .all(|pid| process_gone(*pid))),
+            .all(|pid| proc::gone(*pid))),
         "outlived the harness: {:?}",
         pids.iter()
-            .filter(|pid| !process_gone(**pid))
+            .filter(|pid| !proc::gone(**pid))
             .collect::<Vec<_>>()
     );
 }
@@ -271,7 +251,7 @@ fn a_panic_while_redis_runs_leaves_no_redis_server() {
     assert!(joined.is_err(), "the thread panicked");
     let pid = pid_rx.recv().expect("pid");
     assert!(
-        wait_until(Duration::from_secs(5), || process_gone(pid)),
+        wait_until(Duration::from_secs(5), || proc::gone(pid)),
         "redis-server {pid} outlived the panic"
     );
 }

@@ -57,7 +57,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use runtime::Subject;
 use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
-use runtime::limiter::{Limiter, Refusal};
+use runtime::limiter::{Limiter, Now, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 use runtime::{Application, ClientAddress};
 
@@ -526,6 +526,7 @@ fn signed_in(i: u32) -> Subject {
 /// One request through `checks` and `conclude`, every check counted in memory.
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
     let checks = limiter.checks(subject, path);
+    let now = Now::one_clock(now);
     let pending = limiter.asks(checks, now);
     limiter.conclude(pending, now).refusal
 }

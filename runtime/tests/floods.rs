@@ -11,7 +11,7 @@ use runtime::ClientAddress;
 use runtime::Subject;
 use runtime::config::Application;
 use runtime::counter::DEFAULT_MAX_KEYS;
-use runtime::limiter::{Limiter, Refusal};
+use runtime::limiter::{Limiter, Now, Refusal};
 use runtime::limits::Limit;
 
 /// An hour boundary, so windows of 10, 60 and 3600 s all start here.
@@ -56,6 +56,7 @@ fn address(i: u32) -> Subject {
 
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
     let checks = limiter.checks(subject, path);
+    let now = Now::one_clock(now);
     let pending = limiter.asks(checks, now);
     limiter.conclude(pending, now).refusal
 }
@@ -231,8 +232,8 @@ proptest! {
                     expected.push(policy.to_owned());
                 }
             }
-            let pending = limiter.asks(checks, now);
-            let refusal = limiter.conclude(pending, now).refusal;
+            let pending = limiter.asks(checks, Now::one_clock(now));
+            let refusal = limiter.conclude(pending, Now::one_clock(now)).refusal;
             let refused: Vec<String> = refusal.map(|r| r.policies.into_iter().map(|p| p.name).collect()).unwrap_or_default();
             prop_assert_eq!(refused, expected, "{} from client {} at {} ms", path, client, now - HOUR);
         }

@@ -29,10 +29,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use harness::judge::stats::{self, median};
 use harness::world::native::{NativeProcess, fixture_path};
+use harness::world::proc;
 use harness::world::redis::RedisServer;
 use runtime::Subject;
-use runtime::native::{AddressSource, NativeGate};
+use runtime::native::NativeGate;
 
 /// Concurrent connections (HTTP) or tasks (in process).
 const CONNECTIONS: usize = 8;
@@ -56,7 +58,10 @@ fn app(store: Option<&str>) -> String {
         ),
         None => String::new(),
     };
-    format!("{store}\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n")
+    format!(
+        "{store}\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\
+         client_address = \"cloudflare\"\n"
+    )
 }
 
 /// The `i`-th distinct address, in the benchmarking range 198.18.0.0/15
@@ -123,8 +128,8 @@ impl Run {
         self.checks() as f64 / self.elapsed.as_secs_f64()
     }
 
-    fn percentile_ms(&self, p: f64) -> f64 {
-        percentile_ms(self.latencies.iter().map(|(_, d)| *d).collect(), p)
+    fn percentile_ms(&self, percent: u32) -> f64 {
+        percentile_ms(self.latencies.iter().map(|(_, d)| *d).collect(), percent)
     }
 
     fn cpu_us(&self) -> f64 {
@@ -136,45 +141,24 @@ impl Run {
     }
 }
 
-fn percentile_ms(mut latencies: Vec<Duration>, p: f64) -> f64 {
+/// The `percent`-th percentile ([`stats::percentile`]) of `latencies`, in ms.
+fn percentile_ms(mut latencies: Vec<Duration>, percent: u32) -> f64 {
     latencies.sort();
-    let index = ((latencies.len() as f64 - 1.0) * p).round() as usize;
-    latencies
-        .get(index)
-        .copied()
+    stats::percentile(&latencies, percent)
         .unwrap_or_default()
         .as_secs_f64()
         * 1e3
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    match values.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => values[n / 2],
-        n => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
-}
-
 fn spread(values: &[f64]) -> String {
     let min = values.iter().copied().fold(f64::INFINITY, f64::min);
     let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    format!("**{:.3}** ({min:.3}-{max:.3})", median(values.to_vec()))
+    format!("**{:.3}** ({min:.3}-{max:.3})", median(values))
 }
 
-/// User + system CPU time of process `pid` so far, from `/proc/PID/stat`
-/// (in USER_HZ ticks, 100 per second on Linux).
+/// User + system CPU time of process `pid` so far (none when it is gone).
 fn cpu_of(pid: u32) -> Duration {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks: u64 = [11, 12]
-        .iter()
-        .filter_map(|&i| fields.get(i).and_then(|f| f.parse::<u64>().ok()))
-        .sum();
-    Duration::from_millis(ticks * 10)
+    proc::stat(pid).map(|s| s.cpu()).unwrap_or_default()
 }
 
 type Check = Pin<Box<dyn Future<Output = bool> + Send>>;
@@ -322,9 +306,15 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
                 .zip(off)
                 .map(|(r, o)| r.per_second() / o.per_second())
                 .collect();
-            let p =
-                |runs: &[Run], q: f64| median(runs.iter().map(|r| r.percentile_ms(q)).collect());
-            let (p50, p99) = (p(these, 0.5), p(these, 0.99));
+            let p = |runs: &[Run], percent: u32| {
+                median(
+                    &runs
+                        .iter()
+                        .map(|r| r.percentile_ms(percent))
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let (p50, p99) = (p(these, 50), p(these, 99));
             let passed: usize = these.iter().map(|r| r.passed).sum();
             let checks: usize = these.iter().map(Run::checks).sum();
             let evalsha: u64 = these.iter().map(|r| r.evalsha).sum();
@@ -336,11 +326,11 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
             println!(
                 "| {} | {name} | {:.0} | {} | {p50:.3} | {p99:.3} | {:+.3} / {:+.3} | {:.1} | {passed} of {checks} | {per_counted} | {per_refusal} |",
                 keys.name(),
-                median(these.iter().map(Run::per_second).collect()),
+                median(&these.iter().map(Run::per_second).collect::<Vec<_>>()),
                 spread(&ratios),
-                p50 - p(off, 0.5),
-                p99 - p(off, 0.99),
-                median(these.iter().map(Run::cpu_us).collect()),
+                p50 - p(off, 50),
+                p99 - p(off, 99),
+                median(&these.iter().map(Run::cpu_us).collect::<Vec<_>>()),
             );
         }
     }
@@ -438,8 +428,7 @@ impl Kind {
     async fn limiter(self, server: &RedisServer) -> Limiter {
         match self {
             Kind::Ours => Limiter::Ours(Arc::new(
-                NativeGate::from_toml(&app(Some(&server.url())), "api", AddressSource::Peer)
-                    .expect("gate"),
+                NativeGate::from_toml(&app(Some(&server.url())), "api").expect("gate"),
             )),
             #[cfg(feature = "limitador")]
             Kind::LimitadorExact => Limiter::Limitador(peer::exact(&server.url()).await),
@@ -573,12 +562,22 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
                 "| {} | {} | {:.0} | {} | {:.3} | {:.3} | {:.1} / {:.1} | {passed} of {checks} | {:.3} |",
                 keys.name(),
                 kind.name(),
-                median(these.iter().map(Run::per_second).collect()),
+                median(&these.iter().map(Run::per_second).collect::<Vec<_>>()),
                 spread(&ratios),
-                median(these.iter().map(|r| r.percentile_ms(0.5)).collect()),
-                median(these.iter().map(|r| r.percentile_ms(0.99)).collect()),
-                median(these.iter().map(Run::cpu_us).collect()),
-                median(these.iter().map(Run::redis_cpu_us).collect()),
+                median(
+                    &these
+                        .iter()
+                        .map(|r| r.percentile_ms(50))
+                        .collect::<Vec<_>>()
+                ),
+                median(
+                    &these
+                        .iter()
+                        .map(|r| r.percentile_ms(99))
+                        .collect::<Vec<_>>()
+                ),
+                median(&these.iter().map(Run::cpu_us).collect::<Vec<_>>()),
+                median(&these.iter().map(Run::redis_cpu_us).collect::<Vec<_>>()),
                 evalsha as f64 / checks as f64,
             );
         }
@@ -691,12 +690,12 @@ async fn hanging(requests: usize) {
         "| {} of {} | {:.3} | {} | {:.1}-{:.1} | {:.3} / {:.3} |",
         run.passed,
         run.checks(),
-        percentile_ms(after_first, 0.5),
+        percentile_ms(after_first, 50),
         waited.len(),
         waited.iter().copied().fold(f64::INFINITY, f64::min),
         waited.iter().copied().fold(0.0, f64::max),
-        percentile_ms(others.clone(), 0.99),
-        percentile_ms(others, 1.0),
+        percentile_ms(others.clone(), 99),
+        percentile_ms(others, 100),
     );
 }
 

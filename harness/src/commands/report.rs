@@ -1,16 +1,16 @@
-//! Running trials and telling people and CI how they went: one outcome per
-//! scenario, the summary table, the JUnit XML, and failure text that reads
-//! like a compiler error with the tail of each workerd's log.
+//! Telling people and CI how trials went: one outcome per scenario, the
+//! summary table, the JUnit XML, and failure text that reads like a compiler
+//! error with the tail of each workerd's log.
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::engine::{self, Environment, InstanceRecord, Observation};
-use crate::judge::checks::{self, Failure};
+use crate::engine::{InstanceRecord, Observation};
+use crate::judge::checks;
 use crate::judge::expectations::Verdict;
-use crate::language::scenario::Prepared;
-use crate::world::workerd::Stream;
+use crate::judge::stats::percentile;
+use crate::world::process::Stream;
 
 /// How many of each workerd's last lines a failure shows.
 pub const LOG_TAIL: usize = 15;
@@ -18,6 +18,7 @@ pub const LOG_TAIL: usize = 15;
 /// How one trial went.
 #[derive(Debug, Clone)]
 pub struct TrialOutcome {
+    /// The trial's name, `DIR/FILE::NAME`.
     pub name: String,
     /// Whether every expectation held.
     pub passed: bool,
@@ -25,35 +26,14 @@ pub struct TrialOutcome {
     pub verdict: Verdict,
     /// For a failure: the whole explanation.
     pub message: String,
+    /// How many requests it sent.
     pub requests: usize,
+    /// Its requests' median latency ([`percentile`]), none for no request.
     pub p50_ms: Option<u64>,
+    /// Its requests' 99th percentile latency: the edge job's drift compares it.
     pub p99_ms: Option<u64>,
+    /// How long it took: the next run starts the longest first.
     pub duration: Duration,
-}
-
-/// Runs one prepared scenario and judges it.
-pub fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
-    let (observation, aborted) = match engine::run(env, prepared) {
-        Ok(observation) => (observation, None),
-        Err(aborted) => {
-            let aborted = *aborted;
-            (aborted.observation, Some(aborted.error))
-        }
-    };
-    let mut failures: Vec<String> = Vec::new();
-    if let Some(error) = &aborted {
-        let place = prepared.scenario.place(prepared.scenario.scenario.span());
-        failures.push(format!(
-            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
-        ));
-    } else {
-        failures.extend(
-            checks::check(prepared, &observation)
-                .iter()
-                .map(Failure::to_string),
-        );
-    }
-    outcome(&prepared.trial_name, &observation, failures)
 }
 
 /// The outcome of a scenario or expectations file that could not be read;
@@ -71,7 +51,9 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
     }
 }
 
-fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
+/// The outcome of a trial that observed `observation` and failed as
+/// `failures` say (none: it passed), with the log tails of a failure.
+pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
     let ms = checks::latencies(observation);
     let mut message = failures.join("\n\n");
     if !failures.is_empty() && !observation.instances.is_empty() {
@@ -88,8 +70,8 @@ fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> Tria
         },
         message,
         requests: observation.requests.len(),
-        p50_ms: checks::percentile(&ms, 50),
-        p99_ms: checks::percentile(&ms, 99),
+        p50_ms: percentile(&ms, 50),
+        p99_ms: percentile(&ms, 99),
         duration: observation.duration,
     }
 }
@@ -132,31 +114,54 @@ pub const TABLE_WIDTH: u16 = 100;
 /// (or the terminal's width, if less), long scenario names wrapped, the
 /// same whether it goes to a terminal or a file.
 pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
+    summary_table_with(outcomes, &[], &[])
+}
+
+/// The summary table with more columns after `result`: `extra_header`
+/// names them, `extra[i]` fills them for `outcomes[i]` (`harness
+/// cloudflare` adds how each was checked there and what it let through).
+pub fn summary_table_with(
+    outcomes: &[TrialOutcome],
+    extra_header: &[&str],
+    extra: &[Vec<String>],
+) -> String {
     let mut table = comfy_table::Table::new();
     let width = table.width().map_or(TABLE_WIDTH, |w| w.min(TABLE_WIDTH));
+    let mut header = vec!["scenario", "result"];
+    header.extend_from_slice(extra_header);
+    header.extend(["requests", "p50 ms", "p99 ms", "time s"]);
     table
         .load_preset(comfy_table::presets::UTF8_BORDERS_ONLY)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_width(width)
-        .set_header([
-            "scenario", "result", "requests", "p50 ms", "p99 ms", "time s",
-        ]);
+        .set_header(header);
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
-    for o in outcomes {
-        table.add_row([
-            o.name.clone(),
-            o.verdict.label().to_owned(),
+    for (index, o) in outcomes.iter().enumerate() {
+        let mut row = vec![o.name.clone(), o.verdict.label().to_owned()];
+        let cells = extra.get(index).map(Vec::as_slice).unwrap_or_default();
+        row.extend((0..extra_header.len()).map(|c| cells.get(c).cloned().unwrap_or_default()));
+        row.extend([
             o.requests.to_string(),
             ms(o.p50_ms),
             ms(o.p99_ms),
             format!("{:.1}", o.duration.as_secs_f64()),
         ]);
+        table.add_row(row);
     }
     table.to_string()
 }
 
 /// Writes JUnit XML for CI: one test suite per named list of outcomes.
 pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::Result<()> {
+    write_junit_with(path, suites, |_| Vec::new())
+}
+
+/// [`write_junit`], with properties for each test case (name, value).
+pub fn write_junit_with(
+    path: &Path,
+    suites: &[(&str, &[TrialOutcome])],
+    properties: impl Fn(&TrialOutcome) -> Vec<(String, String)>,
+) -> std::io::Result<()> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new("harness");
     for (suite_name, outcomes) in suites {
@@ -185,6 +190,9 @@ pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::
             };
             let mut case = TestCase::new(o.name.clone(), status);
             case.set_time(o.duration);
+            for (name, value) in properties(o) {
+                case.add_property(quick_junit::Property::new(name, value));
+            }
             suite.add_test_case(case);
         }
         report.add_test_suite(suite);
@@ -199,13 +207,18 @@ pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::
 /// How many trials ended each way.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
+    /// Passed, and not listed.
     pub passed: usize,
+    /// Failed, and not listed.
     pub failed: usize,
+    /// Failed, as listed.
     pub expected_failures: usize,
+    /// Listed as failing, but passed.
     pub unexpected_passes: usize,
 }
 
 impl Counts {
+    /// The counts of `outcomes`.
     pub fn of(outcomes: &[TrialOutcome]) -> Counts {
         let mut counts = Counts::default();
         for o in outcomes {
@@ -235,7 +248,7 @@ mod tests {
             kind,
             isolate: 1,
             generation: 0,
-            lines: vec![crate::world::workerd::process::LogLine {
+            lines: vec![crate::world::process::LogLine {
                 at: Duration::from_millis(1500),
                 stream: Stream::Stderr,
                 text: "a line".into(),

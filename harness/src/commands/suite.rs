@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
-use crate::engine::Environment;
+use crate::engine::{self, Environment};
+use crate::judge::checks::{self, Failure};
 use crate::judge::expectations::Expectations;
 use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
 use crate::world::wasm;
@@ -28,11 +29,19 @@ pub const DEFAULT_JOBS: usize = 4;
 /// (a failed trial named after the file, never a silent skip).
 #[derive(Debug, Clone)]
 pub enum Trial {
+    /// A scenario, ready to run.
     Scenario(Prepared),
-    Malformed { name: String, error: String },
+    /// A file that could not be read: a failed trial.
+    Malformed {
+        /// `FILE::(file)`.
+        name: String,
+        /// Why, starting with `file:line:col`.
+        error: String,
+    },
 }
 
 impl Trial {
+    /// Its name, `DIR/FILE::NAME`: what filters match and reports show.
     pub fn name(&self) -> &str {
         match self {
             Trial::Scenario(p) => &p.trial_name,
@@ -49,7 +58,9 @@ impl Trial {
 /// The trials of one scenarios directory and its expected failures.
 #[derive(Debug, Clone)]
 pub struct Suite {
+    /// Every scenario of the directory's files, and each file that could not be read.
     pub trials: Vec<Trial>,
+    /// The expected failures that apply to them.
     pub expectations: Expectations,
 }
 
@@ -57,7 +68,7 @@ impl Suite {
     /// Runs one trial and judges it, expected failures included.
     pub fn run(&self, trial: &Trial, env: &Environment) -> TrialOutcome {
         let mut outcome = match trial {
-            Trial::Scenario(prepared) => report::run_trial(env, prepared),
+            Trial::Scenario(prepared) => run_trial(env, prepared),
             Trial::Malformed { name, error } => report::malformed(name, error),
         };
         outcome.verdict =
@@ -65,6 +76,31 @@ impl Suite {
                 .verdict(&outcome.name, &env.workerd.version, outcome.passed);
         outcome
     }
+}
+
+/// Runs one prepared scenario and judges it.
+fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
+    let (observation, aborted) = match engine::run(env, prepared) {
+        Ok(observation) => (observation, None),
+        Err(aborted) => {
+            let aborted = *aborted;
+            (aborted.observation, Some(aborted.error))
+        }
+    };
+    let mut failures: Vec<String> = Vec::new();
+    if let Some(error) = &aborted {
+        let place = prepared.scenario.place(prepared.scenario.scenario.span());
+        failures.push(format!(
+            "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
+        ));
+    } else {
+        failures.extend(
+            checks::check(prepared, &observation)
+                .iter()
+                .map(Failure::to_string),
+        );
+    }
+    report::outcome(&prepared.trial_name, &observation, failures)
 }
 
 /// What a run of a suite gave.
@@ -226,8 +262,10 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
 /// Why the environment could not be prepared.
 #[derive(Debug, thiserror::Error)]
 pub enum EnvironmentError {
+    /// No usable workerd.
     #[error(transparent)]
     Workerd(#[from] crate::world::workerd::find::FindError),
+    /// The deployable did not build.
     #[error(transparent)]
     Build(#[from] wasm::BuildError),
     /// The counting core could not be chosen or prepared.

@@ -69,14 +69,18 @@ pub enum WriteError {
     /// The file could not be read or written.
     #[error("{}: {source}", path.display())]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The failure.
         #[source]
         source: std::io::Error,
     },
     /// The file is there but could not be edited; it is left as it was.
     #[error("{}: {source}; it is left as it was", path.display())]
     Edit {
+        /// The file.
         path: PathBuf,
+        /// Why it could not be edited.
         #[source]
         source: EditError,
     },

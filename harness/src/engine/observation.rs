@@ -7,20 +7,24 @@ use std::time::Duration;
 
 use crate::language::probe::CallOutcome;
 use crate::language::scenario::RedisCalls;
-use crate::world::workerd::process::LogLine;
+use crate::world::process::LogLine;
 
 /// One request and its answer.
 #[derive(Debug, Clone)]
 pub struct RequestRecord {
     /// The step's index (0-based) and the request's number in it (1-based).
     pub step: usize,
+    /// The request's number in its step (1-based), as failures name it.
     pub number: usize,
+    /// The isolate (0-based) it was sent to.
     pub isolate: usize,
     /// The status, or why no response arrived.
     pub outcome: Result<u16, String>,
     /// Response headers, names in lower case.
     pub headers: BTreeMap<String, String>,
+    /// The response body (a JSON body's fields can be expected).
     pub body: String,
+    /// From sending to the whole body read.
     pub latency: Duration,
 }
 
@@ -29,9 +33,12 @@ pub struct RequestRecord {
 pub struct InstanceRecord {
     /// What ran: a workerd isolate or a native instance.
     pub kind: InstanceKind,
+    /// The isolate (0-based) it was.
     pub isolate: usize,
     /// 0 for the first process of an isolate, 1 after its first restart, and so on.
     pub generation: usize,
+    /// Everything it wrote, in order: fallback lines are read from it, and
+    /// no key may appear in it.
     pub lines: Vec<LogLine>,
     /// Whether it served at least one request.
     pub served: bool,
@@ -44,6 +51,9 @@ pub enum InstanceKind {
     Workerd,
     /// A `native-fixture` process running a native deployable.
     Native,
+    /// The tail of the Worker on Cloudflare (`harness cloudflare`): every
+    /// isolate's lines, which the tail does not tell apart.
+    CloudflareTail,
 }
 
 impl InstanceKind {
@@ -52,6 +62,7 @@ impl InstanceKind {
         match self {
             InstanceKind::Workerd => format!("isolate {index}"),
             InstanceKind::Native => format!("native instance {index}"),
+            InstanceKind::CloudflareTail => "the Worker on Cloudflare".to_owned(),
         }
     }
 
@@ -61,6 +72,7 @@ impl InstanceKind {
         let program = match self {
             InstanceKind::Workerd => "workerd",
             InstanceKind::Native => "native-fixture",
+            InstanceKind::CloudflareTail => "tail",
         };
         format!("{program} log of {}", self.name(index))
     }
@@ -69,7 +81,9 @@ impl InstanceKind {
 /// What a scenario run observed.
 #[derive(Debug, Clone, Default)]
 pub struct Observation {
+    /// Every request of every `send` step, in the order their answers were collected.
     pub requests: Vec<RequestRecord>,
+    /// Every process of every isolate, sorted by isolate then generation.
     pub instances: Vec<InstanceRecord>,
     /// Distinct keys that reached each emulated binding, over every process.
     pub binding_keys: BTreeMap<String, BTreeSet<String>>,
@@ -82,6 +96,7 @@ pub struct Observation {
     /// The script calls a native scenario's Redis ran during each `send`
     /// step (by index) whose expectations count them.
     pub redis_calls: BTreeMap<usize, RedisCalls>,
+    /// The whole run, processes' start and stop included.
     pub duration: Duration,
 }
 
@@ -90,6 +105,8 @@ pub struct Observation {
 pub struct CallRecord {
     /// The step's index (0-based).
     pub step: usize,
+    /// The isolate (0-based) whose binding was called.
     pub isolate: usize,
+    /// What the call gave.
     pub outcome: CallOutcome,
 }

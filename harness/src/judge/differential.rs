@@ -225,11 +225,16 @@ pub enum Agreement {
     Differ(Vec<Difference>),
     /// They differ, as listed.
     DifferAsListed {
+        /// The list's reason.
         reason: String,
+        /// What differed, shown though it passes.
         differences: Vec<Difference>,
     },
     /// Listed as differing, but they agree: the entry must go.
-    UnexpectedAgreement { reason: String },
+    UnexpectedAgreement {
+        /// The list's reason, to say which entry.
+        reason: String,
+    },
 }
 
 impl Agreement {

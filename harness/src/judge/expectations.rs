@@ -48,8 +48,11 @@ pub struct Expectations {
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{file}:{location}: {message}")]
 pub struct ListError {
+    /// The list file.
     pub file: PathBuf,
+    /// Where in it.
     pub location: Location,
+    /// What is wrong there.
     pub message: String,
 }
 
@@ -91,14 +94,18 @@ impl ListFile {
 /// How a trial ended once its expectation is taken into account.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
+    /// Every expectation held, and the trial is not listed.
     Passed,
+    /// An expectation did not hold, and the trial is not listed.
     Failed,
     /// Failed, as listed.
     ExpectedFailure {
+        /// The list's reason, shown with the verdict.
         reason: String,
     },
     /// Listed as failing, but passed: the entry must go.
     UnexpectedPass {
+        /// The list's reason, to say which entry.
         reason: String,
     },
 }
@@ -109,6 +116,7 @@ impl Verdict {
         matches!(self, Verdict::Passed | Verdict::ExpectedFailure { .. })
     }
 
+    /// Its word in progress lines and the summary table.
     pub fn label(&self) -> &'static str {
         match self {
             Verdict::Passed => "pass",

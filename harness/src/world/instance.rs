@@ -6,8 +6,8 @@
 use std::process::ExitStatus;
 
 use crate::world::native::NativeProcess;
+use crate::world::process::{LogLine, stderr_text};
 use crate::world::workerd::WorkerdProcess;
-use crate::world::workerd::process::{LogLine, stderr_text};
 
 /// One isolate's process.
 pub enum Instance {

@@ -16,7 +16,7 @@ use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
-use crate::world::workerd::process::die_with_harness;
+use crate::world::process::die_with_harness;
 
 /// How long a server may take to answer PING, or a cluster to become ok;
 /// and how long one command may take (a stopped server answers nothing).

@@ -16,22 +16,33 @@ pub const STEM: &str = "deployable";
 /// Why the deployable could not be built.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// A build tool (cargo, rustup) could not be run.
     #[error("could not run {what}: {source}")]
     Spawn {
+        /// The command.
         what: String,
+        /// Why.
         source: std::io::Error,
     },
+    /// A build tool ran and failed: its stderr says why (a compile error, most often).
     #[error("{what} failed ({status}):\n{stderr}")]
     Failed {
+        /// The command.
         what: String,
+        /// Its exit status.
         status: String,
+        /// What it said.
         stderr: String,
     },
+    /// wasm-bindgen could not glue the wasm module.
     #[error("wasm-bindgen failed: {0}")]
     Bindgen(String),
+    /// A build file could not be read or written.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
 }
@@ -40,7 +51,9 @@ pub enum BuildError {
 /// JavaScript snippets the glue imports (`#[wasm_bindgen(module = ...)]`).
 #[derive(Debug, Clone)]
 pub struct Deployable {
+    /// The JS module workerd loads: wasm-bindgen's glue.
     pub glue_js: PathBuf,
+    /// The wasm module the glue instantiates.
     pub wasm: PathBuf,
     /// Each snippet as (its module name beside the glue, e.g.
     /// `snippets/runtime-HASH/src/ask-bindings.js`, and its file).

@@ -2,6 +2,8 @@
 //! for the workerd processes a test started.
 #![allow(dead_code)] // Each test binary uses its own part of this module.
 
+use harness::world::proc;
+
 /// An API on Workers counting through Cloudflare's binding.
 pub const WORKERS_API: &str = r#"
 [connections.limits]
@@ -21,11 +23,10 @@ serves_api = true
 /// `VAR=mark`: the processes a test started, marked through their parent.
 pub fn marked_workerds(var: &str, mark: &str) -> Vec<u32> {
     let needle = format!("{var}={mark}");
-    live_processes(|pid, comm, _| {
-        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-        let serving = cmdline.split(|b| *b == 0).any(|arg| arg == b"serve");
-        comm == "workerd" && serving && environ.split(|b| *b == 0).any(|kv| kv == needle.as_bytes())
+    live_processes(|pid| {
+        proc::name(pid).is_some_and(|name| name == "workerd")
+            && proc::arguments(pid).iter().any(|arg| arg == "serve")
+            && proc::environment(pid).contains(&needle)
     })
 }
 
@@ -33,35 +34,23 @@ pub fn marked_workerds(var: &str, mark: &str) -> Vec<u32> {
 /// A redis-server rewrites its environment with its title, so the processes
 /// a harness started are found by their parent, not by a mark.
 pub fn children_named(parent: u32, name: &str) -> Vec<u32> {
-    live_processes(|_, comm, stat| {
-        let ppid = stat
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse::<u32>().ok());
-        comm == name && ppid == Some(parent)
+    live_processes(|pid| {
+        proc::stat(pid).is_some_and(|stat| stat.parent == parent)
+            && proc::name(pid).is_some_and(|n| n == name)
     })
 }
 
-/// The pids of live (not zombie) processes for which `wanted(pid, comm,
-/// stat)` holds, `stat` being /proc's stat line after the name.
-fn live_processes(wanted: impl Fn(u32, &str, &str) -> bool) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let rest = stat.rsplit(')').next().unwrap_or_default().trim_start();
-            !rest.starts_with('Z') && wanted(*pid, comm.trim(), rest)
-        })
+/// The pids of live (not zombie) processes for which `wanted(pid)` holds.
+fn live_processes(wanted: impl Fn(u32) -> bool) -> Vec<u32> {
+    proc::pids()
+        .into_iter()
+        .filter(|pid| !proc::gone(*pid) && wanted(*pid))
         .collect()
 }
 
 /// A native API counting in the Redis connection `cache`, with a route's own
-/// 20 per 10 s on `/api/search`. `store` is the connection's address line(s):
+/// 20 per 10 s on `/api/search`, its clients by `CF-Connecting-IP` (the
+/// tests send from 127.0.0.1). `store` is the connection's address line(s):
 /// `url = "redis://..."` or `nodes = [...]`.
 pub fn native_redis_app(store: &str) -> String {
     format!(
@@ -77,6 +66,7 @@ store = "cache"
 name = "api"
 target = "native"
 serves_api = true
+client_address = "cloudflare"
 
 [[routes]]
 path = "/api/search"

@@ -3,6 +3,11 @@
 //! process per instance, each reporting its port on stdout when it listens,
 //! its `tracing` JSON lines kept with timestamps, killed when dropped and
 //! never outliving the harness ([`die_with_harness`]).
+//!
+//! It uses the world's child-process plumbing (`process`), `cargo_build`
+//! (the fixture is built when stale), and Redis (`redis`, `scenario_redis`:
+//! where a scenario's store is, and `harness native`'s server); nothing of
+//! `workerd/`.
 
 mod fixture;
 pub mod launch;
@@ -18,7 +23,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::world::workerd::process::{Log, LogLine, Stream, die_with_harness};
+use crate::world::process::{Log, LogLine, Stream, die_with_harness, keep_lines, stderr_text};
 
 /// How long an instance may take to listen.
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -62,8 +67,9 @@ pub struct NativeProcess {
 }
 
 impl NativeProcess {
-    /// Starts `fixture APPLICATION DEPLOYABLE --behind-cloudflare` and waits
-    /// for its listen line. `epoch` is the run's start, for log timestamps.
+    /// Starts `fixture APPLICATION DEPLOYABLE` and waits for its listen line
+    /// (the description's `client_address` says where it takes addresses
+    /// from). `epoch` is the run's start, for log timestamps.
     pub async fn start(
         fixture: &Path,
         application: &Path,
@@ -85,7 +91,6 @@ impl NativeProcess {
         command
             .arg(application)
             .arg(deployable)
-            .arg("--behind-cloudflare")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -97,7 +102,7 @@ impl NativeProcess {
         })?;
         let log: Log = Arc::new(Mutex::new(Vec::new()));
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_lines(err, log.clone(), epoch));
+            tokio::spawn(keep_lines(err, Stream::Stderr, log.clone(), epoch));
         }
         let port = match child.stdout.take() {
             Some(out) => tokio::time::timeout(LISTEN_TIMEOUT, listen_port(out))
@@ -111,7 +116,9 @@ impl NativeProcess {
             None => {
                 let _ = child.kill().await;
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                Err(NativeError::NotListening { stderr: text(&log) })
+                Err(NativeError::NotListening {
+                    stderr: stderr_text(&log),
+                })
             }
         }
     }
@@ -133,7 +140,7 @@ impl NativeProcess {
 
     /// Everything it wrote on stderr so far, as one text.
     pub fn stderr(&self) -> String {
-        text(&self.log)
+        stderr_text(&self.log)
     }
 
     /// How it exited, if it has.
@@ -144,28 +151,6 @@ impl NativeProcess {
     /// Kills it and waits for it to go.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
-    }
-}
-
-fn text(log: &Log) -> String {
-    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
-    lines
-        .iter()
-        .map(|l| l.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-async fn keep_lines(stream: impl AsyncRead + Unpin, log: Log, epoch: Instant) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(text)) = lines.next_line().await {
-        if let Ok(mut log) = log.lock() {
-            log.push(LogLine {
-                at: epoch.elapsed(),
-                stream: Stream::Stderr,
-                text,
-            });
-        }
     }
 }
 

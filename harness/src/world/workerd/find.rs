@@ -11,39 +11,67 @@ pub const PLATFORM_PACKAGE: &str = "@cloudflare/workerd-linux-64";
 /// Why no usable workerd was found.
 #[derive(Debug, thiserror::Error)]
 pub enum FindError {
+    /// `WORKERD` names no executable: a typo would otherwise fall back silently.
     #[error("WORKERD={0} is not an executable file")]
     EnvNotExecutable(PathBuf),
+    /// `npm ci` of a pinned folder failed.
     #[error(
         "`npm ci` in {dir} failed ({status}); install Node.js and npm, or set WORKERD:\n{stderr}"
     )]
     NpmFailed {
+        /// The npm folder.
         dir: PathBuf,
+        /// npm's exit status.
         status: String,
+        /// What npm said.
         stderr: String,
     },
+    /// npm could not be run at all (not installed).
     #[error("could not run npm in {dir}: {source}; install Node.js and npm, or set WORKERD")]
     NpmMissing {
+        /// The npm folder.
         dir: PathBuf,
+        /// Why it could not run.
         source: std::io::Error,
     },
+    /// Another process installing the same folder could not be waited for.
     #[error("could not take the install lock {path}: {source}")]
     InstallLock {
+        /// The lock file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
+    /// The binary did not tell its version, so it cannot be checked against the pin.
     #[error("`{path} --version` failed: {detail}")]
-    Version { path: PathBuf, detail: String },
+    Version {
+        /// The binary.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// The pin (`package.json`) could not be read.
     #[error("could not read {path}: {detail}")]
-    Pin { path: PathBuf, detail: String },
+    Pin {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        detail: String,
+    },
+    /// A workerd other than the pin, outside an edge run: results would not be the pin's.
     #[error(
         "workerd {found} ({path}) is not the pinned {pinned}; pass --edge (or HARNESS_EDGE=1) for an edge run \
          against another version"
     )]
     NotThePin {
+        /// Its version.
         found: String,
+        /// The pinned version.
         pinned: String,
+        /// The binary.
         path: PathBuf,
     },
+    /// The newest release could not be asked of npm.
     #[error("`npm view {PLATFORM_PACKAGE} version` failed: {0}")]
     Newest(String),
 }
@@ -76,6 +104,7 @@ impl WorkerdChoice {
 /// A workerd binary and the version it reports.
 #[derive(Debug, Clone)]
 pub struct Workerd {
+    /// The binary every process of the run starts.
     pub path: PathBuf,
     /// What `workerd --version` prints after `workerd `, such as `2026-11-17`.
     pub version: String,

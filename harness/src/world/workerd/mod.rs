@@ -1,6 +1,10 @@
 //! Everything about workerd itself: finding it, writing its config, running
 //! it; the run's binding store and Cloudflare's simulator (the reference
 //! core), which run in workerd processes of their own.
+//!
+//! It uses the world's child-process plumbing (`process`), `paths`, the
+//! wasm build and the language's binding behaviours; nothing of `native/`
+//! or Redis.
 
 pub mod config;
 pub mod find;
@@ -10,5 +14,5 @@ pub mod store;
 
 pub use config::{EmulatedBinding, IsolateConfig};
 pub use find::{Workerd, WorkerdChoice, find_workerd};
-pub use process::{LogLine, Stream, WorkerdProcess};
+pub use process::WorkerdProcess;
 pub use store::SharedStore;

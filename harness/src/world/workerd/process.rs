@@ -2,6 +2,10 @@
 //! reports on `--control-fd`, its output kept with timestamps, and killed when
 //! dropped. `PR_SET_PDEATHSIG` kills it too if the harness dies some other
 //! way (a signal, an abort): no workerd outlives the harness.
+#![allow(
+    unsafe_code,
+    reason = "workerd reports its port on fd 3: the pipe is put there between fork and exec (pre_exec), which only unsafe code can"
+)]
 
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -9,44 +13,44 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
+
+use crate::world::process::{Log, LogLine, Stream, die_with_harness, keep_lines, stderr_text};
 
 /// How long workerd may take to listen before it counts as failed to start.
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Which of workerd's streams a line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    Stdout,
-    Stderr,
-}
-
-/// One line workerd wrote, with when (since the scenario started).
-#[derive(Debug, Clone)]
-pub struct LogLine {
-    pub at: Duration,
-    pub stream: Stream,
-    pub text: String,
-}
-
-/// The lines a process has written so far, shared with the tasks reading them.
-pub type Log = Arc<Mutex<Vec<LogLine>>>;
-
 /// Why workerd could not be started or stopped working.
 #[derive(Debug, thiserror::Error)]
 pub enum ProcessError {
+    /// The binary could not be started.
     #[error("could not start {path}: {source}")]
     Spawn {
+        /// The binary.
         path: PathBuf,
+        /// Why.
         source: std::io::Error,
     },
+    /// The pipe workerd reports its port on could not be made.
     #[error("could not make the control pipe: {0}")]
     Pipe(std::io::Error),
+    /// It exited before listening: usually a config it refused, which its stderr explains.
     #[error("workerd exited before listening ({status}); its stderr:\n{stderr}")]
-    ExitedBeforeListening { status: String, stderr: String },
+    ExitedBeforeListening {
+        /// Its exit status.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
+    /// It did not listen in time.
     #[error("workerd did not listen within {timeout:?}; its stderr:\n{stderr}")]
-    ListenTimeout { timeout: Duration, stderr: String },
+    ListenTimeout {
+        /// How long it was given.
+        timeout: Duration,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
 }
 
 /// A running workerd.
@@ -54,6 +58,7 @@ pub struct WorkerdProcess {
     child: Child,
     /// The port of its `http` socket.
     pub port: u16,
+    /// What it has written, kept for the scenario's record and failure reports.
     pub log: Log,
     /// How long it took from spawn to the listen event.
     pub start_to_listen: Duration,
@@ -177,51 +182,6 @@ impl WorkerdProcess {
     /// Kills it and waits for it to go.
     pub async fn stop(mut self) {
         let _ = self.child.kill().await;
-    }
-}
-
-/// Makes a child started by `command` die with the harness: killed when
-/// dropped, and `PR_SET_PDEATHSIG` (SIGKILL) if the harness dies some other
-/// way. It follows the spawning thread, so spawn from a thread that lives as
-/// long as the child (the harness's runtime threads do).
-pub fn die_with_harness(command: &mut Command) {
-    command.kill_on_drop(true);
-    // SAFETY: only async-signal-safe calls between fork and exec.
-    unsafe {
-        command.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // The harness may already be gone: then die now, not later.
-            if libc::getppid() == 1 {
-                return Err(std::io::Error::other("the harness exited"));
-            }
-            Ok(())
-        });
-    }
-}
-
-/// Everything on stderr so far, as one text.
-pub fn stderr_text(log: &Log) -> String {
-    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
-    lines
-        .iter()
-        .filter(|l| l.stream == Stream::Stderr)
-        .map(|l| l.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log, epoch: Instant) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(text)) = lines.next_line().await {
-        if let Ok(mut log) = log.lock() {
-            log.push(LogLine {
-                at: epoch.elapsed(),
-                stream: which,
-                text,
-            });
-        }
     }
 }
 

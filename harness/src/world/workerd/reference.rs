@@ -110,11 +110,18 @@ pub enum ReferenceError {
     #[error(
         "{path} is miniflare {found}, not the pinned {MINIFLARE_VERSION}; run `npm ci --ignore-scripts` there"
     )]
-    Version { path: PathBuf, found: String },
+    Version {
+        /// miniflare's `package.json`.
+        path: PathBuf,
+        /// The version found there.
+        found: String,
+    },
     /// One of the simulator's files could not be read.
     #[error("reading Cloudflare's simulator file {path}: {source}")]
     Read {
+        /// The file.
         path: PathBuf,
+        /// The failure.
         source: std::io::Error,
     },
 }

@@ -19,7 +19,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use super::config::write_store_config;
-use super::process::{Log, WorkerdProcess, stderr_text};
+use super::process::WorkerdProcess;
+use crate::world::process::{Log, stderr_text};
 
 /// Why the run's store is not there.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -35,7 +36,12 @@ pub enum SharedStoreError {
     Thread(String),
     /// Its workerd exited while the run went on.
     #[error("the binding store's workerd exited ({status}); its stderr:\n{stderr}")]
-    Exited { status: String, stderr: String },
+    Exited {
+        /// Its exit status.
+        status: String,
+        /// What it wrote on stderr.
+        stderr: String,
+    },
 }
 
 /// A handle on the run's binding store, cheap to clone; the process starts on
