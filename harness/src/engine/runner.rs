@@ -23,6 +23,7 @@ use crate::language::scenario::{
 use crate::world::instance::Instance;
 use crate::world::native::NativeError;
 use crate::world::native::launch::{LaunchError, NativeLaunch};
+use crate::world::process::LogUnfinished;
 use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
 use crate::world::wasm::Deployable;
 use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
@@ -148,6 +149,17 @@ pub enum EngineError {
         request: ControlRequest,
         /// What went wrong: the transport's error, or the answer's status and body.
         detail: String,
+    },
+    /// An isolate's output did not end after it was killed: its log may lack
+    /// its last lines, so the scenario cannot be judged on it.
+    #[error("isolate {isolate} (generation {generation}): {source}")]
+    LogUnfinished {
+        /// Which isolate (0-based).
+        isolate: usize,
+        /// Which of its processes (0 for the first, 1 after a restart, ...).
+        generation: usize,
+        /// What was read of it.
+        source: LogUnfinished,
     },
     /// The scenario's tokio runtime could not be built.
     #[error("could not build the scenario's runtime: {0}")]
@@ -347,11 +359,14 @@ impl<'a> Runner<'a> {
     }
 
     async fn execute(mut self) -> Result<Observation, Box<Aborted>> {
-        let result = self.steps().await;
+        let mut result = self.steps().await;
         // Keep what every process wrote, even when the run failed.
         let live: Vec<Isolate> = std::mem::take(&mut self.isolates);
         for (index, isolate) in live.into_iter().enumerate() {
-            self.retire(index, isolate).await;
+            let retired = self.retire(index, isolate).await;
+            if result.is_ok() {
+                result = retired;
+            }
         }
         match std::mem::replace(&mut self.shared_count, SharedCount::None) {
             SharedCount::None => {}
@@ -359,7 +374,8 @@ impl<'a> Runner<'a> {
                 // Best effort: a store that is gone has nothing left to drop.
                 let _ = self.forget_scope(port).await;
             }
-            SharedCount::Reference(store) => store.stop().await,
+            // Nothing judges the reference core's log.
+            SharedCount::Reference(store) => drop(store.stop().await),
             SharedCount::Redis(redis) => redis.stop().await,
         }
         self.observation
@@ -815,7 +831,7 @@ impl<'a> Runner<'a> {
         let old = self.isolates.remove(index);
         let config = old.config.clone();
         let generation = old.generation + 1;
-        self.retire(index, old).await;
+        self.retire(index, old).await?;
         let process = self.start_instance(index, &config).await?;
         self.isolates.insert(
             index,
@@ -846,8 +862,10 @@ impl<'a> Runner<'a> {
         Ok(value.as_object().cloned().unwrap_or_default())
     }
 
-    /// Reads what reached its bindings and what it wrote, then stops it.
-    async fn retire(&mut self, index: usize, mut isolate: Isolate) {
+    /// Reads what reached its bindings, stops it, and keeps every line it
+    /// wrote: its log is read to the end after the kill (every line counts
+    /// for the fallback and no-key checks), or the run fails saying it was not.
+    async fn retire(&mut self, index: usize, mut isolate: Isolate) -> Result<(), EngineError> {
         if isolate.process.exited().is_none()
             && isolate.process.has_bindings()
             && let Ok(stats) = self.binding_stats(&isolate.process.url()).await
@@ -864,14 +882,17 @@ impl<'a> Runner<'a> {
                     .extend(keys);
             }
         }
-        // Give the output readers a moment to take the last lines.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let lines = isolate.process.lines();
         let kind = match &isolate.process {
             Instance::Workerd(_) => InstanceKind::Workerd,
             Instance::Native(_) => InstanceKind::Native,
         };
-        isolate.process.stop().await;
+        let (lines, unfinished) = match isolate.process.stop().await {
+            Ok(lines) => (lines, None),
+            Err(mut unfinished) => {
+                let lines = std::mem::take(&mut unfinished.lines);
+                (lines, Some(unfinished))
+            }
+        };
         self.observation.instances.push(InstanceRecord {
             kind,
             isolate: index,
@@ -879,6 +900,14 @@ impl<'a> Runner<'a> {
             lines,
             served: isolate.served,
         });
+        match unfinished {
+            None => Ok(()),
+            Some(source) => Err(EngineError::LogUnfinished {
+                isolate: index,
+                generation: isolate.generation,
+                source,
+            }),
+        }
     }
 }
 
