@@ -116,6 +116,102 @@ fn a_sequence_that_does_not_add_up_points_at_it() {
     );
 }
 
+/// A scenario whose steps are `steps`, each a TOML step body.
+fn with_steps(steps: &[&str]) -> String {
+    let mut text = "[[scenario]]\nname = \"a\"\napplication_inline = ''\n".to_owned();
+    for step in steps {
+        text.push_str("[[scenario.steps]]\n");
+        text.push_str(step);
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn counts_that_overflow_are_a_located_error_not_a_panic_or_a_wrapped_sum() {
+    // 2^64 - 1 + 2 wraps to 1 in a usize: two requests would have "added up".
+    let error = malformed(&with_steps(&[
+        "send = { requests = 1 }\nexpect = { statuses = \"18446744073709551615 x 200 then 2 x 200\" }",
+    ]));
+    assert_eq!(
+        error,
+        "scenarios/bad.toml:6:23: the sequence counts 18446744073709551617 responses but the step sends 1 requests"
+    );
+    let error = malformed(&with_steps(&[
+        "send = { requests = 1 }\nexpect = { statuses = \"18446744073709551616 x 200\" }",
+    ]));
+    assert!(error.starts_with("scenarios/bad.toml:6:23: "), "{error}");
+    assert!(error.contains("is not a count"), "{error}");
+    let error = malformed(&with_steps(&[
+        "send = { requests = 2 }\nexpect = { counts = { 200 = 9223372036854775807, 429 = 9223372036854775807 } }",
+    ]));
+    assert_eq!(
+        error,
+        "scenarios/bad.toml:6:21: the counts add up to 18446744073709551614 responses but the step sends 2 requests"
+    );
+}
+
+#[test]
+fn requests_concurrency_and_isolates_have_stated_bounds() {
+    use harness::language::scenario::{MAX_CONCURRENCY, MAX_ISOLATES, MAX_REQUESTS};
+    // Refused at once, before anything is allocated for them (~200 GB here).
+    let error = malformed(&with_steps(&["send = { requests = 100000000000 }"]));
+    assert_eq!(
+        error,
+        format!(
+            "scenarios/bad.toml:4:1: `requests` is 100000000000: a step has 1 to {MAX_REQUESTS}"
+        )
+    );
+    let error = malformed(&with_steps(&[&format!(
+        "send = {{ requests = 1, concurrency = {} }}",
+        MAX_CONCURRENCY + 1
+    )]));
+    assert!(
+        error.starts_with("scenarios/bad.toml:4:1: `concurrency` is 257: a step has 1 to 256"),
+        "{error}"
+    );
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\nisolates = {}\n",
+        MAX_ISOLATES + 1
+    ));
+    assert!(
+        error.starts_with("scenarios/bad.toml:1:1: `isolates` is 17: a scenario runs 1 to 16"),
+        "{error}"
+    );
+
+    // At the bound, a step loads (its sequence expands to one status per request) ...
+    let at_bound = format!(
+        "send = {{ requests = {MAX_REQUESTS}, concurrency = {MAX_CONCURRENCY} }}\nexpect = {{ statuses = \"{} x 200 then 429\", counts = {{ 200 = {}, 429 = 1 }} }}",
+        MAX_REQUESTS - 1,
+        MAX_REQUESTS - 1
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(&path, with_steps(&[&at_bound])).expect("write");
+    load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    // ... one more is refused, and so is a scenario whose steps together pass it,
+    // at the step that does.
+    let error = malformed(&with_steps(&[&format!(
+        "send = {{ requests = {} }}",
+        MAX_REQUESTS + 1
+    )]));
+    assert!(
+        error.starts_with("scenarios/bad.toml:4:1: `requests` is 100001"),
+        "{error}"
+    );
+    let error = malformed(&with_steps(&[
+        &format!("send = {{ requests = {MAX_REQUESTS} }}"),
+        "sleep_ms = 1",
+        "send = { requests = 1 }",
+    ]));
+    assert_eq!(
+        error,
+        format!(
+            "scenarios/bad.toml:8:1: this step brings the scenario to 100001 requests, above the {MAX_REQUESTS} a scenario may send"
+        )
+    );
+}
+
 #[test]
 fn a_step_doing_two_things_is_refused() {
     let error = malformed(

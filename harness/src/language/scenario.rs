@@ -24,6 +24,20 @@ pub const SLOW_TAG: &str = "slow";
 /// The key in `bindings` that stands for every planned binding.
 pub const ALL_BINDINGS: &str = "*";
 
+/// The most requests a scenario may send, all its `send` steps together
+/// (and so any one of them, and any count a step's expectations state). A
+/// scenario's record keeps every answer, status, headers and body, until it
+/// is judged: this bounds that to some 100 MB, and the distinct addresses
+/// (`10.x.y.z`, 2^24 of them) never repeat. The largest scenario here sends 601.
+pub const MAX_REQUESTS: usize = 100_000;
+
+/// The most requests a `send` may have in flight at once: each holds a
+/// socket (and a file descriptor) of its own. The scenarios here use at most 6.
+pub const MAX_CONCURRENCY: usize = 256;
+
+/// The most isolates a scenario may run: each is a process of its own.
+pub const MAX_ISOLATES: usize = 16;
+
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.
 pub const EXPECTATIONS_FILE: &str = "expectations.toml";
@@ -662,17 +676,30 @@ pub fn parse_statuses(text: &str) -> Result<Vec<Run>, String> {
 
 /// Expands runs to one status per request, checking they add up to `requests`.
 pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String> {
-    let fixed: usize = runs.iter().filter_map(|r| r.count).sum();
+    let fixed = sum_of(runs.iter().filter_map(|r| r.count));
     let rest = runs.iter().any(|r| r.count.is_none());
-    if fixed > requests || (!rest && fixed != requests) {
+    let adds_up = if rest {
+        fixed <= requests as u128
+    } else {
+        fixed == requests as u128
+    };
+    if !adds_up {
         return Err(format!(
             "the sequence counts {fixed} responses but the step sends {requests} requests"
         ));
     }
+    // At most `requests` now, so neither the cast nor the subtraction can wrap.
+    let left = requests - fixed as usize;
     Ok(runs
         .iter()
-        .flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(requests - fixed)))
+        .flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(left)))
         .collect())
+}
+
+/// The sum of counts a file states, which no number of them overflows
+/// (each is at most `u64::MAX`).
+fn sum_of(counts: impl Iterator<Item = usize>) -> u128 {
+    counts.map(|n| n as u128).sum()
 }
 
 /// A scenario ready to run: defaults applied, references resolved, checked for sense.
@@ -821,8 +848,14 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
 /// The checks that need no application: each step does one thing, sequences parse and add up.
 fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
     let s = source.scenario.get_ref();
-    if s.isolates == 0 {
-        return Err(source.error(source.scenario.span(), "`isolates` must be at least 1"));
+    if !(1..=MAX_ISOLATES).contains(&s.isolates) {
+        return Err(source.error(
+            source.scenario.span(),
+            format!(
+                "`isolates` is {}: a scenario runs 1 to {MAX_ISOLATES} (each is a process)",
+                s.isolates
+            ),
+        ));
     }
     if let Some(codes) = &s.expect_diagnostics {
         if !s.steps.is_empty() {
@@ -839,6 +872,7 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
     if let Some(store) = &s.store {
         check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
     }
+    let mut requests = 0;
     for step in &s.steps {
         let action = step
             .get_ref()
@@ -846,6 +880,18 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             .map_err(|m| source.error(step.span(), m))?;
         check_action(s, action)
             .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
+        if let Action::Send { send, .. } = action {
+            // Each is at most MAX_REQUESTS (check_send), so the sum never overflows.
+            requests += send.requests;
+            if requests > MAX_REQUESTS {
+                return Err(source.error(
+                    step.span(),
+                    format!(
+                        "this step brings the scenario to {requests} requests, above the {MAX_REQUESTS} a scenario may send"
+                    ),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -1022,11 +1068,16 @@ fn check_send(
             "send from `address` or from `distinct_addresses`, not both".to_owned(),
         ));
     }
-    if send.requests == 0 || send.concurrency == 0 {
-        return Err((
-            None,
-            "`requests` and `concurrency` must be at least 1".to_owned(),
-        ));
+    for (field, value, most) in [
+        ("requests", send.requests, MAX_REQUESTS),
+        ("concurrency", send.concurrency, MAX_CONCURRENCY),
+    ] {
+        if !(1..=most).contains(&value) {
+            return Err((
+                None,
+                format!("`{field}` is {value}: a step has 1 to {most}"),
+            ));
+        }
     }
     let Some(expect) = expect.map(Spanned::get_ref) else {
         return Ok(());
@@ -1044,6 +1095,18 @@ fn check_send(
                     format!("`{status}` is not an HTTP status"),
                 ));
             }
+        }
+        // Every request gives one status, so counts that add up to anything
+        // else could never hold.
+        let total = sum_of(counts.get_ref().values().copied());
+        if total != send.requests as u128 {
+            return Err((
+                Some(counts.span()),
+                format!(
+                    "the counts add up to {total} responses but the step sends {} requests",
+                    send.requests
+                ),
+            ));
         }
     }
     Ok(())
