@@ -91,7 +91,10 @@ fn a_failing_run_leaves_no_workerd() {
 /// Signals the harness while its scenario sleeps with every workerd up, and
 /// checks that none of them outlives it.
 fn signal_mid_run_leaves_no_workerd(mark: &str, signal: Signal) {
-    let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
+    // Signalled during the sleep: the send after it (what the scenario judges) never comes.
+    let dir = scenario_dir(
+        "[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = { requests = 1 }\n",
+    );
     let mut harness = Harness(harness_run(dir.path(), mark));
     assert!(
         wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
@@ -288,7 +291,7 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
     std::fs::write(
         dir.path().join("native.toml"),
         format!(
-            "[[scenario]]\nname = \"native lifetime\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n"
+            "[[scenario]]\nname = \"native lifetime\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
         ),
     )
     .expect("write scenario");

@@ -1,8 +1,11 @@
 //! The scenario format itself: its checked-in JSON Schema is current and
 //! agrees with the parser, and malformed files fail with `file:line:col`.
 
+mod common;
+
 use std::path::Path;
 
+use common::WORKERS_API;
 use harness::commands::suite::{self, Trial};
 use harness::language::scenario::{self, load_file};
 use harness::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
@@ -210,6 +213,43 @@ fn requests_concurrency_and_isolates_have_stated_bounds() {
             "scenarios/bad.toml:8:1: this step brings the scenario to 100001 requests, above the {MAX_REQUESTS} a scenario may send"
         )
     );
+}
+
+#[test]
+fn a_scenario_that_judges_nothing_is_refused_at_its_place() {
+    for steps in [
+        "",
+        "[[scenario.steps]]\nsleep_ms = 1\n[[scenario.steps]]\nset_bindings = { \"*\" = \"healthy\" }\n",
+        "[scenario.expect]\nbinding_keys = { \"*\" = [] }\n",
+    ] {
+        let error = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n{steps}"
+        ));
+        assert!(
+            error.starts_with("scenarios/bad.toml:1:1: this scenario judges nothing: "),
+            "{steps}: {error}"
+        );
+    }
+}
+
+#[test]
+fn binding_keys_name_the_plans_bindings_and_a_star_only_says_none() {
+    let keys = |keys: &str| {
+        malformed(&format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n[scenario.expect]\nbinding_keys = {{ {keys} }}\n"
+        ))
+    };
+    let error = keys("LIMITS_120_PER_60 = []");
+    assert!(error.starts_with("scenarios/bad.toml:19:16: "), "{error}");
+    assert!(
+        error.contains(
+            "`LIMITS_120_PER_60` is not one of the deployable's bindings: [LIMITS_120_PER_60S, LIMITS_600_PER_60S]"
+        ),
+        "{error}"
+    );
+    let error = keys("\"*\" = [\"caller:c\"]");
+    assert!(error.starts_with("scenarios/bad.toml:19:16: "), "{error}");
+    assert!(error.contains("write `\"*\" = []`"), "{error}");
 }
 
 #[test]

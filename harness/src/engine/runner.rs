@@ -866,20 +866,14 @@ impl<'a> Runner<'a> {
     /// wrote: its log is read to the end after the kill (every line counts
     /// for the fallback and no-key checks), or the run fails saying it was not.
     async fn retire(&mut self, index: usize, mut isolate: Isolate) -> Result<(), EngineError> {
-        if isolate.process.exited().is_none()
-            && isolate.process.has_bindings()
-            && let Ok(stats) = self.binding_stats(&isolate.process.url()).await
-        {
-            for (binding, stat) in stats {
-                let keys = stat["keys"]
-                    .as_object()
-                    .map(|k| k.keys().cloned().collect::<Vec<_>>())
-                    .unwrap_or_default();
-                self.observation
-                    .binding_keys
-                    .entry(binding)
-                    .or_default()
-                    .extend(keys);
+        // What reached the bindings is judged (`binding_keys`): a live
+        // process whose stats cannot be read fails the run. One that exited
+        // has been reported as a crash.
+        let mut stats_read = Ok(());
+        if isolate.process.exited().is_none() && isolate.process.has_bindings() {
+            match self.binding_stats(&isolate.process.url()).await {
+                Ok(stats) => self.record_binding_keys(stats),
+                Err(e) => stats_read = Err(e),
             }
         }
         let kind = match &isolate.process {
@@ -900,6 +894,7 @@ impl<'a> Runner<'a> {
             lines,
             served: isolate.served,
         });
+        stats_read?;
         match unfinished {
             None => Ok(()),
             Some(source) => Err(EngineError::LogUnfinished {
@@ -907,6 +902,21 @@ impl<'a> Runner<'a> {
                 generation: isolate.generation,
                 source,
             }),
+        }
+    }
+
+    /// Adds the keys in one process's binding stats to the record.
+    fn record_binding_keys(&mut self, stats: serde_json::Map<String, serde_json::Value>) {
+        for (binding, stat) in stats {
+            let keys = stat["keys"]
+                .as_object()
+                .map(|k| k.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default();
+            self.observation
+                .binding_keys
+                .entry(binding)
+                .or_default()
+                .extend(keys);
         }
     }
 }

@@ -557,7 +557,8 @@ pub struct FinalExpectations {
     /// fallback line not listed here is a failure; with no list, none may appear.
     #[serde(default)]
     pub fallback: Vec<FallbackExpectation>,
-    /// The keys that reached each binding, by binding name (exactly these, in any order).
+    /// The keys that reached each binding, by binding name (exactly these,
+    /// in any order); `"*" = []` says that no other binding saw a key.
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Vec<String>>>")]
     pub binding_keys: Option<Spanned<BTreeMap<String, Vec<String>>>>,
@@ -834,6 +835,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             .unwrap_or_else(|| "edge".to_owned());
         check_sense(&source)?;
         check_deployable_sense(&source, &application_toml, &deployable)?;
+        check_judges_something(&source)?;
         prepared.push(Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
@@ -982,13 +984,15 @@ fn check_deployable_sense(
     if native && let Some(bindings) = &s.bindings {
         return Err(source.error(bindings.span(), format!("`bindings` {no_bindings}")));
     }
-    if native
-        && let Some(keys) = s
-            .expect
-            .as_ref()
-            .and_then(|e| e.get_ref().binding_keys.as_ref())
+    if let Some(keys) = s
+        .expect
+        .as_ref()
+        .and_then(|e| e.get_ref().binding_keys.as_ref())
     {
-        return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+        if native {
+            return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+        }
+        check_binding_keys(keys.get_ref(), &app, d).map_err(|m| source.error(keys.span(), m))?;
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
@@ -1011,6 +1015,55 @@ fn check_deployable_sense(
         }
     }
     Ok(())
+}
+
+/// `binding_keys` names the plan's bindings (a typo would expect nothing of
+/// a binding that does not exist), and `*` only says that the others saw no key.
+fn check_binding_keys(
+    keys: &BTreeMap<String, Vec<String>>,
+    app: &runtime::config::Application,
+    deployable: &runtime::config::Deployable,
+) -> Result<(), String> {
+    let plan = runtime::plan::BindingPlan::for_deployable(app, deployable);
+    let known: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
+    for (name, wanted) in keys {
+        if name == ALL_BINDINGS {
+            if !wanted.is_empty() {
+                return Err(
+                    "`\"*\"` stands for every binding not named, and says only that they saw no key: write `\"*\" = []`".to_owned(),
+                );
+            }
+        } else if !known.contains(&name.as_str()) {
+            return Err(format!(
+                "`{name}` is not one of the deployable's bindings: [{}]",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A scenario must judge something, or it would pass having checked
+/// nothing: its diagnostics, a raw `limit()` call's outcome, or traffic,
+/// whose every answer is judged (answered, no 5xx unless allowed) and whose
+/// processes' logs are (the fallback lines, no key in any line), whatever
+/// else the steps expect.
+fn check_judges_something(source: &ScenarioSource) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    let judged = s.expect_diagnostics.is_some()
+        || s.steps.iter().any(|step| {
+            matches!(
+                step.get_ref().action(),
+                Ok(Action::Send { .. } | Action::Limit(_))
+            )
+        });
+    if judged {
+        return Ok(());
+    }
+    Err(source.error(
+        source.scenario.span(),
+        "this scenario judges nothing: give it a `send` step (its answers and the logs are judged), a `limit` step or `expect_diagnostics`",
+    ))
 }
 
 /// `store`: what a Redis can be from the start.
