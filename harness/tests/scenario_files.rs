@@ -121,7 +121,12 @@ fn a_sequence_that_does_not_add_up_points_at_it() {
 
 /// A scenario whose steps are `steps`, each a TOML step body.
 fn with_steps(steps: &[&str]) -> String {
-    let mut text = "[[scenario]]\nname = \"a\"\napplication_inline = ''\n".to_owned();
+    scenario_with("", steps)
+}
+
+/// A scenario with these `fields` (TOML lines) and `steps`.
+fn scenario_with(fields: &str, steps: &[&str]) -> String {
+    let mut text = format!("[[scenario]]\nname = \"a\"\napplication_inline = ''\n{fields}");
     for step in steps {
         text.push_str("[[scenario.steps]]\n");
         text.push_str(step);
@@ -250,6 +255,88 @@ fn binding_keys_name_the_plans_bindings_and_a_star_only_says_none() {
     let error = keys("\"*\" = [\"caller:c\"]");
     assert!(error.starts_with("scenarios/bad.toml:19:16: "), "{error}");
     assert!(error.contains("write `\"*\" = []`"), "{error}");
+}
+
+#[test]
+fn a_deadline_step_is_refused_where_its_waits_could_not_be_told_apart() {
+    let warm = "send = { requests = 2, path = \"/health\" }";
+    let deadline = |send: &str, deadline: &str| {
+        format!("send = {{ {send} }}\nexpect = {{ deadline = {{ {deadline} }} }}")
+    };
+    let two_isolates = |steps: &[&str]| malformed(&scenario_with("isolates = 2\n", steps));
+    for (error, says, place) in [
+        (
+            malformed(&with_steps(&[&deadline(
+                "requests = 4, concurrency = 2",
+                "ms = 500, waiting = 1",
+            )])),
+            "the waiting requests would be isolate 0's first",
+            "scenarios/bad.toml:6:23: ",
+        ),
+        (
+            two_isolates(&[
+                warm,
+                &deadline("requests = 4, concurrency = 2", "ms = 500, waiting = 1"),
+            ]),
+            "name the step's `isolate`",
+            "scenarios/bad.toml:9:23: ",
+        ),
+        (
+            two_isolates(&[
+                warm,
+                "restart_isolate = 1",
+                &deadline(
+                    "requests = 4, concurrency = 2, isolate = 1",
+                    "ms = 500, waiting = 1",
+                ),
+            ]),
+            "would be isolate 1's first",
+            "scenarios/bad.toml:11:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 3, concurrency = 3", "ms = 500, waiting = 3"),
+            ])),
+            "`waiting` is 3 of 3 requests",
+            "scenarios/bad.toml:8:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 4, concurrency = 2", "ms = 500, waiting = 3"),
+            ])),
+            "raise `concurrency`",
+            "scenarios/bad.toml:8:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 4", "ms = 0, waiting = 1"),
+            ])),
+            "a deadline of 0 ms: write 1 to 60000",
+            "scenarios/bad.toml:8:23: ",
+        ),
+    ] {
+        assert!(error.contains(says), "{says}: {error}");
+        assert!(error.starts_with(place), "{error}");
+    }
+    // A warmed isolate named by the step, after another isolate's restart: fine.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    let text = scenario_with(
+        "isolates = 2\n",
+        &[
+            warm,
+            "restart_isolate = 0",
+            &deadline(
+                "requests = 4, concurrency = 2, isolate = 1",
+                "ms = 500, waiting = 2",
+            ),
+        ],
+    );
+    std::fs::write(&path, text).expect("write");
+    load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
 }
 
 #[test]

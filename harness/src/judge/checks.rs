@@ -11,7 +11,7 @@ use toml::Spanned;
 use crate::engine::{InstanceRecord, Observation, RequestRecord};
 use crate::judge::stats::percentile;
 use crate::language::scenario::{
-    ALL_BINDINGS, Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource,
+    ALL_BINDINGS, Action, Deadline, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource,
     SendExpectations, SendRequests, expand_statuses, parse_statuses,
 };
 
@@ -235,6 +235,7 @@ fn send_expectations(
         headers,
         body,
         latency,
+        deadline,
         redis_calls,
     } = expectations;
     if *no_5xx_wanted {
@@ -257,6 +258,9 @@ fn send_expectations(
     }
     if let Some(latency) = latency {
         latency_bounds(view, latency, out);
+    }
+    if let Some(deadline) = deadline {
+        deadline_waits(view, deadline, out);
     }
     if let Some(redis_calls) = redis_calls {
         redis_round_trips(view, redis_calls, out);
@@ -502,6 +506,92 @@ fn latency_bounds(view: &SendStep<'_>, latency: &Spanned<Latency>, out: &mut Fai
             );
         }
     }
+}
+
+/// How much shorter than its deadline a wait may look: the latencies are
+/// whole milliseconds, and the server's timers and clock are coarse too.
+pub const DEADLINE_GRAIN_MS: u64 = 5;
+
+/// What a request that waited for a deadline of `deadline_ms` may take, at
+/// most, in a step whose requests that did not wait took `baseline_ms` (their
+/// median): the deadline, the same overhead as theirs, and half the deadline
+/// of slack for what a waiting request pays beyond them (the requests that
+/// waited together resume together).
+///
+/// Why relative: on a loaded 2-core machine every request of a step pays
+/// for the load alike (hundreds of ms at worst), so a fixed bound either
+/// fails a correct deadline there or passes a doubled one on an idle
+/// machine. A waiting request takes its deadline plus an overhead like the
+/// others': a correct deadline passes unless that overhead exceeds the
+/// baseline by more than half the deadline, and one twice as long fails
+/// unless its overhead is more than half the deadline *below* the baseline.
+pub fn longest_wait_ms(deadline_ms: u64, baseline_ms: u64) -> u64 {
+    deadline_ms
+        .saturating_add(baseline_ms)
+        .saturating_add(deadline_ms / 2)
+}
+
+/// `deadline`: the first `waiting` requests each waited for the deadline
+/// (at least it, and at most [`longest_wait_ms`]), and the rest did not
+/// (each under the deadline).
+fn deadline_waits(view: &SendStep<'_>, deadline: &Spanned<Deadline>, out: &mut Failures<'_>) {
+    let Deadline { ms, waiting } = *deadline.get_ref();
+    let (waited, rest): (Vec<&RequestRecord>, Vec<&RequestRecord>) =
+        view.records.iter().partition(|r| r.number <= waiting);
+    let mut rest_ms: Vec<u64> = rest.iter().map(|r| millis(r.latency)).collect();
+    rest_ms.sort_unstable();
+    // No request that did not wait: `answered` has reported the lost ones.
+    let Some(baseline) = percentile(&rest_ms, 50) else {
+        return;
+    };
+    let shortest = ms.saturating_sub(DEADLINE_GRAIN_MS);
+    let longest = longest_wait_ms(ms, baseline);
+    let context = |number: usize| {
+        format!(
+            "{}; the {} requests that did not wait took {} (median {baseline} ms)",
+            view.context(number),
+            rest_ms.len(),
+            latency_summary(&rest_ms)
+        )
+    };
+    for r in waited {
+        let took = millis(r.latency);
+        if took < shortest {
+            out.fail(
+                deadline.span(),
+                context(r.number),
+                &format!("waited for the {ms} ms deadline"),
+                format!("at least {shortest} ms: a wait is never shorter than its deadline"),
+                format!("{took} ms"),
+            );
+        } else if took > longest {
+            out.fail(
+                deadline.span(),
+                context(r.number),
+                &format!("waited no longer than the {ms} ms deadline"),
+                format!(
+                    "at most {longest} ms: the deadline, the median of the requests that did not wait ({baseline} ms) and half the deadline"
+                ),
+                format!("{took} ms"),
+            );
+        }
+    }
+    for r in rest {
+        let took = millis(r.latency);
+        if took >= shortest {
+            out.fail(
+                deadline.span(),
+                context(r.number),
+                &format!("did not wait for the {ms} ms deadline (only the first {waiting} do)"),
+                format!("under {shortest} ms"),
+                format!("{took} ms"),
+            );
+        }
+    }
+}
+
+fn millis(latency: std::time::Duration) -> u64 {
+    u64::try_from(latency.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// `[[expect.fallback]]`: each process that served traffic logged exactly
@@ -866,6 +956,106 @@ mod tests {
                 "no key in any log line"
             ]
         );
+    }
+
+    /// One step of `requests` to one isolate whose first `waiting` wait for
+    /// a deadline of `ms`, and the step's record with these latencies.
+    fn deadline_step(ms: u64, waiting: usize, latencies: &[u64]) -> (Prepared, Observation) {
+        let p = prepared(&format!(
+            "{HEAD}[[scenario.steps]]\nsend = {{ requests = 1, path = \"/health\" }}\n\
+             [[scenario.steps]]\nsend = {{ requests = {}, concurrency = {waiting} }}\n\
+             expect = {{ deadline = {{ ms = {ms}, waiting = {waiting} }} }}\n",
+            latencies.len()
+        ));
+        let mut requests = vec![request(0, 1, 200)];
+        for (i, &latency) in latencies.iter().enumerate() {
+            let mut r = request(1, i + 1, 200);
+            r.latency = Duration::from_millis(latency);
+            requests.push(r);
+        }
+        let observation = Observation {
+            requests,
+            instances: vec![instance(&[])],
+            ..Observation::default()
+        };
+        (p, observation)
+    }
+
+    fn failed(p: &Prepared, observation: &Observation) -> Vec<String> {
+        check(p, observation).into_iter().map(|f| f.what).collect()
+    }
+
+    /// A step recorded under `stress-ng --cpu 2` on the 2-core machine
+    /// (hanging binding, warmed isolate, three waiting together): the
+    /// waits took 65 ms more than the deadline, the others a median of 2 ms.
+    const RECORDED: [u64; 23] = [
+        565, 565, 565, 10, 10, 10, 0, 0, 0, 0, 3, 3, 3, 0, 23, 23, 23, 2, 2, 2, 0, 0, 0,
+    ];
+
+    /// The same step as if the deadline were `ms` instead of 500: the waits
+    /// take the difference more, the rest the same.
+    fn with_deadline(ms: u64, recorded: &[u64]) -> Vec<u64> {
+        let mut latencies = recorded.to_vec();
+        for wait in &mut latencies[..3] {
+            *wait = *wait - 500 + ms;
+        }
+        latencies
+    }
+
+    #[test]
+    fn a_deadline_is_judged_against_the_steps_requests_that_did_not_wait() {
+        let (p, observation) = deadline_step(500, 3, &RECORDED);
+        assert_eq!(failed(&p, &observation), Vec::<String>::new());
+        // A deadline regressed to 1 s, 2.9 s: each wait overruns 500 + 2 + 250 ms.
+        for ms in [1000, 2900] {
+            let (p, observation) = deadline_step(500, 3, &with_deadline(ms, &RECORDED));
+            let failures = check(&p, &observation);
+            assert_eq!(failures.len(), 3, "{ms}: {failures:#?}");
+            assert_eq!(
+                failures[0].what,
+                "waited no longer than the 500 ms deadline"
+            );
+            assert_eq!(
+                failures[0].expected,
+                "at most 752 ms: the deadline, the median of the requests that did not wait (2 ms) and half the deadline"
+            );
+            assert_eq!(failures[0].place.to_string(), "s.toml:8:23");
+        }
+        // A claim of 1 s against the waits of a 500 ms deadline: too short.
+        let (p, observation) = deadline_step(1000, 3, &RECORDED);
+        assert_eq!(
+            failed(&p, &observation),
+            ["waited for the 1000 ms deadline"; 3]
+        );
+    }
+
+    #[test]
+    fn load_that_slows_every_request_of_the_step_moves_the_bound_with_it() {
+        // Every request 400 ms slower, as on a machine far more loaded than
+        // the recorded one: a 500 ms deadline still passes, a 1 s one fails.
+        let loaded: Vec<u64> = RECORDED.iter().map(|ms| ms + 400).collect();
+        let (p, observation) = deadline_step(500, 3, &loaded);
+        assert_eq!(failed(&p, &observation), Vec::<String>::new());
+        let (p, observation) = deadline_step(500, 3, &with_deadline(1000, &loaded));
+        assert_eq!(
+            failed(&p, &observation),
+            ["waited no longer than the 500 ms deadline"; 3]
+        );
+        // A request past the first three that waited too (no cool-off) fails.
+        let mut no_cool_off = RECORDED.to_vec();
+        no_cool_off[3] = 560;
+        let (p, observation) = deadline_step(500, 3, &no_cool_off);
+        assert_eq!(
+            failed(&p, &observation),
+            ["did not wait for the 500 ms deadline (only the first 3 do)"]
+        );
+    }
+
+    #[test]
+    fn the_longest_wait_is_the_deadline_the_baseline_and_half_the_deadline() {
+        assert_eq!(longest_wait_ms(500, 0), 750);
+        assert_eq!(longest_wait_ms(500, 40), 790);
+        assert_eq!(longest_wait_ms(60_000, u64::MAX), u64::MAX);
     }
 
     #[test]

@@ -507,6 +507,12 @@ pub struct SendExpectations {
     #[serde(default)]
     #[schemars(with = "Option<Latency>")]
     pub latency: Option<Spanned<Latency>>,
+    /// The step's first `waiting` requests wait for a deadline of `ms`, the
+    /// rest do not; each wait is judged against what the rest took, so load
+    /// cannot hide a longer deadline.
+    #[serde(default)]
+    #[schemars(with = "Option<Deadline>")]
+    pub deadline: Option<Spanned<Deadline>>,
     /// Round trips the native scenario's Redis served during this step,
     /// from its `INFO commandstats` read before and after (summed over a
     /// cluster's nodes).
@@ -548,6 +554,22 @@ pub struct Latency {
     #[serde(default)]
     pub p99_ms: Option<u64>,
 }
+
+/// A deadline the first requests of a step wait for (in one isolate).
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Deadline {
+    /// The deadline in ms, as the spec states it (500 for a binding).
+    #[schemars(range(min = 1, max = 60000))]
+    pub ms: u64,
+    /// How many of the step's first requests wait for it: sent together
+    /// (at most `concurrency`), before the deadline ends the first wait.
+    #[schemars(range(min = 1))]
+    pub waiting: usize,
+}
+
+/// The longest deadline a step may state: a minute.
+pub const MAX_DEADLINE_MS: u64 = 60_000;
 
 /// What must hold once the steps are done.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -875,6 +897,7 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
         check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
     }
     let mut requests = 0;
+    let mut served = vec![false; s.isolates];
     for step in &s.steps {
         let action = step
             .get_ref()
@@ -882,6 +905,8 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             .map_err(|m| source.error(step.span(), m))?;
         check_action(s, action)
             .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
+        check_deadline_isolate(s, action, &mut served)
+            .map_err(|(span, m)| source.error(span, m))?;
         if let Action::Send { send, .. } = action {
             // Each is at most MAX_REQUESTS (check_send), so the sum never overflows.
             requests += send.requests;
@@ -894,6 +919,57 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
                 ));
             }
         }
+    }
+    Ok(())
+}
+
+/// A `deadline` step sends to one isolate, which has served a request
+/// before: which requests wait is told by their order, which only one
+/// isolate keeps, and an isolate's first request also pays for its start
+/// (hundreds of ms under load), which is no deadline's. `served` follows
+/// which isolates have served a request, step by step.
+fn check_deadline_isolate(
+    s: &Scenario,
+    action: Action<'_>,
+    served: &mut [bool],
+) -> Result<(), (Range<usize>, String)> {
+    match action {
+        Action::RestartIsolate(isolate) => {
+            if let Some(served) = served.get_mut(isolate) {
+                *served = false;
+            }
+        }
+        Action::Send { send, expect } => {
+            let deadline = expect.and_then(|e| e.get_ref().deadline.as_ref());
+            if let Some(deadline) = deadline {
+                let isolate = match send.isolate {
+                    Some(isolate) => isolate,
+                    None if s.isolates == 1 => 0,
+                    None => return Err((
+                        deadline.span(),
+                        "which requests wait is told by their order, which only one isolate keeps: name the step's `isolate`".to_owned(),
+                    )),
+                };
+                if !served.get(isolate).copied().unwrap_or(true) {
+                    return Err((
+                        deadline.span(),
+                        format!(
+                            "the waiting requests would be isolate {isolate}'s first, which also pay for its start: send it a request first (such as `path = \"/health\"`)"
+                        ),
+                    ));
+                }
+            }
+            let reached = match send.isolate {
+                Some(isolate) => isolate..isolate + 1,
+                None => 0..send.requests.min(s.isolates),
+            };
+            for isolate in reached {
+                if let Some(served) = served.get_mut(isolate) {
+                    *served = true;
+                }
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -1135,6 +1211,9 @@ fn check_send(
     let Some(expect) = expect.map(Spanned::get_ref) else {
         return Ok(());
     };
+    if let Some(deadline) = &expect.deadline {
+        check_deadline(send, *deadline.get_ref()).map_err(|m| (Some(deadline.span()), m))?;
+    }
     if let Some(statuses) = &expect.statuses {
         parse_statuses(statuses.get_ref())
             .and_then(|runs| expand_statuses(&runs, send.requests))
@@ -1161,6 +1240,30 @@ fn check_send(
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// `deadline`: a deadline a request can wait for, waiting requests sent
+/// together, and requests that do not wait to judge them against.
+fn check_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String> {
+    let Deadline { ms, waiting } = deadline;
+    if !(1..=MAX_DEADLINE_MS).contains(&ms) {
+        return Err(format!(
+            "a deadline of {ms} ms: write 1 to {MAX_DEADLINE_MS}"
+        ));
+    }
+    if waiting == 0 || waiting >= send.requests {
+        return Err(format!(
+            "`waiting` is {waiting} of {} requests: at least one waits, and at least one does not (the waits are judged against what those take)",
+            send.requests
+        ));
+    }
+    if waiting > send.concurrency {
+        return Err(format!(
+            "{waiting} requests wait together, but the step sends {} at a time: raise `concurrency`",
+            send.concurrency
+        ));
     }
     Ok(())
 }
