@@ -296,9 +296,9 @@ fn a_deadline_step_is_refused_where_its_waits_could_not_be_told_apart() {
         (
             malformed(&with_steps(&[
                 warm,
-                &deadline("requests = 3, concurrency = 3", "ms = 500, waiting = 3"),
+                &deadline("requests = 3, concurrency = 4", "ms = 500, waiting = 4"),
             ])),
-            "`waiting` is 3 of 3 requests",
+            "`waiting` is 4 of 3 requests",
             "scenarios/bad.toml:8:23: ",
         ),
         (

@@ -7,14 +7,17 @@ mod native_steps;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
+use toml::Spanned;
 
 use super::clock::{self, ScenarioClock};
 use super::limit_call::{control_body, read_outcome};
+use super::load_probe::probe_while_waiting;
 use super::observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{
@@ -440,8 +443,12 @@ impl<'a> Runner<'a> {
     async fn act(&mut self, index: usize, action: Action<'_>) -> Result<(), EngineError> {
         match action {
             Action::Send { send, expect } => {
-                let count_calls = expect.is_some_and(|e| e.get_ref().redis_calls.is_some());
-                self.send_counting_redis_calls(index, send, count_calls)
+                let expect = expect.map(Spanned::get_ref);
+                let count_calls = expect.is_some_and(|e| e.redis_calls.is_some());
+                let waiting = expect
+                    .and_then(|e| e.deadline.as_ref())
+                    .map_or(0, |d| d.get_ref().waiting);
+                self.send_counting_redis_calls(index, send, count_calls, waiting)
                     .await
             }
             Action::SetBindings(changes) => self.set_bindings(changes).await,
@@ -722,9 +729,22 @@ impl<'a> Runner<'a> {
     }
 
     /// `send`: fires the requests (round-robin over the isolates unless one is
-    /// named), `concurrency` at a time, and records every answer.
-    async fn send(&mut self, step: usize, send: &SendRequests) {
+    /// named), `concurrency` at a time, and records every answer. While the
+    /// first `waiting` wait (for a `deadline`), their isolate is probed.
+    async fn send(&mut self, step: usize, send: &SendRequests, waiting: usize) {
         let semaphore = Arc::new(Semaphore::new(send.concurrency));
+        let waiting_left = Arc::new(AtomicUsize::new(waiting));
+        let probing = self
+            .isolates
+            .get(send.isolate.unwrap_or(0))
+            .filter(|_| waiting > 0)
+            .map(|isolate| {
+                tokio::spawn(probe_while_waiting(
+                    self.client.clone(),
+                    isolate.process.url(),
+                    waiting_left.clone(),
+                ))
+            });
         let mut tasks = Vec::with_capacity(send.requests);
         for number in 1..=send.requests {
             let isolate = send.isolate.unwrap_or((number - 1) % self.isolates.len());
@@ -754,10 +774,14 @@ impl<'a> Runner<'a> {
             let Ok(permit) = semaphore.clone().acquire_owned().await else {
                 break;
             };
+            let left = waiting_left.clone();
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
                 let record = answer(request.send().await).await;
                 let latency = started.elapsed();
+                if number <= waiting {
+                    left.fetch_sub(1, Ordering::SeqCst);
+                }
                 drop(permit);
                 (number, isolate, record, latency)
             }));
@@ -776,6 +800,13 @@ impl<'a> Runner<'a> {
                     body,
                     latency,
                 });
+            }
+        }
+        if let Some(probing) = probing {
+            // Every request is answered: the probes stop even if one was never sent.
+            waiting_left.store(0, Ordering::SeqCst);
+            if let Ok(probes) = probing.await {
+                self.observation.load_probes.insert(step, probes);
             }
         }
     }

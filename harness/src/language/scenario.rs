@@ -508,8 +508,8 @@ pub struct SendExpectations {
     #[schemars(with = "Option<Latency>")]
     pub latency: Option<Spanned<Latency>>,
     /// The step's first `waiting` requests wait for a deadline of `ms`, the
-    /// rest do not; each wait is judged against what the rest took, so load
-    /// cannot hide a longer deadline.
+    /// rest do not; each wait is judged against requests that cannot wait,
+    /// sent to the same process meanwhile, so load cannot hide a longer deadline.
     #[serde(default)]
     #[schemars(with = "Option<Deadline>")]
     pub deadline: Option<Spanned<Deadline>>,
@@ -1244,8 +1244,7 @@ fn check_send(
     Ok(())
 }
 
-/// `deadline`: a deadline a request can wait for, waiting requests sent
-/// together, and requests that do not wait to judge them against.
+/// `deadline`: a deadline a request can wait for, and waiting requests sent together.
 fn check_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String> {
     let Deadline { ms, waiting } = deadline;
     if !(1..=MAX_DEADLINE_MS).contains(&ms) {
@@ -1253,9 +1252,9 @@ fn check_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String>
             "a deadline of {ms} ms: write 1 to {MAX_DEADLINE_MS}"
         ));
     }
-    if waiting == 0 || waiting >= send.requests {
+    if waiting == 0 || waiting > send.requests {
         return Err(format!(
-            "`waiting` is {waiting} of {} requests: at least one waits, and at least one does not (the waits are judged against what those take)",
+            "`waiting` is {waiting} of {} requests: at least one, at most all of them",
             send.requests
         ));
     }
