@@ -164,7 +164,7 @@ struct SendStep<'a> {
     /// The script calls Redis ran during the step, when its expectations count them.
     redis_calls: Option<RedisCalls>,
     /// The load probes sent while its first requests waited (for a `deadline`).
-    load_probes: Vec<LoadProbe>,
+    load_probes: &'a [LoadProbe],
 }
 
 impl SendStep<'_> {
@@ -215,8 +215,7 @@ fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures
             load_probes: observation
                 .load_probes
                 .get(&index)
-                .cloned()
-                .unwrap_or_default(),
+                .map_or(&[], Vec::as_slice),
         };
         answered(&view, out);
         match expect {
@@ -543,7 +542,7 @@ pub fn longest_wait_ms(deadline_ms: u64, baseline_ms: u64) -> u64 {
 /// take (`deadline_ms` and half of it). Probes due later only exist when the
 /// waits overran, and must not excuse it.
 pub fn probe_baseline_ms(deadline_ms: u64, probes: &[LoadProbe]) -> Option<u64> {
-    let window = std::time::Duration::from_millis(deadline_ms + deadline_ms / 2);
+    let window = std::time::Duration::from_millis(longest_wait_ms(deadline_ms, 0));
     probes
         .iter()
         .filter(|p| p.due <= window)
@@ -556,7 +555,7 @@ pub fn probe_baseline_ms(deadline_ms: u64, probes: &[LoadProbe]) -> Option<u64> 
 /// [`probe_baseline_ms`]), and the rest did not (each under the deadline).
 fn deadline_waits(view: &SendStep<'_>, deadline: &Spanned<Deadline>, out: &mut Failures<'_>) {
     let Deadline { ms, waiting } = *deadline.get_ref();
-    let probes = &view.load_probes;
+    let probes = view.load_probes;
     let shortest = ms.saturating_sub(DEADLINE_GRAIN_MS);
     let baseline = probe_baseline_ms(ms, probes);
     let context = |number: usize| match baseline {

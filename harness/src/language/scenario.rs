@@ -38,6 +38,9 @@ pub const MAX_CONCURRENCY: usize = 256;
 /// The most isolates a scenario may run: each is a process of its own.
 pub const MAX_ISOLATES: usize = 16;
 
+/// The longest deadline a step may state: a minute.
+pub const MAX_DEADLINE_MS: u64 = 60_000;
+
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.
 pub const EXPECTATIONS_FILE: &str = "expectations.toml";
@@ -91,7 +94,7 @@ pub struct Scenario {
     pub deployable: Option<String>,
     /// How many isolates (separate workerd processes) run the deployable. Traffic goes round-robin unless a step names one.
     #[serde(default = "one")]
-    #[schemars(range(min = 1, max = 16))]
+    #[schemars(range(min = 1, max = MAX_ISOLATES))]
     pub isolates: usize,
     /// Each binding's behaviour at the start, by binding name or `*` for all; the rest are healthy.
     #[serde(default)]
@@ -560,16 +563,13 @@ pub struct Latency {
 #[serde(deny_unknown_fields)]
 pub struct Deadline {
     /// The deadline in ms, as the spec states it (500 for a binding).
-    #[schemars(range(min = 1, max = 60000))]
+    #[schemars(range(min = 1, max = MAX_DEADLINE_MS))]
     pub ms: u64,
     /// How many of the step's first requests wait for it: sent together
     /// (at most `concurrency`), before the deadline ends the first wait.
     #[schemars(range(min = 1))]
     pub waiting: usize,
 }
-
-/// The longest deadline a step may state: a minute.
-pub const MAX_DEADLINE_MS: u64 = 60_000;
 
 /// What must hold once the steps are done.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
