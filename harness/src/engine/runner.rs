@@ -21,13 +21,14 @@ use super::load_probe::probe_while_waiting;
 use super::observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{
-    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
+    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom, behaviour_of,
 };
 use crate::world::instance::Instance;
 use crate::world::native::NativeError;
 use crate::world::native::launch::{LaunchError, NativeLaunch};
 use crate::world::process::LogUnfinished;
 use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
+use crate::world::text::error_chain;
 use crate::world::wasm::Deployable;
 use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
 use crate::world::workerd::process::ProcessError;
@@ -264,17 +265,16 @@ pub fn emulated_bindings(
             });
         }
     }
-    let behaviour_in = |map: &BTreeMap<String, Behaviour>, name: &str| {
-        map.get(name).or_else(|| map.get(ALL_BINDINGS)).cloned()
-    };
     Ok(plan
         .bindings
         .iter()
         .map(|b| {
-            let start = behaviour_in(&initial, &b.name).unwrap_or(Behaviour::Healthy);
+            let start = behaviour_of(&initial, &b.name)
+                .cloned()
+                .unwrap_or(Behaviour::Healthy);
             let changed_later = changes
                 .iter()
-                .any(|c| behaviour_in(c, &b.name).is_some_and(|x| x != Behaviour::Missing));
+                .any(|c| behaviour_of(c, &b.name).is_some_and(|x| *x != Behaviour::Missing));
             EmulatedBinding {
                 name: b.name.clone(),
                 namespace_id: b.namespace_id,
@@ -966,7 +966,7 @@ pub fn shares_count(prepared: &Prepared, isolates: usize) -> bool {
 }
 
 /// A response's status, headers (names in lower case) and body, or why none came.
-async fn answer(
+pub(super) async fn answer(
     result: Result<reqwest::Response, reqwest::Error>,
 ) -> (Result<u16, String>, BTreeMap<String, String>, String) {
     match result {
@@ -984,19 +984,8 @@ async fn answer(
     }
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
 /// The wall clock, in ms since the Unix epoch.
-fn wall_ms() -> u64 {
+pub(super) fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

@@ -1,13 +1,15 @@
 //! The world a scenario runs in: workerd (found, configured, started), the
 //! binding stores that keep an emulated binding's count (the harness's own
 //! and Cloudflare's simulator, the reference core), `native-fixture`
-//! instances, real `redis-server`s, the wasm build of the deployable, and
-//! where the repository keeps its files. Processes and files: the I/O.
+//! instances, real `redis-server`s, the wasm build of the deployable, where
+//! the repository keeps its files, and Cloudflare itself (its API and a
+//! Worker's tail). Processes, files and networks: the I/O.
 //!
 //! It may use [`crate::language`] and nothing above; what a scenario asks of
 //! the world comes down as plain values (bindings, behaviours, addresses).
 
 pub mod cargo_build;
+pub mod cloudflare;
 pub mod instance;
 pub mod native;
 pub mod paths;
@@ -15,5 +17,6 @@ pub mod proc;
 pub mod process;
 pub mod redis;
 pub mod scenario_redis;
+pub mod text;
 pub mod wasm;
 pub mod workerd;
