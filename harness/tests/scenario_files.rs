@@ -488,6 +488,34 @@ fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
 }
 
 #[test]
+fn a_peer_is_a_loopback_address_of_a_native_instance_and_a_chain_has_one_address_an_entry() {
+    let native = "application_inline = \'\'\'\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
+    let step = |send: &str| {
+        format!("[[scenario]]\nname = \"a\"\n{native}[[scenario.steps]]\nsend = {send}\n")
+    };
+    let error = malformed(&step("{ requests = 1, peer = \"10.0.0.1\" }"));
+    assert!(error.starts_with("scenarios/bad.toml:11:31: "), "{error}");
+    assert!(error.contains("loopback address, 127.x.y.z"), "{error}");
+    let error = malformed(&step("{ requests = 1, peer = \"127.0.0.300\" }"));
+    assert!(error.starts_with("scenarios/bad.toml:11:31: "), "{error}");
+    let error = malformed(&step(
+        "{ requests = 1, forwarded_for = [\"203.0.113.7, 10.0.0.1\"] }",
+    ));
+    assert!(error.contains("holds a comma"), "{error}");
+    let error = malformed(&step(
+        "{ requests = 1, forwarded_for = [\"203.0.113.7\"], headers = { \"x-forwarded-for\" = \"1.2.3.4\" } }",
+    ));
+    assert!(error.contains("not both"), "{error}");
+    // A Worker's peer is Cloudflare's edge: `peer` is for native instances.
+    let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nsend = {{ requests = 1, peer = \"127.0.0.2\" }}\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:9:"), "{error}");
+    assert!(error.contains("Workers deployable"), "{error}");
+}
+
+#[test]
 fn on_cloudflare_only_where_cloudflare_can_run_it() {
     // Every way a marked scenario asks what the edge cannot do, at its place.
     for (body, place, said) in [

@@ -28,6 +28,8 @@ pub mod limits;
 pub mod names;
 #[cfg(feature = "native")]
 pub mod native;
+#[cfg(any(target_arch = "wasm32", test))]
+mod parked;
 pub mod plan;
 pub mod store;
 pub mod subject;
@@ -36,7 +38,7 @@ mod wire;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
 
-pub use address::ClientAddress;
+pub use address::{AddressSource, ClientAddress};
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use limiter::Limiter;
 pub use limits::Limit;

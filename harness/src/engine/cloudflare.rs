@@ -118,6 +118,12 @@ async fn send_requests(
         for (name, value) in &send.headers {
             request = request.header(name, value);
         }
+        if !send.forwarded_for.is_empty() {
+            // Sent as written; Cloudflare appends to it, and the Worker reads
+            // CF-Connecting-IP only.
+            let chain = send.forwarded_for.join(", ");
+            request = request.header(runtime::address::FORWARDED_FOR_HEADER, chain);
+        }
         let refused = refused.clone();
         tasks.push(tokio::spawn(async move {
             let started = Instant::now();

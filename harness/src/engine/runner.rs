@@ -6,6 +6,7 @@
 mod native_steps;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -223,12 +224,18 @@ pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Ab
         .enable_all()
         .build()
         .map_err(|e| aborted(EngineError::Runtime(e)))?;
-    let client = reqwest::Client::builder()
+    let client = http_client(None).map_err(|e| aborted(EngineError::HttpClient(e)))?;
+    runtime.block_on(Runner::new(env, prepared, client).execute())
+}
+
+/// The scenario's HTTP client, connecting from `peer` (a loopback address)
+/// when given, else from wherever the system picks.
+fn http_client(peer: Option<Ipv4Addr>) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(64)
+        .local_address(peer.map(IpAddr::V4))
         .build()
-        .map_err(|e| aborted(EngineError::HttpClient(e)))?;
-    runtime.block_on(Runner::new(env, prepared, client).execute())
 }
 
 /// The bindings a scenario's deployable needs, with their starting behaviour.
@@ -304,6 +311,8 @@ struct Runner<'a> {
     isolates: Vec<Isolate>,
     /// One HTTP client for the traffic and the control requests.
     client: reqwest::Client,
+    /// A client per loopback address a `send` connects from (its `peer`).
+    peer_clients: BTreeMap<Ipv4Addr, reqwest::Client>,
     /// The bindings in the config: those a step can change.
     configured: Vec<String>,
     /// Where the scenario's isolates keep the count they share.
@@ -349,6 +358,7 @@ impl<'a> Runner<'a> {
             observation: Observation::default(),
             isolates: Vec::new(),
             client,
+            peer_clients: BTreeMap::new(),
             configured: Vec::new(),
             shared_count: SharedCount::None,
             native: None,
@@ -728,10 +738,45 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// The client connecting from `peer`, made the first time it is asked for.
+    fn client_from(&mut self, peer: Option<Ipv4Addr>) -> Result<reqwest::Client, EngineError> {
+        let Some(peer) = peer else {
+            return Ok(self.client.clone());
+        };
+        if let Some(client) = self.peer_clients.get(&peer) {
+            return Ok(client.clone());
+        }
+        let client = http_client(Some(peer)).map_err(EngineError::HttpClient)?;
+        self.peer_clients.insert(peer, client.clone());
+        Ok(client)
+    }
+
     /// `send`: fires the requests (round-robin over the isolates unless one is
-    /// named), `concurrency` at a time, and records every answer. While the
-    /// first `waiting` wait (for a `deadline`), their isolate is probed.
-    async fn send(&mut self, step: usize, send: &SendRequests, waiting: usize) {
+    /// named), from its `peer`, `concurrency` at a time, and records every
+    /// answer. While the first `waiting` wait (for a `deadline`), their
+    /// isolate is probed.
+    async fn send(
+        &mut self,
+        step: usize,
+        send: &SendRequests,
+        waiting: usize,
+    ) -> Result<(), EngineError> {
+        let peer = send.peer_address().map_err(|_| EngineError::InvalidStep {
+            step: step + 1,
+            message: "`peer` is not a loopback address",
+        })?;
+        let client = self.client_from(peer)?;
+        if let Some(peer) = peer {
+            self.observation.sent_subjects.insert(peer.to_string());
+        }
+        // The chain's addresses are keys the instance may count: none may be logged.
+        let chain = send.forwarded_for.join(", ");
+        self.observation.sent_subjects.extend(
+            send.forwarded_for
+                .iter()
+                .filter(|entry| entry.trim().parse::<IpAddr>().is_ok())
+                .map(|entry| entry.trim().to_owned()),
+        );
         let semaphore = Arc::new(Semaphore::new(send.concurrency));
         let waiting_left = Arc::new(AtomicUsize::new(waiting));
         let probing = self
@@ -752,9 +797,10 @@ impl<'a> Runner<'a> {
                 continue;
             };
             target.served = true;
-            let mut request = self
-                .client
-                .get(format!("{}{}", target.process.url(), send.path));
+            let mut request = client.get(format!("{}{}", target.process.url(), send.path));
+            if !chain.is_empty() {
+                request = request.header(runtime::address::FORWARDED_FOR_HEADER, &chain);
+            }
             if let Some(caller) = &send.caller {
                 request = request.header(CALLER_HEADER, caller);
                 self.observation.sent_subjects.insert(caller.clone());
@@ -809,6 +855,7 @@ impl<'a> Runner<'a> {
                 self.observation.load_probes.insert(step, probes);
             }
         }
+        Ok(())
     }
 
     fn fresh_address(&mut self) -> String {

@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::Ipv4Addr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -477,6 +478,16 @@ pub struct SendRequests {
     /// From a new address for every request (not with `address`).
     #[serde(default)]
     pub distinct_addresses: bool,
+    /// From this loopback address (`127.x.y.z`), the socket peer a native
+    /// instance sees: the harness connects from it (127.0.0.1 by default).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub peer: Option<Spanned<String>>,
+    /// An `X-Forwarded-For` chain, sent as one header: its entries left to
+    /// right, as proxies append them (the client first, the last proxy's own
+    /// peer last).
+    #[serde(default)]
+    pub forwarded_for: Vec<String>,
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -494,6 +505,23 @@ pub struct SendRequests {
 
 fn default_path() -> String {
     "/api/items".to_owned()
+}
+
+impl SendRequests {
+    /// The loopback address to connect from, if the step names one.
+    pub fn peer_address(&self) -> Result<Option<Ipv4Addr>, String> {
+        let Some(peer) = &self.peer else {
+            return Ok(None);
+        };
+        match peer.get_ref().parse::<Ipv4Addr>() {
+            Ok(ip) if ip.is_loopback() => Ok(Some(ip)),
+            _ => Err(format!(
+                "`peer` is `{}`: the harness connects from a loopback address, 127.x.y.z \
+                 (Linux routes all of 127.0.0.0/8 to this machine)",
+                peer.get_ref()
+            )),
+        }
+    }
 }
 
 /// What the responses of one `send` must show. Every field is optional.
@@ -1096,6 +1124,11 @@ fn check_deployable_sense(
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
+            Ok(Action::Send { send, .. }) if !native && send.peer.is_some() => Some(format!(
+                "`peer` is the socket peer a native instance sees; `{deployable}` is a Workers \
+                 deployable, whose peer is Cloudflare's edge and whose client is \
+                 `CF-Connecting-IP` (`address`)"
+            )),
             Ok(Action::SetStore(_)) if !redis => Some(format!("`set_store` {no_redis}")),
             Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
             Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
@@ -1345,6 +1378,27 @@ fn check_send(
                 format!("`{field}` is {value}: a step has 1 to {most}"),
             ));
         }
+    }
+    send.peer_address()
+        .map_err(|m| (send.peer.as_ref().map(Spanned::span), m))?;
+    if let Some(entry) = send.forwarded_for.iter().find(|e| e.contains(',')) {
+        return Err((
+            None,
+            format!(
+                "`forwarded_for` entry `{entry}` holds a comma: write each address as an entry of its own"
+            ),
+        ));
+    }
+    let forwarded_header = send
+        .headers
+        .keys()
+        .any(|name| name.eq_ignore_ascii_case(runtime::address::FORWARDED_FOR_HEADER));
+    if forwarded_header && !send.forwarded_for.is_empty() {
+        return Err((
+            None,
+            "send an `X-Forwarded-For` chain with `forwarded_for` or in `headers`, not both"
+                .to_owned(),
+        ));
     }
     let Some(expect) = expect.map(Spanned::get_ref) else {
         return Ok(());

@@ -68,11 +68,10 @@ impl Runner<'_> {
         waiting: usize,
     ) -> Result<(), EngineError> {
         if !count_calls {
-            self.send(step, send, waiting).await;
-            return Ok(());
+            return self.send(step, send, waiting).await;
         }
         let before = self.redis_calls(step).await?;
-        self.send(step, send, waiting).await;
+        self.send(step, send, waiting).await?;
         let after = self.redis_calls(step).await?;
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         self.observation.redis_calls.insert(
