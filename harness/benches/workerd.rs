@@ -486,9 +486,9 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
     }
     print_throughput(plan, &targets, loads);
     for target in targets {
-        target.process.stop().await;
+        drop(target.process.stop().await);
     }
-    store.stop().await;
+    drop(store.stop().await);
     Ok(())
 }
 
@@ -804,7 +804,7 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!();
-    process.stop().await;
+    drop(process.stop().await);
     Ok(())
 }
 
@@ -861,12 +861,12 @@ async fn cold_start(
             break spawned.elapsed();
         }
         if Instant::now() > deadline {
-            process.stop().await;
+            drop(process.stop().await);
             return Err(format!("no 200 on {path} within 30 s").into());
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
-    process.stop().await;
+    drop(process.stop().await);
     Ok((listen, answered))
 }
 
@@ -905,7 +905,7 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
                 None => {
                     let process = bench.start(config).await?;
                     listen.push(ms(process.start_to_listen));
-                    process.stop().await;
+                    drop(process.stop().await);
                 }
             }
         }
@@ -922,7 +922,7 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!();
-    store.stop().await;
+    drop(store.stop().await);
     Ok(())
 }
 

@@ -141,8 +141,12 @@ fn a_missing_file_is_an_error_not_a_panic() {
         .output()
         .expect("harness runs");
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("cannot read"));
-    assert!(!Path::new("/nonexistent/app.toml").exists());
+    // The error names the file and why, on stderr alone; no verdict is printed.
+    assert_eq!(
+        String::from_utf8_lossy(&output.stderr),
+        "/nonexistent/app.toml: cannot read: No such file or directory (os error 2)\n"
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "");
 }
 
 /// A stand-in workerd that only knows its version, and a scenarios
@@ -491,6 +495,128 @@ fn wrangler_write_writes_nothing_for_an_invalid_description_or_file() {
             "{file} untouched"
         );
     }
+}
+
+/// The names in `dir`, sorted: a write leaves no temporary file behind.
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn wrangler_write_keeps_the_files_permissions_and_writes_through_a_symlink() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("wrangler.jsonc");
+    std::fs::write(&file, JSONC_BEFORE).expect("write");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).expect("chmod");
+    assert_eq!(
+        write_into(dir.path(), &with_route(), "wrangler.jsonc").0,
+        Some(0)
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), JSONC_AFTER);
+    let mode = std::fs::metadata(&file).expect("stat").permissions().mode();
+    assert_eq!(mode & 0o7777, 0o640, "permissions kept: {mode:o}");
+
+    // A link to the file in another directory: the link stays a link, and
+    // the file it points to gets the entries.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let target = elsewhere.path().join("wrangler.toml");
+    std::fs::write(&target, TOML_BEFORE).expect("write");
+    std::os::unix::fs::symlink(&target, dir.path().join("wrangler.toml")).expect("symlink");
+    let (code, stdout, _) = write_into(dir.path(), VALID, "wrangler.toml");
+    assert_eq!(code, Some(0), "{stdout}");
+    let link = std::fs::symlink_metadata(dir.path().join("wrangler.toml")).expect("lstat");
+    assert!(link.file_type().is_symlink(), "the link is still a link");
+    assert_eq!(std::fs::read_to_string(&target).expect("read"), TOML_AFTER);
+    assert_eq!(
+        names_in(dir.path()),
+        ["app.toml", "wrangler.jsonc", "wrangler.toml"]
+    );
+    assert_eq!(names_in(elsewhere.path()), ["wrangler.toml"]);
+}
+
+/// `harness wrangler APP --write wrangler.jsonc` in `dir`, allowed to write
+/// at most `limit` bytes into any file (RLIMIT_FSIZE, as a full disk stops a
+/// write midway); with `survive`, SIGXFSZ is ignored and the write fails
+/// with EFBIG, else the signal kills the harness mid-write, as a crash would.
+fn write_with_file_size_limit(dir: &Path, limit: usize, survive: bool) -> std::process::Output {
+    let app = dir.join("app.toml");
+    std::fs::write(&app, with_route()).expect("write");
+    // `trap '' XFSZ` ignores the signal, and an ignored signal stays ignored across exec.
+    let trap = if survive { "trap '' XFSZ; " } else { "" };
+    Command::new("prlimit")
+        .arg(format!("--fsize={limit}"))
+        .args(["sh", "-c"])
+        .arg(format!("{trap}exec \"$0\" \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_harness"))
+        .arg("wrangler")
+        .arg(&app)
+        .arg("--write")
+        .arg(dir.join("wrangler.jsonc"))
+        .output()
+        .expect("prlimit runs (util-linux)")
+}
+
+#[test]
+fn a_write_that_fails_midway_leaves_the_file_as_it_was() {
+    use std::os::unix::process::ExitStatusExt;
+    // The new text is longer than the limit: the write stops at 64 bytes.
+    assert!(JSONC_AFTER.len() > 64);
+    for survive in [false, true] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let file = dir.path().join("wrangler.jsonc");
+        std::fs::write(&file, JSONC_BEFORE).expect("write");
+        let output = write_with_file_size_limit(dir.path(), 64, survive);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        if survive {
+            assert_eq!(output.status.code(), Some(2), "{stderr}");
+            assert!(
+                stderr.contains("wrangler.jsonc") && stderr.contains("File too large"),
+                "{stderr}"
+            );
+        } else {
+            assert_eq!(
+                output.status.signal(),
+                Some(libc::SIGXFSZ),
+                "killed mid-write: {:?} {stderr}",
+                output.status
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(&file).expect("read"),
+            JSONC_BEFORE,
+            "survive = {survive}: the file is whole"
+        );
+        let mut names = names_in(dir.path());
+        if !survive {
+            // Nothing cleans up after a crash: the partial text stays in a
+            // hidden temporary file beside the whole one.
+            let partial = names.remove(0);
+            assert!(
+                partial.starts_with(".wrangler.jsonc.") && partial.ends_with(".tmp"),
+                "{partial}"
+            );
+        }
+        assert_eq!(
+            names,
+            ["app.toml", "wrangler.jsonc"],
+            "survive = {survive}: no other file"
+        );
+    }
+    // The same limit with room for the new text: the write goes through.
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("wrangler.jsonc"), JSONC_BEFORE).expect("write");
+    let output = write_with_file_size_limit(dir.path(), 1 << 20, true);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("wrangler.jsonc")).expect("read"),
+        JSONC_AFTER
+    );
 }
 
 /// The README's main command is `cargo run -p harness -- run`: with a second

@@ -91,7 +91,10 @@ fn a_failing_run_leaves_no_workerd() {
 /// Signals the harness while its scenario sleeps with every workerd up, and
 /// checks that none of them outlives it.
 fn signal_mid_run_leaves_no_workerd(mark: &str, signal: Signal) {
-    let dir = scenario_dir("[[scenario.steps]]\nsleep_ms = 60000\n");
+    // Signalled during the sleep: the send after it (what the scenario judges) never comes.
+    let dir = scenario_dir(
+        "[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = { requests = 1 }\n",
+    );
     let mut harness = Harness(harness_run(dir.path(), mark));
     assert!(
         wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
@@ -100,7 +103,7 @@ fn signal_mid_run_leaves_no_workerd(mark: &str, signal: Signal) {
     );
     kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
     let status = harness.0.wait().expect("harness ends");
-    assert!(!status.success());
+    assert_ended(status, signal, Ending::KilledBySignal);
     assert!(
         wait_until(Duration::from_secs(5), || marked_workerds(mark).is_empty()),
         "{:?}",
@@ -202,13 +205,37 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
     }
     assert_eq!(pids.len(), 3, "redis-server and two instances announced");
     assert!(pids.iter().all(|pid| !proc::gone(*pid)));
-    signal_and_expect_gone(&mut harness, signal, &pids);
+    signal_and_expect_gone(&mut harness, signal, Ending::StopsOnCtrlC, &pids);
 }
 
-/// Signals the harness, waits for it to end, and checks that none of `pids` outlives it.
-fn signal_and_expect_gone(harness: &mut Harness, signal: Signal, pids: &[u32]) {
+/// How a signalled harness must end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ending {
+    /// Killed by the signal itself (`harness run` has no handler).
+    KilledBySignal,
+    /// SIGINT is Ctrl-C, which `harness native` waits for: it stops its
+    /// processes and exits 0. SIGKILL still kills it.
+    StopsOnCtrlC,
+}
+
+fn assert_ended(status: std::process::ExitStatus, signal: Signal, ending: Ending) {
+    use std::os::unix::process::ExitStatusExt;
+    if ending == Ending::StopsOnCtrlC && signal == Signal::SIGINT {
+        assert_eq!(status.code(), Some(0), "a clean stop on Ctrl-C: {status:?}");
+    } else {
+        assert_eq!(
+            status.signal(),
+            Some(signal as i32),
+            "killed by {signal}: {status:?}"
+        );
+    }
+}
+
+/// Signals the harness, checks how it ended, and that none of `pids` outlives it.
+fn signal_and_expect_gone(harness: &mut Harness, signal: Signal, ending: Ending, pids: &[u32]) {
     kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
-    let _ = harness.0.wait().expect("harness ends");
+    let status = harness.0.wait().expect("harness ends");
+    assert_ended(status, signal, ending);
     assert!(
         wait_until(Duration::from_secs(5), || pids
             .iter()
@@ -264,7 +291,7 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
     std::fs::write(
         dir.path().join("native.toml"),
         format!(
-            "[[scenario]]\nname = \"native lifetime\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n"
+            "[[scenario]]\nname = \"native lifetime\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
         ),
     )
     .expect("write scenario");
@@ -277,7 +304,7 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
         pids.len() == 3
     });
     assert!(started, "redis-server and two native instances: {pids:?}");
-    signal_and_expect_gone(&mut harness, signal, &pids);
+    signal_and_expect_gone(&mut harness, signal, Ending::KilledBySignal, &pids);
 }
 
 #[test]

@@ -104,14 +104,13 @@ async fn three_native_instances_share_one_count_in_redis() {
     .await;
     assert_eq!(count(&statuses, 200), 20);
     for instance in instances {
+        let lines = instance.stop().await.expect("its log read to the end");
         assert!(
-            !instance
-                .lines()
+            !lines
                 .iter()
                 .any(|l| l.text.contains("rate_limits.fallback")),
             "a healthy Redis logs no fallback"
         );
-        instance.stop().await;
     }
 }
 
@@ -130,10 +129,8 @@ async fn redis_down_counts_in_each_instance_with_no_5xx_and_one_line_each() {
     let statuses = send(&instances, "/api/items", address, 363).await;
     assert_eq!(count(&statuses, 200), 360, "120 in each instance's memory");
     assert!(statuses.iter().all(|s| *s < 500), "no 5xx");
-    // Let the stderr readers catch up.
-    tokio::time::sleep(Duration::from_millis(200)).await;
     for instance in instances {
-        let lines = instance.lines();
+        let lines = instance.stop().await.expect("its log read to the end");
         let fallbacks: Vec<serde_json::Value> = lines
             .iter()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(&l.text).ok())
@@ -146,6 +143,5 @@ async fn redis_down_counts_in_each_instance_with_no_5xx_and_one_line_each() {
             !lines.iter().any(|l| l.text.contains("203.0.113.44")),
             "no key in a log line"
         );
-        instance.stop().await;
     }
 }

@@ -84,5 +84,5 @@ async fn the_simulator_counts_per_namespace_and_its_windows_follow_the_scenario_
         .await
         .expect("answers");
     assert_eq!(refused.status().as_u16(), 400);
-    process.stop().await;
+    drop(process.stop().await);
 }

@@ -1,8 +1,11 @@
 //! The scenario format itself: its checked-in JSON Schema is current and
 //! agrees with the parser, and malformed files fail with `file:line:col`.
 
+mod common;
+
 use std::path::Path;
 
+use common::WORKERS_API;
 use harness::commands::suite::{self, Trial};
 use harness::language::scenario::{self, load_file};
 use harness::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
@@ -116,6 +119,238 @@ fn a_sequence_that_does_not_add_up_points_at_it() {
     );
 }
 
+/// A scenario whose steps are `steps`, each a TOML step body.
+fn with_steps(steps: &[&str]) -> String {
+    scenario_with("", steps)
+}
+
+/// A scenario with these `fields` (TOML lines) and `steps`.
+fn scenario_with(fields: &str, steps: &[&str]) -> String {
+    let mut text = format!("[[scenario]]\nname = \"a\"\napplication_inline = ''\n{fields}");
+    for step in steps {
+        text.push_str("[[scenario.steps]]\n");
+        text.push_str(step);
+        text.push('\n');
+    }
+    text
+}
+
+#[test]
+fn counts_that_overflow_are_a_located_error_not_a_panic_or_a_wrapped_sum() {
+    // 2^64 - 1 + 2 wraps to 1 in a usize: two requests would have "added up".
+    let error = malformed(&with_steps(&[
+        "send = { requests = 1 }\nexpect = { statuses = \"18446744073709551615 x 200 then 2 x 200\" }",
+    ]));
+    assert_eq!(
+        error,
+        "scenarios/bad.toml:6:23: the sequence counts 18446744073709551617 responses but the step sends 1 requests"
+    );
+    let error = malformed(&with_steps(&[
+        "send = { requests = 1 }\nexpect = { statuses = \"18446744073709551616 x 200\" }",
+    ]));
+    assert!(error.starts_with("scenarios/bad.toml:6:23: "), "{error}");
+    assert!(error.contains("is not a count"), "{error}");
+    let error = malformed(&with_steps(&[
+        "send = { requests = 2 }\nexpect = { counts = { 200 = 9223372036854775807, 429 = 9223372036854775807 } }",
+    ]));
+    assert_eq!(
+        error,
+        "scenarios/bad.toml:6:21: the counts add up to 18446744073709551614 responses but the step sends 2 requests"
+    );
+}
+
+#[test]
+fn requests_concurrency_and_isolates_have_stated_bounds() {
+    use harness::language::scenario::{MAX_CONCURRENCY, MAX_ISOLATES, MAX_REQUESTS};
+    // Refused at once, before anything is allocated for them (~200 GB here).
+    let error = malformed(&with_steps(&["send = { requests = 100000000000 }"]));
+    assert_eq!(
+        error,
+        format!(
+            "scenarios/bad.toml:4:1: `requests` is 100000000000: a step has 1 to {MAX_REQUESTS}"
+        )
+    );
+    let error = malformed(&with_steps(&[&format!(
+        "send = {{ requests = 1, concurrency = {} }}",
+        MAX_CONCURRENCY + 1
+    )]));
+    assert!(
+        error.starts_with("scenarios/bad.toml:4:1: `concurrency` is 257: a step has 1 to 256"),
+        "{error}"
+    );
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\nisolates = {}\n",
+        MAX_ISOLATES + 1
+    ));
+    assert!(
+        error.starts_with("scenarios/bad.toml:1:1: `isolates` is 17: a scenario runs 1 to 16"),
+        "{error}"
+    );
+
+    // At the bound, a step loads (its sequence expands to one status per request) ...
+    let at_bound = format!(
+        "send = {{ requests = {MAX_REQUESTS}, concurrency = {MAX_CONCURRENCY} }}\nexpect = {{ statuses = \"{} x 200 then 429\", counts = {{ 200 = {}, 429 = 1 }} }}",
+        MAX_REQUESTS - 1,
+        MAX_REQUESTS - 1
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(&path, with_steps(&[&at_bound])).expect("write");
+    load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    // ... one more is refused, and so is a scenario whose steps together pass it,
+    // at the step that does.
+    let error = malformed(&with_steps(&[&format!(
+        "send = {{ requests = {} }}",
+        MAX_REQUESTS + 1
+    )]));
+    assert!(
+        error.starts_with("scenarios/bad.toml:4:1: `requests` is 100001"),
+        "{error}"
+    );
+    let error = malformed(&with_steps(&[
+        &format!("send = {{ requests = {MAX_REQUESTS} }}"),
+        "sleep_ms = 1",
+        "send = { requests = 1 }",
+    ]));
+    assert_eq!(
+        error,
+        format!(
+            "scenarios/bad.toml:8:1: this step brings the scenario to 100001 requests, above the {MAX_REQUESTS} a scenario may send"
+        )
+    );
+}
+
+#[test]
+fn a_scenario_that_judges_nothing_is_refused_at_its_place() {
+    for steps in [
+        "",
+        "[[scenario.steps]]\nsleep_ms = 1\n[[scenario.steps]]\nset_bindings = { \"*\" = \"healthy\" }\n",
+        "[scenario.expect]\nbinding_keys = { \"*\" = [] }\n",
+    ] {
+        let error = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n{steps}"
+        ));
+        assert!(
+            error.starts_with("scenarios/bad.toml:1:1: this scenario judges nothing: "),
+            "{steps}: {error}"
+        );
+    }
+}
+
+#[test]
+fn binding_keys_name_the_plans_bindings_and_a_star_only_says_none() {
+    let keys = |keys: &str| {
+        malformed(&format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n[scenario.expect]\nbinding_keys = {{ {keys} }}\n"
+        ))
+    };
+    let error = keys("LIMITS_120_PER_60 = []");
+    assert!(error.starts_with("scenarios/bad.toml:19:16: "), "{error}");
+    assert!(
+        error.contains(
+            "`LIMITS_120_PER_60` is not one of the deployable's bindings: [LIMITS_120_PER_60S, LIMITS_600_PER_60S]"
+        ),
+        "{error}"
+    );
+    let error = keys("\"*\" = [\"caller:c\"]");
+    assert!(error.starts_with("scenarios/bad.toml:19:16: "), "{error}");
+    assert!(error.contains("write `\"*\" = []`"), "{error}");
+}
+
+#[test]
+fn a_deadline_step_is_refused_where_its_waits_could_not_be_told_apart() {
+    let warm = "send = { requests = 2, path = \"/health\" }";
+    let deadline = |send: &str, deadline: &str| {
+        format!("send = {{ {send} }}\nexpect = {{ deadline = {{ {deadline} }} }}")
+    };
+    let two_isolates = |steps: &[&str]| malformed(&scenario_with("isolates = 2\n", steps));
+    for (error, says, place) in [
+        (
+            malformed(&with_steps(&[&deadline(
+                "requests = 4, concurrency = 2",
+                "ms = 500, waiting = 1",
+            )])),
+            "the waiting requests would be isolate 0's first",
+            "scenarios/bad.toml:6:23: ",
+        ),
+        (
+            two_isolates(&[
+                warm,
+                &deadline("requests = 4, concurrency = 2", "ms = 500, waiting = 1"),
+            ]),
+            "name the step's `isolate`",
+            "scenarios/bad.toml:9:23: ",
+        ),
+        (
+            two_isolates(&[
+                warm,
+                "restart_isolate = 1",
+                &deadline(
+                    "requests = 4, concurrency = 2, isolate = 1",
+                    "ms = 500, waiting = 1",
+                ),
+            ]),
+            "would be isolate 1's first",
+            "scenarios/bad.toml:11:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 3, concurrency = 4", "ms = 500, waiting = 4"),
+            ])),
+            "`waiting` is 4 of 3 requests",
+            "scenarios/bad.toml:8:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 4, concurrency = 2", "ms = 500, waiting = 3"),
+            ])),
+            "raise `concurrency`",
+            "scenarios/bad.toml:8:23: ",
+        ),
+        (
+            malformed(&with_steps(&[
+                warm,
+                &deadline("requests = 4", "ms = 0, waiting = 1"),
+            ])),
+            "a deadline of 0 ms: write 1 to 60000",
+            "scenarios/bad.toml:8:23: ",
+        ),
+    ] {
+        assert!(error.contains(says), "{says}: {error}");
+        assert!(error.starts_with(place), "{error}");
+    }
+    // Cloudflare's own binding cannot be made to wait: a marked scenario's deadline is refused.
+    let error = malformed(&scenario_with(
+        "on_cloudflare = \"exact\"\n",
+        &[
+            warm,
+            &deadline("requests = 4, concurrency = 2", "ms = 500, waiting = 1"),
+        ],
+    ));
+    assert!(
+        error.starts_with("scenarios/bad.toml:7:1: `on_cloudflare`, but Cloudflare cannot run this scenario: a `deadline`"),
+        "{error}"
+    );
+    // A warmed isolate named by the step, after another isolate's restart: fine.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    let text = scenario_with(
+        "isolates = 2\n",
+        &[
+            warm,
+            "restart_isolate = 0",
+            &deadline(
+                "requests = 4, concurrency = 2, isolate = 1",
+                "ms = 500, waiting = 2",
+            ),
+        ],
+    );
+    std::fs::write(&path, text).expect("write");
+    load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+}
+
 #[test]
 fn a_step_doing_two_things_is_refused() {
     let error = malformed(
@@ -175,8 +410,13 @@ fn not_toml_at_all_is_a_located_error() {
 #[test]
 fn a_missing_application_file_is_named() {
     let error = malformed("application = \"apps/nope.toml\"\n[[scenario]]\nname = \"a\"\n");
-    assert!(error.contains("apps/nope.toml"), "{error}");
-    assert!(Path::new("scenarios/bad.toml").is_relative());
+    // At the scenario that needs it, naming it as written and why.
+    assert!(
+        error.starts_with(
+            "scenarios/bad.toml:2:1: cannot read application `apps/nope.toml`: No such file"
+        ),
+        "{error}"
+    );
 }
 
 /// A native API on Redis, inline, for the store's scenario errors.

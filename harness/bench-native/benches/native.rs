@@ -335,7 +335,7 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
         }
     }
     for (_, process) in targets {
-        process.stop().await;
+        drop(process.stop().await);
     }
 }
 
@@ -668,7 +668,7 @@ async fn hanging(requests: usize) {
     let check = http_check(client, url, Keys::Distinct, 7, requests);
     let run = drive(requests, process.pid().unwrap_or(0), None, check).await;
     server.resume();
-    process.stop().await;
+    drop(process.stop().await);
     let waited: Vec<f64> = run
         .latencies
         .iter()

@@ -8,7 +8,8 @@
 //! and its layout: `toml_edit` edits TOML and `jsonc-parser`'s CST edits
 //! JSON(C), both keeping what they do not touch byte for byte. A file whose
 //! entries are already the plan's is left as it is, so a second run changes
-//! nothing. A file or key that is absent is created.
+//! nothing. A file or key that is absent is created. The file is replaced
+//! at once (a temporary file renamed over it), never rewritten in place.
 
 use std::path::{Path, PathBuf};
 
@@ -124,7 +125,7 @@ pub fn write(
     let Some(text) = edited else {
         return Ok(Written::Unchanged);
     };
-    std::fs::write(path, text).map_err(|source| WriteError::Io {
+    replace(path, &text).map_err(|source| WriteError::Io {
         path: path.to_owned(),
         source,
     })?;
@@ -133,6 +134,64 @@ pub fn write(
     } else {
         Written::Created
     })
+}
+
+/// Puts `text` in the file at `path` at once, so that nothing is lost if the
+/// harness dies or the disk fills up midway: the text goes to a temporary
+/// file beside it (same directory, so same filesystem), is flushed to disk,
+/// takes the file's permissions (and its owner and group, where the harness
+/// may set them: root may, a user keeps their own), and is renamed over the
+/// file. Until that rename the file is untouched, and the temporary file is
+/// removed on failure. A symlink is followed: the link stays and the file it
+/// points to is replaced, as an editor saving through it would do.
+fn replace(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let target = if is_link {
+        std::fs::canonicalize(path)?
+    } else {
+        path.to_owned()
+    };
+    let dir = match target.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let original = match std::fs::metadata(&target) {
+        Ok(metadata) => Some(metadata),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e),
+    };
+    let name = target
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    // A new file gets what `std::fs::write` would give it: 0o666 less the umask.
+    let mut temporary = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".tmp")
+        .permissions(std::fs::Permissions::from_mode(0o666))
+        .tempfile_in(dir)?;
+    temporary.write_all(text.as_bytes())?;
+    if let Some(original) = &original {
+        let written = temporary.as_file().metadata()?;
+        if (written.uid(), written.gid()) != (original.uid(), original.gid()) {
+            // Best effort: only root may give a file away.
+            let _ = std::os::unix::fs::fchown(
+                temporary.as_file(),
+                Some(original.uid()),
+                Some(original.gid()),
+            );
+        }
+        // After the owner: changing it clears set-id bits.
+        temporary
+            .as_file()
+            .set_permissions(original.permissions())?;
+    }
+    temporary.as_file().sync_all()?;
+    temporary.persist(&target).map_err(|e| e.error)?;
+    // The rename itself reaches the disk with the directory.
+    std::fs::File::open(dir)?.sync_all()
 }
 
 /// The file's new text with `entries` in place of `connection`'s, or `None`

@@ -9,10 +9,13 @@
 pub mod clock;
 pub mod cloudflare;
 pub mod limit_call;
+pub mod load_probe;
 pub mod observation;
 mod runner;
 
-pub use observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
+pub use observation::{
+    CallRecord, InstanceKind, InstanceRecord, LoadProbe, Observation, RequestRecord,
+};
 pub use runner::{
     Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,
     REQUEST_TIMEOUT, WALL_MARGIN, emulated_bindings, run, shares_count,

@@ -96,8 +96,21 @@ pub struct Observation {
     /// The script calls a native scenario's Redis ran during each `send`
     /// step (by index) whose expectations count them.
     pub redis_calls: BTreeMap<usize, RedisCalls>,
+    /// For each `send` step (by index) with a `deadline`: the load probes
+    /// sent to its isolate while its first requests waited.
+    pub load_probes: BTreeMap<usize, Vec<LoadProbe>>,
     /// The whole run, processes' start and stop included.
     pub duration: Duration,
+}
+
+/// One request that cannot wait, sent while a step's requests waited for a
+/// deadline ([`crate::engine::load_probe`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadProbe {
+    /// When it was due, since the step began.
+    pub due: Duration,
+    /// From when it was due to its answer: how late the machine answered then.
+    pub delay: Duration,
 }
 
 /// One raw `limit()` call a scenario made.

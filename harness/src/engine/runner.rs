@@ -8,14 +8,17 @@ mod native_steps;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
+use toml::Spanned;
 
 use super::clock::{self, ScenarioClock};
 use super::limit_call::{control_body, read_outcome};
+use super::load_probe::probe_while_waiting;
 use super::observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{
@@ -24,6 +27,7 @@ use crate::language::scenario::{
 use crate::world::instance::Instance;
 use crate::world::native::NativeError;
 use crate::world::native::launch::{LaunchError, NativeLaunch};
+use crate::world::process::LogUnfinished;
 use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
 use crate::world::text::error_chain;
 use crate::world::wasm::Deployable;
@@ -150,6 +154,17 @@ pub enum EngineError {
         request: ControlRequest,
         /// What went wrong: the transport's error, or the answer's status and body.
         detail: String,
+    },
+    /// An isolate's output did not end after it was killed: its log may lack
+    /// its last lines, so the scenario cannot be judged on it.
+    #[error("isolate {isolate} (generation {generation}): {source}")]
+    LogUnfinished {
+        /// Which isolate (0-based).
+        isolate: usize,
+        /// Which of its processes (0 for the first, 1 after a restart, ...).
+        generation: usize,
+        /// What was read of it.
+        source: LogUnfinished,
     },
     /// The scenario's tokio runtime could not be built.
     #[error("could not build the scenario's runtime: {0}")]
@@ -357,11 +372,14 @@ impl<'a> Runner<'a> {
     }
 
     async fn execute(mut self) -> Result<Observation, Box<Aborted>> {
-        let result = self.steps().await;
+        let mut result = self.steps().await;
         // Keep what every process wrote, even when the run failed.
         let live: Vec<Isolate> = std::mem::take(&mut self.isolates);
         for (index, isolate) in live.into_iter().enumerate() {
-            self.retire(index, isolate).await;
+            let retired = self.retire(index, isolate).await;
+            if result.is_ok() {
+                result = retired;
+            }
         }
         match std::mem::replace(&mut self.shared_count, SharedCount::None) {
             SharedCount::None => {}
@@ -369,7 +387,8 @@ impl<'a> Runner<'a> {
                 // Best effort: a store that is gone has nothing left to drop.
                 let _ = self.forget_scope(port).await;
             }
-            SharedCount::Reference(store) => store.stop().await,
+            // Nothing judges the reference core's log.
+            SharedCount::Reference(store) => drop(store.stop().await),
             SharedCount::Redis(redis) => redis.stop().await,
         }
         self.observation
@@ -434,8 +453,12 @@ impl<'a> Runner<'a> {
     async fn act(&mut self, index: usize, action: Action<'_>) -> Result<(), EngineError> {
         match action {
             Action::Send { send, expect } => {
-                let count_calls = expect.is_some_and(|e| e.get_ref().redis_calls.is_some());
-                self.send_counting_redis_calls(index, send, count_calls)
+                let expect = expect.map(Spanned::get_ref);
+                let count_calls = expect.is_some_and(|e| e.redis_calls.is_some());
+                let waiting = expect
+                    .and_then(|e| e.deadline.as_ref())
+                    .map_or(0, |d| d.get_ref().waiting);
+                self.send_counting_redis_calls(index, send, count_calls, waiting)
                     .await
             }
             Action::SetBindings(changes) => self.set_bindings(changes).await,
@@ -729,8 +752,15 @@ impl<'a> Runner<'a> {
     }
 
     /// `send`: fires the requests (round-robin over the isolates unless one is
-    /// named), from its `peer`, `concurrency` at a time, and records every answer.
-    async fn send(&mut self, step: usize, send: &SendRequests) -> Result<(), EngineError> {
+    /// named), from its `peer`, `concurrency` at a time, and records every
+    /// answer. While the first `waiting` wait (for a `deadline`), their
+    /// isolate is probed.
+    async fn send(
+        &mut self,
+        step: usize,
+        send: &SendRequests,
+        waiting: usize,
+    ) -> Result<(), EngineError> {
         let peer = send.peer_address().map_err(|_| EngineError::InvalidStep {
             step: step + 1,
             message: "`peer` is not a loopback address",
@@ -748,6 +778,18 @@ impl<'a> Runner<'a> {
                 .map(|entry| entry.trim().to_owned()),
         );
         let semaphore = Arc::new(Semaphore::new(send.concurrency));
+        let waiting_left = Arc::new(AtomicUsize::new(waiting));
+        let probing = self
+            .isolates
+            .get(send.isolate.unwrap_or(0))
+            .filter(|_| waiting > 0)
+            .map(|isolate| {
+                tokio::spawn(probe_while_waiting(
+                    self.client.clone(),
+                    isolate.process.url(),
+                    waiting_left.clone(),
+                ))
+            });
         let mut tasks = Vec::with_capacity(send.requests);
         for number in 1..=send.requests {
             let isolate = send.isolate.unwrap_or((number - 1) % self.isolates.len());
@@ -778,10 +820,14 @@ impl<'a> Runner<'a> {
             let Ok(permit) = semaphore.clone().acquire_owned().await else {
                 break;
             };
+            let left = waiting_left.clone();
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
                 let record = answer(request.send().await).await;
                 let latency = started.elapsed();
+                if number <= waiting {
+                    left.fetch_sub(1, Ordering::SeqCst);
+                }
                 drop(permit);
                 (number, isolate, record, latency)
             }));
@@ -800,6 +846,13 @@ impl<'a> Runner<'a> {
                     body,
                     latency,
                 });
+            }
+        }
+        if let Some(probing) = probing {
+            // Every request is answered: the probes stop even if one was never sent.
+            waiting_left.store(0, Ordering::SeqCst);
+            if let Ok(probes) = probing.await {
+                self.observation.load_probes.insert(step, probes);
             }
         }
         Ok(())
@@ -856,7 +909,7 @@ impl<'a> Runner<'a> {
         let old = self.isolates.remove(index);
         let config = old.config.clone();
         let generation = old.generation + 1;
-        self.retire(index, old).await;
+        self.retire(index, old).await?;
         let process = self.start_instance(index, &config).await?;
         self.isolates.insert(
             index,
@@ -887,32 +940,31 @@ impl<'a> Runner<'a> {
         Ok(value.as_object().cloned().unwrap_or_default())
     }
 
-    /// Reads what reached its bindings and what it wrote, then stops it.
-    async fn retire(&mut self, index: usize, mut isolate: Isolate) {
-        if isolate.process.exited().is_none()
-            && isolate.process.has_bindings()
-            && let Ok(stats) = self.binding_stats(&isolate.process.url()).await
-        {
-            for (binding, stat) in stats {
-                let keys = stat["keys"]
-                    .as_object()
-                    .map(|k| k.keys().cloned().collect::<Vec<_>>())
-                    .unwrap_or_default();
-                self.observation
-                    .binding_keys
-                    .entry(binding)
-                    .or_default()
-                    .extend(keys);
+    /// Reads what reached its bindings, stops it, and keeps every line it
+    /// wrote: its log is read to the end after the kill (every line counts
+    /// for the fallback and no-key checks), or the run fails saying it was not.
+    async fn retire(&mut self, index: usize, mut isolate: Isolate) -> Result<(), EngineError> {
+        // What reached the bindings is judged (`binding_keys`): a live
+        // process whose stats cannot be read fails the run. One that exited
+        // has been reported as a crash.
+        let mut stats_read = Ok(());
+        if isolate.process.exited().is_none() && isolate.process.has_bindings() {
+            match self.binding_stats(&isolate.process.url()).await {
+                Ok(stats) => self.record_binding_keys(stats),
+                Err(e) => stats_read = Err(e),
             }
         }
-        // Give the output readers a moment to take the last lines.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let lines = isolate.process.lines();
         let kind = match &isolate.process {
             Instance::Workerd(_) => InstanceKind::Workerd,
             Instance::Native(_) => InstanceKind::Native,
         };
-        isolate.process.stop().await;
+        let (lines, unfinished) = match isolate.process.stop().await {
+            Ok(lines) => (lines, None),
+            Err(mut unfinished) => {
+                let lines = std::mem::take(&mut unfinished.lines);
+                (lines, Some(unfinished))
+            }
+        };
         self.observation.instances.push(InstanceRecord {
             kind,
             isolate: index,
@@ -920,6 +972,30 @@ impl<'a> Runner<'a> {
             lines,
             served: isolate.served,
         });
+        stats_read?;
+        match unfinished {
+            None => Ok(()),
+            Some(source) => Err(EngineError::LogUnfinished {
+                isolate: index,
+                generation: isolate.generation,
+                source,
+            }),
+        }
+    }
+
+    /// Adds the keys in one process's binding stats to the record.
+    fn record_binding_keys(&mut self, stats: serde_json::Map<String, serde_json::Value>) {
+        for (binding, stat) in stats {
+            let keys = stat["keys"]
+                .as_object()
+                .map(|k| k.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default();
+            self.observation
+                .binding_keys
+                .entry(binding)
+                .or_default()
+                .extend(keys);
+        }
     }
 }
 

@@ -75,6 +75,8 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Judgement {
                 .filter(|r| r.step == step.index)
                 .collect(),
             redis_calls: None,
+            // No `deadline` is checked there (cloudflare_obstacle refuses it).
+            load_probes: &[],
         };
         figures.push(figure(&step, &view.records));
         send_step(&step, &view, &mut out);
@@ -329,6 +331,7 @@ mod tests {
     fn fallback_kinds_are_checked_and_no_key_may_appear() {
         let p = prepared(
             "[[scenario]]\nname = \"s\"\napplication_inline = ''\non_cloudflare = \"exact\"\n\
+             [[scenario.steps]]\nsend = { requests = 1 }\n\
              [[scenario.expect.fallback]]\nbinding = \"B\"\nreason = \"missing\"\nper_isolate = 1\n",
         );
         let line = |text: &str| LogLine {

@@ -27,6 +27,23 @@ pub const SLOW_TAG: &str = "slow";
 /// The key in `bindings` that stands for every planned binding.
 pub const ALL_BINDINGS: &str = "*";
 
+/// The most requests a scenario may send, all its `send` steps together
+/// (and so any one of them, and any count a step's expectations state). A
+/// scenario's record keeps every answer, status, headers and body, until it
+/// is judged: this bounds that to some 100 MB, and the distinct addresses
+/// (`10.x.y.z`, 2^24 of them) never repeat. The largest scenario here sends 601.
+pub const MAX_REQUESTS: usize = 100_000;
+
+/// The most requests a `send` may have in flight at once: each holds a
+/// socket (and a file descriptor) of its own. The scenarios here use at most 6.
+pub const MAX_CONCURRENCY: usize = 256;
+
+/// The most isolates a scenario may run: each is a process of its own.
+pub const MAX_ISOLATES: usize = 16;
+
+/// The longest deadline a step may state: a minute.
+pub const MAX_DEADLINE_MS: u64 = 60_000;
+
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.
 pub const EXPECTATIONS_FILE: &str = "expectations.toml";
@@ -80,7 +97,7 @@ pub struct Scenario {
     pub deployable: Option<String>,
     /// How many isolates (separate workerd processes) run the deployable. Traffic goes round-robin unless a step names one.
     #[serde(default = "one")]
-    #[schemars(range(min = 1, max = 16))]
+    #[schemars(range(min = 1, max = MAX_ISOLATES))]
     pub isolates: usize,
     /// Each binding's behaviour at the start, by binding name or `*` for all; the rest are healthy.
     #[serde(default)]
@@ -539,6 +556,12 @@ pub struct SendExpectations {
     #[serde(default)]
     #[schemars(with = "Option<Latency>")]
     pub latency: Option<Spanned<Latency>>,
+    /// The step's first `waiting` requests wait for a deadline of `ms`, the
+    /// rest do not; each wait is judged against requests that cannot wait,
+    /// sent to the same process meanwhile, so load cannot hide a longer deadline.
+    #[serde(default)]
+    #[schemars(with = "Option<Deadline>")]
+    pub deadline: Option<Spanned<Deadline>>,
     /// Round trips the native scenario's Redis served during this step,
     /// from its `INFO commandstats` read before and after (summed over a
     /// cluster's nodes).
@@ -586,6 +609,19 @@ pub struct Latency {
     pub p99_ms: Option<u64>,
 }
 
+/// A deadline the first requests of a step wait for (in one isolate).
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Deadline {
+    /// The deadline in ms, as the spec states it (500 for a binding).
+    #[schemars(range(min = 1, max = MAX_DEADLINE_MS))]
+    pub ms: u64,
+    /// How many of the step's first requests wait for it: sent together
+    /// (at most `concurrency`), before the deadline ends the first wait.
+    #[schemars(range(min = 1))]
+    pub waiting: usize,
+}
+
 /// What must hold once the steps are done.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -594,7 +630,8 @@ pub struct FinalExpectations {
     /// fallback line not listed here is a failure; with no list, none may appear.
     #[serde(default)]
     pub fallback: Vec<FallbackExpectation>,
-    /// The keys that reached each binding, by binding name (exactly these, in any order).
+    /// The keys that reached each binding, by binding name (exactly these,
+    /// in any order); `"*" = []` says that no other binding saw a key.
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Vec<String>>>")]
     pub binding_keys: Option<Spanned<BTreeMap<String, Vec<String>>>>,
@@ -713,17 +750,30 @@ pub fn parse_statuses(text: &str) -> Result<Vec<Run>, String> {
 
 /// Expands runs to one status per request, checking they add up to `requests`.
 pub fn expand_statuses(runs: &[Run], requests: usize) -> Result<Vec<u16>, String> {
-    let fixed: usize = runs.iter().filter_map(|r| r.count).sum();
+    let fixed = sum_of(runs.iter().filter_map(|r| r.count));
     let rest = runs.iter().any(|r| r.count.is_none());
-    if fixed > requests || (!rest && fixed != requests) {
+    let adds_up = if rest {
+        fixed <= requests as u128
+    } else {
+        fixed == requests as u128
+    };
+    if !adds_up {
         return Err(format!(
             "the sequence counts {fixed} responses but the step sends {requests} requests"
         ));
     }
+    // At most `requests` now, so neither the cast nor the subtraction can wrap.
+    let left = requests - fixed as usize;
     Ok(runs
         .iter()
-        .flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(requests - fixed)))
+        .flat_map(|r| std::iter::repeat_n(r.status, r.count.unwrap_or(left)))
         .collect())
+}
+
+/// The sum of counts a file states, which no number of them overflows
+/// (each is at most `u64::MAX`).
+fn sum_of(counts: impl Iterator<Item = usize>) -> u128 {
+    counts.map(|n| n as u128).sum()
 }
 
 /// A scenario ready to run: defaults applied, references resolved, checked for sense.
@@ -859,6 +909,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
         check_sense(&source)?;
         check_deployable_sense(&source, &application_toml, &deployable)?;
         check_cloudflare_sense(&source, &application_toml, &deployable)?;
+        check_judges_something(&source)?;
         prepared.push(Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
@@ -873,8 +924,14 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
 /// The checks that need no application: each step does one thing, sequences parse and add up.
 fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
     let s = source.scenario.get_ref();
-    if s.isolates == 0 {
-        return Err(source.error(source.scenario.span(), "`isolates` must be at least 1"));
+    if !(1..=MAX_ISOLATES).contains(&s.isolates) {
+        return Err(source.error(
+            source.scenario.span(),
+            format!(
+                "`isolates` is {}: a scenario runs 1 to {MAX_ISOLATES} (each is a process)",
+                s.isolates
+            ),
+        ));
     }
     if let Some(codes) = &s.expect_diagnostics {
         if !s.steps.is_empty() {
@@ -891,6 +948,8 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
     if let Some(store) = &s.store {
         check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
     }
+    let mut requests = 0;
+    let mut served = vec![false; s.isolates];
     for step in &s.steps {
         let action = step
             .get_ref()
@@ -898,6 +957,71 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             .map_err(|m| source.error(step.span(), m))?;
         check_action(s, action)
             .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
+        check_deadline_isolate(s, action, &mut served)
+            .map_err(|(span, m)| source.error(span, m))?;
+        if let Action::Send { send, .. } = action {
+            // Each is at most MAX_REQUESTS (check_send), so the sum never overflows.
+            requests += send.requests;
+            if requests > MAX_REQUESTS {
+                return Err(source.error(
+                    step.span(),
+                    format!(
+                        "this step brings the scenario to {requests} requests, above the {MAX_REQUESTS} a scenario may send"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A `deadline` step sends to one isolate, which has served a request
+/// before: which requests wait is told by their order, which only one
+/// isolate keeps, and an isolate's first request also pays for its start
+/// (hundreds of ms under load), which is no deadline's. `served` follows
+/// which isolates have served a request, step by step.
+fn check_deadline_isolate(
+    s: &Scenario,
+    action: Action<'_>,
+    served: &mut [bool],
+) -> Result<(), (Range<usize>, String)> {
+    match action {
+        Action::RestartIsolate(isolate) => {
+            if let Some(served) = served.get_mut(isolate) {
+                *served = false;
+            }
+        }
+        Action::Send { send, expect } => {
+            let deadline = expect.and_then(|e| e.get_ref().deadline.as_ref());
+            if let Some(deadline) = deadline {
+                let isolate = match send.isolate {
+                    Some(isolate) => isolate,
+                    None if s.isolates == 1 => 0,
+                    None => return Err((
+                        deadline.span(),
+                        "which requests wait is told by their order, which only one isolate keeps: name the step's `isolate`".to_owned(),
+                    )),
+                };
+                if !served.get(isolate).copied().unwrap_or(true) {
+                    return Err((
+                        deadline.span(),
+                        format!(
+                            "the waiting requests would be isolate {isolate}'s first, which also pay for its start: send it a request first (such as `path = \"/health\"`)"
+                        ),
+                    ));
+                }
+            }
+            let reached = match send.isolate {
+                Some(isolate) => isolate..isolate + 1,
+                None => 0..send.requests.min(s.isolates),
+            };
+            for isolate in reached {
+                if let Some(served) = served.get_mut(isolate) {
+                    *served = true;
+                }
+            }
+        }
+        _ => {}
     }
     Ok(())
 }
@@ -988,13 +1112,15 @@ fn check_deployable_sense(
     if native && let Some(bindings) = &s.bindings {
         return Err(source.error(bindings.span(), format!("`bindings` {no_bindings}")));
     }
-    if native
-        && let Some(keys) = s
-            .expect
-            .as_ref()
-            .and_then(|e| e.get_ref().binding_keys.as_ref())
+    if let Some(keys) = s
+        .expect
+        .as_ref()
+        .and_then(|e| e.get_ref().binding_keys.as_ref())
     {
-        return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+        if native {
+            return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+        }
+        check_binding_keys(keys.get_ref(), &app, d).map_err(|m| source.error(keys.span(), m))?;
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
@@ -1022,6 +1148,55 @@ fn check_deployable_sense(
         }
     }
     Ok(())
+}
+
+/// `binding_keys` names the plan's bindings (a typo would expect nothing of
+/// a binding that does not exist), and `*` only says that the others saw no key.
+fn check_binding_keys(
+    keys: &BTreeMap<String, Vec<String>>,
+    app: &runtime::config::Application,
+    deployable: &runtime::config::Deployable,
+) -> Result<(), String> {
+    let plan = runtime::plan::BindingPlan::for_deployable(app, deployable);
+    let known: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
+    for (name, wanted) in keys {
+        if name == ALL_BINDINGS {
+            if !wanted.is_empty() {
+                return Err(
+                    "`\"*\"` stands for every binding not named, and says only that they saw no key: write `\"*\" = []`".to_owned(),
+                );
+            }
+        } else if !known.contains(&name.as_str()) {
+            return Err(format!(
+                "`{name}` is not one of the deployable's bindings: [{}]",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A scenario must judge something, or it would pass having checked
+/// nothing: its diagnostics, a raw `limit()` call's outcome, or traffic,
+/// whose every answer is judged (answered, no 5xx unless allowed) and whose
+/// processes' logs are (the fallback lines, no key in any line), whatever
+/// else the steps expect.
+fn check_judges_something(source: &ScenarioSource) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    let judged = s.expect_diagnostics.is_some()
+        || s.steps.iter().any(|step| {
+            matches!(
+                step.get_ref().action(),
+                Ok(Action::Send { .. } | Action::Limit(_))
+            )
+        });
+    if judged {
+        return Ok(());
+    }
+    Err(source.error(
+        source.scenario.span(),
+        "this scenario judges nothing: give it a `send` step (its answers and the logs are judged), a `limit` step or `expect_diagnostics`",
+    ))
 }
 
 /// Whether `deployable` of the description is native (false when the
@@ -1116,6 +1291,12 @@ pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<u
             Ok(Action::Send { send, .. }) if send.isolate.is_some() => {
                 "a `send` to one isolate: Cloudflare's isolates are its own"
             }
+            Ok(Action::Send {
+                expect: Some(expect),
+                ..
+            }) if expect.get_ref().deadline.is_some() => {
+                "a `deadline`: the real binding cannot be made to wait, and no load probe reaches the edge's isolates"
+            }
             Ok(Action::Send { send, .. })
                 if send.distinct_addresses
                     || send
@@ -1187,11 +1368,16 @@ fn check_send(
             "send from `address` or from `distinct_addresses`, not both".to_owned(),
         ));
     }
-    if send.requests == 0 || send.concurrency == 0 {
-        return Err((
-            None,
-            "`requests` and `concurrency` must be at least 1".to_owned(),
-        ));
+    for (field, value, most) in [
+        ("requests", send.requests, MAX_REQUESTS),
+        ("concurrency", send.concurrency, MAX_CONCURRENCY),
+    ] {
+        if !(1..=most).contains(&value) {
+            return Err((
+                None,
+                format!("`{field}` is {value}: a step has 1 to {most}"),
+            ));
+        }
     }
     send.peer_address()
         .map_err(|m| (send.peer.as_ref().map(Spanned::span), m))?;
@@ -1217,6 +1403,9 @@ fn check_send(
     let Some(expect) = expect.map(Spanned::get_ref) else {
         return Ok(());
     };
+    if let Some(deadline) = &expect.deadline {
+        check_deadline(send, *deadline.get_ref()).map_err(|m| (Some(deadline.span()), m))?;
+    }
     if let Some(statuses) = &expect.statuses {
         parse_statuses(statuses.get_ref())
             .and_then(|runs| expand_statuses(&runs, send.requests))
@@ -1231,6 +1420,41 @@ fn check_send(
                 ));
             }
         }
+        // Every request gives one status, so counts that add up to anything
+        // else could never hold.
+        let total = sum_of(counts.get_ref().values().copied());
+        if total != send.requests as u128 {
+            return Err((
+                Some(counts.span()),
+                format!(
+                    "the counts add up to {total} responses but the step sends {} requests",
+                    send.requests
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `deadline`: a deadline a request can wait for, and waiting requests sent together.
+fn check_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String> {
+    let Deadline { ms, waiting } = deadline;
+    if !(1..=MAX_DEADLINE_MS).contains(&ms) {
+        return Err(format!(
+            "a deadline of {ms} ms: write 1 to {MAX_DEADLINE_MS}"
+        ));
+    }
+    if waiting == 0 || waiting > send.requests {
+        return Err(format!(
+            "`waiting` is {waiting} of {} requests: at least one, at most all of them",
+            send.requests
+        ));
+    }
+    if waiting > send.concurrency {
+        return Err(format!(
+            "{waiting} requests wait together, but the step sends {} at a time: raise `concurrency`",
+            send.concurrency
+        ));
     }
     Ok(())
 }

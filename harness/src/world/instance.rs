@@ -6,7 +6,7 @@
 use std::process::ExitStatus;
 
 use crate::world::native::NativeProcess;
-use crate::world::process::{LogLine, stderr_text};
+use crate::world::process::{LogLine, LogUnfinished, stderr_text};
 use crate::world::workerd::WorkerdProcess;
 
 /// One isolate's process.
@@ -34,14 +34,6 @@ impl Instance {
         }
     }
 
-    /// The lines it wrote so far.
-    pub fn lines(&self) -> Vec<LogLine> {
-        match self {
-            Instance::Workerd(p) => p.lines(),
-            Instance::Native(p) => p.lines(),
-        }
-    }
-
     /// Everything it wrote on stderr, for a crash report.
     pub fn stderr(&self) -> String {
         match self {
@@ -58,8 +50,8 @@ impl Instance {
         }
     }
 
-    /// Kills it and waits for it to go.
-    pub async fn stop(self) {
+    /// Kills it, waits for it to go, then reads what it wrote to the end.
+    pub async fn stop(self) -> Result<Vec<LogLine>, LogUnfinished> {
         match self {
             Instance::Workerd(p) => p.stop().await,
             Instance::Native(p) => p.stop().await,

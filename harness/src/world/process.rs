@@ -1,7 +1,8 @@
 //! What every child process of the harness has in common (workerd,
 //! `native-fixture`, `redis-server`): it never outlives the harness
 //! ([`die_with_harness`]), and what it writes is kept line by line with the
-//! time since the scenario started ([`Log`]).
+//! time since the scenario started ([`Log`]), read to its end once it is
+//! gone ([`LogReaders`]).
 #![allow(
     unsafe_code,
     reason = "die_with_harness sets PR_SET_PDEATHSIG in the child between fork and exec (pre_exec), which only unsafe code can"
@@ -12,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
+use tokio::task::JoinHandle;
 
 /// Which of a process's streams a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +61,11 @@ pub fn die_with_harness(command: &mut Command) {
 
 /// Everything on stderr so far, as one text.
 pub fn stderr_text(log: &Log) -> String {
-    let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
+    stderr_of(&log.lock().map(|l| l.clone()).unwrap_or_default())
+}
+
+/// The stderr lines among `lines`, as one text.
+pub fn stderr_of(lines: &[LogLine]) -> String {
     lines
         .iter()
         .filter(|l| l.stream == Stream::Stderr)
@@ -68,11 +74,83 @@ pub fn stderr_text(log: &Log) -> String {
         .join("\n")
 }
 
+/// How long a killed process's output may take to reach its end. A pipe
+/// ends as soon as its writer is gone, so this is only reached when
+/// something else holds it open (a grandchild that inherited it); the log
+/// is then reported unfinished rather than waited for without end.
+pub const READ_TO_END_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A log whose streams did not end within [`READ_TO_END_TIMEOUT`] of the
+/// process being killed: its last lines may be missing.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "its output did not end within {READ_TO_END_TIMEOUT:?} of it being killed (something else holds its pipes open), so its last lines may be missing"
+)]
+pub struct LogUnfinished {
+    /// The lines read until then.
+    pub lines: Vec<LogLine>,
+}
+
+/// The tasks reading a child's streams into its [`Log`]. Scenarios judge
+/// every line a process wrote (fallback lines, no key), so its log is taken
+/// once these have read each stream to its end, after the process is gone,
+/// never after a guess of how long the readers need.
+#[derive(Debug, Default)]
+pub struct LogReaders(Vec<JoinHandle<()>>);
+
+impl LogReaders {
+    /// Keeps every line of `stream` in `log`, stamped with the time since `epoch`.
+    pub fn read(
+        &mut self,
+        stream: impl AsyncRead + Unpin + Send + 'static,
+        which: Stream,
+        log: &Log,
+        epoch: Instant,
+    ) {
+        self.0
+            .push(tokio::spawn(keep_lines(stream, which, log.clone(), epoch)));
+    }
+
+    /// Every line of `log` once each stream has ended: call it when the
+    /// process is gone (killed, or exited). At most [`READ_TO_END_TIMEOUT`].
+    pub async fn to_end(self, log: &Log) -> Result<Vec<LogLine>, LogUnfinished> {
+        let aborts: Vec<_> = self.0.iter().map(JoinHandle::abort_handle).collect();
+        let ended = tokio::time::timeout(READ_TO_END_TIMEOUT, futures::future::join_all(self.0))
+            .await
+            .is_ok();
+        let lines = log.lock().map(|l| l.clone()).unwrap_or_default();
+        if ended {
+            Ok(lines)
+        } else {
+            for abort in aborts {
+                abort.abort();
+            }
+            Err(LogUnfinished { lines })
+        }
+    }
+
+    /// [`LogReaders::to_end`] for an error quoting a failed start's stderr:
+    /// the lines read until then if the streams did not end in time.
+    pub async fn to_end_or_so_far(self, log: &Log) -> Vec<LogLine> {
+        self.to_end(log)
+            .await
+            .unwrap_or_else(|unfinished| unfinished.lines)
+    }
+}
+
 /// Keeps every line of `stream` in `log`, stamped with the time since `epoch`,
-/// until the stream ends.
-pub async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log, epoch: Instant) {
-    let mut lines = BufReader::new(stream).lines();
-    while let Ok(Some(text)) = lines.next_line().await {
+/// until the stream ends. A line that is not UTF-8 is kept (lossily), not
+/// the end of reading: the rest of the stream still counts.
+async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log, epoch: Instant) {
+    let mut reader = BufReader::new(stream);
+    let mut line = Vec::new();
+    while let Ok(read) = reader.read_until(b'\n', &mut line).await {
+        if read == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.strip_suffix('\n').unwrap_or(&text);
+        let text = text.strip_suffix('\r').unwrap_or(text).to_owned();
         if let Ok(mut log) = log.lock() {
             log.push(LogLine {
                 at: epoch.elapsed(),
@@ -80,5 +158,84 @@ pub async fn keep_lines(stream: impl AsyncRead + Unpin, which: Stream, log: Log,
                 text,
             });
         }
+        line.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Stdio;
+
+    use super::*;
+
+    /// `sh -c script` with its stdout read into a log.
+    fn spawn(script: &str) -> (tokio::process::Child, Log, LogReaders) {
+        let mut child = Command::new("sh")
+            .args(["-c", script])
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sh starts");
+        let log: Log = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = LogReaders::default();
+        let stdout = child.stdout.take().expect("stdout");
+        readers.read(stdout, Stream::Stdout, &log, Instant::now());
+        (child, log, readers)
+    }
+
+    /// Lines still in the pipe when the process is killed are read: on a
+    /// single thread the reader cannot run until `to_end` awaits it, so
+    /// nothing is read before the kill and every line after it.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_lines_written_before_the_kill_are_all_read() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let written = dir.path().join("written");
+        // 5000 lines (24 KB) fit in the pipe, so `seq` never waits for the reader.
+        let script = format!("seq 1 5000; touch '{}'; exec sleep 60", written.display());
+        let (mut child, log, readers) = spawn(&script);
+        while !written.exists() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        child.start_kill().expect("killed");
+        assert!(log.lock().expect("log").is_empty(), "nothing read yet");
+        let lines = readers.to_end(&log).await.expect("the pipe ended");
+        assert_eq!(lines.len(), 5000);
+        assert_eq!(lines.last().map(|l| l.text.as_str()), Some("5000"));
+    }
+
+    /// A pipe something else holds open is reported unfinished, with what
+    /// was read, after [`READ_TO_END_TIMEOUT`] instead of a wait without end.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_pipe_held_open_by_another_process_is_reported_not_waited_for() {
+        let (mut child, log, readers) = spawn("sleep 60 & echo $!; exec sleep 60");
+        while log.lock().expect("log").is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let holder: i32 = log.lock().expect("log")[0].text.parse().expect("a pid");
+        child.kill().await.expect("killed");
+        let started = Instant::now();
+        let outcome = readers.to_end(&log).await;
+        let waited = started.elapsed();
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(holder),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .expect("the holder killed");
+        let unfinished = outcome.expect_err("the holder keeps the pipe open");
+        assert_eq!(unfinished.lines.len(), 1);
+        assert!(
+            waited >= READ_TO_END_TIMEOUT && waited < READ_TO_END_TIMEOUT * 2,
+            "{waited:?}"
+        );
+        assert!(unfinished.to_string().contains("last lines may be missing"));
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_that_is_not_utf8_does_not_end_the_reading() {
+        let (child, log, readers) = spawn("printf 'a\\n\\377\\nb\\r\\nc'");
+        child.wait_with_output().await.expect("exits");
+        let lines = readers.to_end(&log).await.expect("ended");
+        let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(texts, ["a", "\u{fffd}", "b", "c"]);
     }
 }

@@ -57,19 +57,21 @@ impl Runner<'_> {
         Ok(())
     }
 
-    /// `send`, and when `count_calls`, the script calls Redis ran meanwhile
-    /// (`INFO commandstats` before and after).
+    /// `send` (probing while the first `waiting` wait), and when
+    /// `count_calls`, the script calls Redis ran meanwhile (`INFO
+    /// commandstats` before and after).
     pub(super) async fn send_counting_redis_calls(
         &mut self,
         step: usize,
         send: &SendRequests,
         count_calls: bool,
+        waiting: usize,
     ) -> Result<(), EngineError> {
         if !count_calls {
-            return self.send(step, send).await;
+            return self.send(step, send, waiting).await;
         }
         let before = self.redis_calls(step).await?;
-        self.send(step, send).await?;
+        self.send(step, send, waiting).await?;
         let after = self.redis_calls(step).await?;
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         self.observation.redis_calls.insert(

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::world::process::{Log, LogLine, Stream, die_with_harness, keep_lines, stderr_text};
+use crate::world::process::{
+    Log, LogLine, LogReaders, LogUnfinished, Stream, die_with_harness, stderr_of, stderr_text,
+};
 
 /// How long an instance may take to listen.
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -64,6 +66,7 @@ pub struct NativeProcess {
     child: Child,
     port: u16,
     log: Log,
+    readers: LogReaders,
 }
 
 impl NativeProcess {
@@ -101,8 +104,9 @@ impl NativeProcess {
             source,
         })?;
         let log: Log = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = LogReaders::default();
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_lines(err, Stream::Stderr, log.clone(), epoch));
+            readers.read(err, Stream::Stderr, &log, epoch);
         }
         let port = match child.stdout.take() {
             Some(out) => tokio::time::timeout(LISTEN_TIMEOUT, listen_port(out))
@@ -112,12 +116,17 @@ impl NativeProcess {
             None => None,
         };
         match port {
-            Some(port) => Ok(NativeProcess { child, port, log }),
+            Some(port) => Ok(NativeProcess {
+                child,
+                port,
+                log,
+                readers,
+            }),
             None => {
+                // An error here is a process already gone: its stderr ends all the same.
                 let _ = child.kill().await;
-                tokio::time::sleep(Duration::from_millis(50)).await;
                 Err(NativeError::NotListening {
-                    stderr: stderr_text(&log),
+                    stderr: stderr_of(&readers.to_end_or_so_far(&log).await),
                 })
             }
         }
@@ -133,11 +142,6 @@ impl NativeProcess {
         self.child.id()
     }
 
-    /// The lines it wrote on stderr so far (its `tracing` JSON lines).
-    pub fn lines(&self) -> Vec<LogLine> {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
     /// Everything it wrote on stderr so far, as one text.
     pub fn stderr(&self) -> String {
         stderr_text(&self.log)
@@ -148,9 +152,12 @@ impl NativeProcess {
         self.child.try_wait().ok().flatten()
     }
 
-    /// Kills it and waits for it to go.
-    pub async fn stop(mut self) {
+    /// Kills it, waits for it to go, then reads what it wrote to the end,
+    /// its last lines included.
+    pub async fn stop(mut self) -> Result<Vec<LogLine>, LogUnfinished> {
+        // An error here is a process already gone: its stderr ends all the same.
         let _ = self.child.kill().await;
+        self.readers.to_end(&self.log).await
     }
 }
 

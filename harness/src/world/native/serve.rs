@@ -28,6 +28,9 @@ pub enum ServeError {
     /// An instance did not start.
     #[error(transparent)]
     Native(#[from] NativeError),
+    /// Ctrl-C, which stops everything, could not be listened for.
+    #[error("cannot listen for Ctrl-C: {0}")]
+    CtrlC(std::io::Error),
 }
 
 fn announce(process: &str, url: &str, pid: Option<u32>) {
@@ -49,6 +52,11 @@ pub async fn serve(
         path: application.display().to_string(),
         message,
     };
+    // Listening for Ctrl-C before anything is announced: a SIGINT right
+    // after the last announcement stops everything cleanly, never killing
+    // the harness with the default action.
+    let mut interrupt = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+        .map_err(ServeError::CtrlC)?;
     let source = std::fs::read_to_string(application).map_err(|e| error(e.to_string()))?;
     let dir = tempfile::tempdir().map_err(|e| error(e.to_string()))?;
     let server = if redis {
@@ -71,9 +79,10 @@ pub async fn serve(
         announce("instance", &instance.url(), instance.pid());
         running.push(instance);
     }
-    let _ = tokio::signal::ctrl_c().await;
+    interrupt.recv().await;
     for instance in running {
-        instance.stop().await;
+        // Nobody reads a hand-run instance's log: its lines are dropped.
+        drop(instance.stop().await);
     }
     drop(server);
     Ok(())

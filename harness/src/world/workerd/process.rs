@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::world::process::{Log, LogLine, Stream, die_with_harness, keep_lines, stderr_text};
+use crate::world::process::{
+    Log, LogLine, LogReaders, LogUnfinished, Stream, die_with_harness, stderr_of,
+};
 
 /// How long workerd may take to listen before it counts as failed to start.
 pub const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
@@ -60,6 +62,7 @@ pub struct WorkerdProcess {
     pub port: u16,
     /// What it has written, kept for the scenario's record and failure reports.
     pub log: Log,
+    readers: LogReaders,
     /// How long it took from spawn to the listen event.
     pub start_to_listen: Duration,
 }
@@ -121,11 +124,12 @@ impl WorkerdProcess {
         drop(control_write);
 
         let log: Log = Arc::new(Mutex::new(Vec::new()));
+        let mut readers = LogReaders::default();
         if let Some(out) = child.stdout.take() {
-            tokio::spawn(keep_lines(out, Stream::Stdout, log.clone(), epoch));
+            readers.read(out, Stream::Stdout, &log, epoch);
         }
         if let Some(err) = child.stderr.take() {
-            tokio::spawn(keep_lines(err, Stream::Stderr, log.clone(), epoch));
+            readers.read(err, Stream::Stderr, &log, epoch);
         }
 
         let listened = tokio::time::timeout(LISTEN_TIMEOUT, wait_for_listen(control_read)).await;
@@ -134,6 +138,7 @@ impl WorkerdProcess {
                 child,
                 port,
                 log,
+                readers,
                 start_to_listen: spawned_at.elapsed(),
             }),
             Ok(None) => {
@@ -142,17 +147,18 @@ impl WorkerdProcess {
                     .await
                     .map(|s| s.to_string())
                     .unwrap_or_else(|e| e.to_string());
-                // Let the reader tasks drain what workerd wrote before it exited.
-                tokio::time::sleep(Duration::from_millis(50)).await;
                 Err(ProcessError::ExitedBeforeListening {
                     status,
-                    stderr: stderr_text(&log),
+                    stderr: stderr_of(&readers.to_end_or_so_far(&log).await),
                 })
             }
-            Err(_) => Err(ProcessError::ListenTimeout {
-                timeout: LISTEN_TIMEOUT,
-                stderr: stderr_text(&log),
-            }),
+            Err(_) => {
+                let _ = child.kill().await;
+                Err(ProcessError::ListenTimeout {
+                    timeout: LISTEN_TIMEOUT,
+                    stderr: stderr_of(&readers.to_end_or_so_far(&log).await),
+                })
+            }
         }
     }
 
@@ -166,11 +172,6 @@ impl WorkerdProcess {
         self.child.try_wait().ok().flatten()
     }
 
-    /// The lines written so far.
-    pub fn lines(&self) -> Vec<LogLine> {
-        self.log.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
     /// Waits until it exits by itself; its exit status, in words.
     pub async fn wait(&mut self) -> String {
         match self.child.wait().await {
@@ -179,9 +180,12 @@ impl WorkerdProcess {
         }
     }
 
-    /// Kills it and waits for it to go.
-    pub async fn stop(mut self) {
+    /// Kills it, waits for it to go, then reads what it wrote to the end,
+    /// its last lines included.
+    pub async fn stop(mut self) -> Result<Vec<LogLine>, LogUnfinished> {
+        // An error here is a process already gone: its streams end all the same.
         let _ = self.child.kill().await;
+        self.readers.to_end(&self.log).await
     }
 }
 

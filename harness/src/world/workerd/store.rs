@@ -182,12 +182,14 @@ fn own_store(
                 return;
             }
         };
+        // Nothing judges the store's log once it stops (it is quoted only
+        // if the store dies mid-run), so what `stop` read is dropped.
         if ready.send(Ok((process.port, process.log.clone()))).is_err() {
-            process.stop().await;
+            drop(process.stop().await);
             return;
         }
         tokio::select! {
-            _ = stop => process.stop().await,
+            _ = stop => drop(process.stop().await),
             status = process.wait() => {
                 if let Ok(mut slot) = exited.lock() {
                     *slot = Some(status);
