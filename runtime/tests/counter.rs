@@ -8,18 +8,9 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use runtime::counter::{BUILT_IN_FLOOD_KEYS, ROUTE_FLOOD_KEYS, Verdict, WindowCounter};
 use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use sweep::{HOUR, WINDOWS, every_limit, step};
 
-/// An hour boundary, so windows of 10, 60 and 3600 s all start here.
-const HOUR: u64 = 1_800_000_000_000;
-const LIMITS: [u32; 6] = [1, 2, 5, 20, 120, 600];
-const WINDOWS: [u32; 3] = [10, 60, 3600];
-
-fn every_limit() -> Vec<Limit> {
-    WINDOWS
-        .iter()
-        .flat_map(|&w| LIMITS.iter().map(move |&r| Limit::new(r, w)))
-        .collect()
-}
+mod sweep;
 
 /// How many of `n` hits of `key` at `now` were let through.
 fn within(c: &mut WindowCounter, limit: Limit, key: &str, now: u64, n: u32) -> u32 {
@@ -259,17 +250,6 @@ fn a_limit_the_counter_was_not_built_for_gets_a_sketch_of_its_own() {
     let after = c.bound();
     assert_eq!(after.sketches.len(), before.sketches.len() + 1);
     assert_eq!(after.sketches.last().map(|s| s.limit), Some(unplanned));
-}
-
-/// A step of the clock: mostly short, sometimes across a window of each length.
-fn step() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        4 => Just(0u64),
-        4 => 0u64..2_000,
-        1 => 9_000u64..11_000,
-        1 => 55_000u64..65_000,
-        1 => 3_590_000u64..3_610_000,
-    ]
 }
 
 proptest! {

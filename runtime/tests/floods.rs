@@ -13,11 +13,10 @@ use runtime::config::Application;
 use runtime::counter::DEFAULT_MAX_KEYS;
 use runtime::limiter::{Limiter, Now, Refusal};
 use runtime::limits::Limit;
+use sweep::{HOUR, WINDOWS, every_limit, step};
 
-/// An hour boundary, so windows of 10, 60 and 3600 s all start here.
-const HOUR: u64 = 1_800_000_000_000;
-const LIMITS: [u32; 6] = [1, 2, 5, 20, 120, 600];
-const WINDOWS: [u32; 3] = [10, 60, 3600];
+mod sweep;
+
 /// A path no route limits: only the built-in limit counts it.
 const ELSEWHERE: &str = "/elsewhere";
 
@@ -27,9 +26,8 @@ fn route_path(limit: Limit) -> String {
 
 /// A route for every limit x window, and `/login` at 5 per 60 s.
 fn routes() -> Vec<(String, Limit)> {
-    let mut routes: Vec<(String, Limit)> = WINDOWS
-        .iter()
-        .flat_map(|&w| LIMITS.iter().map(move |&r| Limit::new(r, w)))
+    let mut routes: Vec<(String, Limit)> = every_limit()
+        .into_iter()
         .map(|limit| (route_path(limit), limit))
         .collect();
     routes.push(("/login".to_owned(), Limit::new(5, 60)));
@@ -183,17 +181,6 @@ fn a_client_is_counted_in_its_own_minute_beside_ten_second_and_hour_routes() {
         "address"
     ));
     assert!(request(&mut limiter, &client, ELSEWHERE, HOUR + 60_000).is_none());
-}
-
-/// A step of the clock: mostly short, sometimes across a window of each length.
-fn step() -> impl Strategy<Value = u64> {
-    prop_oneof![
-        4 => Just(0u64),
-        4 => 0u64..2_000,
-        1 => 9_000u64..11_000,
-        1 => 55_000u64..65_000,
-        1 => 3_590_000u64..3_610_000,
-    ]
 }
 
 proptest! {
