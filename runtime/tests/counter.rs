@@ -60,6 +60,44 @@ fn every_limit_and_window_counts_exactly_past_a_full_table() {
     }
 }
 
+#[test]
+fn any_number_of_window_lengths_each_count_their_own_window() {
+    // Nine lengths, some not dividing the others, past a full table.
+    let windows = [1, 7, 10, 45, 60, 61, 600, 3600, 86_400];
+    let limits: Vec<Limit> = windows.iter().map(|&w| Limit::new(3, w)).collect();
+    let mut c = past_a_full_table(&limits);
+    let start = HOUR + 500;
+    for &limit in &limits {
+        assert_eq!(within(&mut c, limit, "heavy", start, 6), 3, "{limit:?}");
+    }
+    // Each window's end (aligned: floor(now / window) + 1), earliest first.
+    let mut ends: Vec<(u64, Limit)> = limits
+        .iter()
+        .map(|&l| {
+            let w = u64::from(l.window_seconds) * 1_000;
+            ((start / w + 1) * w, l)
+        })
+        .collect();
+    ends.sort_by_key(|&(end, _)| end);
+    for (n, &(end, limit)) in ends.iter().enumerate() {
+        // Every window not yet ended still refuses, this one until its end.
+        for &(_, later) in &ends[n..] {
+            assert_eq!(
+                c.hit(later, "heavy", end - 1),
+                Verdict::Exceeded,
+                "{later:?} at {} ms",
+                end - 1 - HOUR
+            );
+        }
+        assert_eq!(
+            within(&mut c, limit, "heavy", end, 6),
+            3,
+            "{limit:?} starts again at {} ms",
+            end - HOUR
+        );
+    }
+}
+
 /// A route's flood (keys sending one request each), new keys after it, and
 /// over-limit keys before it and after.
 const ROUTE_FLOOD: u32 = ROUTE_FLOOD_KEYS as u32;
