@@ -8,13 +8,14 @@
 //! hold: its own memory, refused-keys cache and connection. The clocks are
 //! shifted to 1 s into a minute, so no count straddles a window.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use harness::world::redis::{RedisCluster, RedisServer};
 
 mod common;
+#[path = "../../runtime/tests/common/lines.rs"]
+mod lines;
+use lines::Lines;
 use runtime::Subject;
 use runtime::native::NativeGate;
 
@@ -49,46 +50,6 @@ async fn passed(gates: &[NativeGate], subject: &Subject, path: &str, n: usize) -
         }
     }
     passed
-}
-
-/// The JSON lines written through `tracing` while it is held.
-#[derive(Clone, Default)]
-struct Lines(Arc<Mutex<Vec<u8>>>);
-
-impl Write for Lines {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("lines").extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Lines {
-    fn capture() -> (Lines, tracing::subscriber::DefaultGuard) {
-        let lines = Lines::default();
-        let writer = lines.clone();
-        let subscriber = tracing_subscriber::fmt()
-            .json()
-            .flatten_event(true)
-            .with_writer(move || writer.clone())
-            .finish();
-        (lines, tracing::subscriber::set_default(subscriber))
-    }
-
-    fn fallbacks(&self) -> Vec<serde_json::Value> {
-        let bytes = self.0.lock().expect("lines").clone();
-        String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|v| v["event"] == "rate_limits.fallback")
-            .collect()
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().expect("lines")).into_owned()
-    }
 }
 
 #[tokio::test]
@@ -155,7 +116,7 @@ async fn redis_down_counts_in_each_instances_memory_and_logs_once_each() {
     // No error reaches a request: each instance counts 120 in its own memory,
     // the 30 Redis counted before it went down are not there.
     assert_eq!(passed(&gates, &subject, "/api/items", 363).await, 360);
-    let logs = lines.fallbacks();
+    let logs = lines.events("rate_limits.fallback");
     assert_eq!(logs.len(), 3, "one line per instance: {logs:?}");
     for log in &logs {
         assert_eq!(log["connection"], "cache");
@@ -176,7 +137,7 @@ async fn nothing_listening_from_the_start_is_missing() {
         passed(&gates, &address("192.0.2.1"), "/api/items", 250).await,
         240
     );
-    let logs = lines.fallbacks();
+    let logs = lines.events("rate_limits.fallback");
     assert_eq!(logs.len(), 2, "{logs:?}");
     assert!(
         logs.iter()
@@ -223,7 +184,7 @@ async fn a_hanging_redis_costs_one_wait_per_cool_off() {
         p50 < Duration::from_millis(5),
         "p50 after the first: {p50:?}"
     );
-    let logs = lines.fallbacks();
+    let logs = lines.events("rate_limits.fallback");
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert_eq!(logs[0]["reason"], "timed_out");
 }
@@ -287,7 +248,7 @@ async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(450), "waited {waited:?}");
     assert!(waited < Duration::from_millis(1_400), "waited {waited:?}");
-    let logs = lines.fallbacks();
+    let logs = lines.events("rate_limits.fallback");
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert_eq!(logs[0]["reason"], "timed_out");
 }
