@@ -2,8 +2,10 @@
 //! Cloudflare Workers.
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
-//! (with stable diagnostic codes) and [`plan`] turns its limits into
-//! Cloudflare bindings ([`names`]) and Wrangler entries. Request time:
+//! (with stable diagnostic codes), [`plan`] turns its limits into
+//! Cloudflare bindings ([`names`]) and Wrangler entries, and [`gate_plan`]
+//! writes what one deployable's gate needs, so a Worker builds it without
+//! the description's parser. Request time:
 //! [`limiter`] decides each request without doing I/O, under the [`keys`]
 //! of its [`subject`], asking the [`store`]s the I/O layer reaches, counting
 //! in [`counter`] when a store can't be asked, and leaving a troubled store
@@ -22,6 +24,7 @@ pub mod address;
 pub mod breaker;
 pub mod config;
 pub mod counter;
+pub mod gate_plan;
 pub mod keys;
 pub mod limiter;
 pub mod limits;
@@ -38,6 +41,7 @@ pub mod workers;
 
 pub use address::ClientAddress;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
+pub use gate_plan::GatePlan;
 pub use limiter::Limiter;
 pub use limits::Limit;
 pub use plan::BindingPlan;

@@ -17,8 +17,8 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use crate::config::{Application, Counting};
-pub use crate::limiter::GateError;
+use crate::config::Counting;
+use crate::gate_plan::GatePlan;
 use crate::limiter::{ADDRESS_HEADER, Limiter, Pending, Refusal, Tally, url_path};
 use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
@@ -205,15 +205,18 @@ pub struct Gate {
     /// The one continuation every waiting request resumes through, made
     /// once (a closure per request would be made and freed per request).
     resume: Resume,
+    deployable: String,
 }
 
 impl Gate {
-    /// Builds the gate from the application description, as at build time.
-    pub fn new(application_toml: &str, deployable: &str) -> Result<Gate, GateError> {
-        let app = Application::from_toml(application_toml)?;
+    /// Builds the gate of a deployable's plan: in production the text the
+    /// build step wrote ([`GatePlan::from_text`]), so no description parser
+    /// is linked; a test may plan from the description ([`GatePlan::new`]).
+    pub fn new(plan: GatePlan) -> Gate {
+        let deployable = plan.deployable().to_owned();
         let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
             ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
-        let limiter = Limiter::new(&app, deployable, seed)?;
+        let limiter = Limiter::from_plan(plan, seed);
         let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
@@ -224,11 +227,12 @@ impl Gate {
         let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
             resumed.resume(ticket, codes, settled_at_ms)
         });
-        Ok(Gate {
+        Gate {
             shared,
             names,
             resume,
-        })
+            deployable,
+        }
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
@@ -297,6 +301,11 @@ impl Gate {
         outcome
     }
 
+    /// The deployable this gate limits, as its plan names it.
+    pub fn deployable(&self) -> &str {
+        &self.deployable
+    }
+
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
     pub fn counting(&self) -> Counting {
         self.shared.limiter.borrow().counting().clone()
@@ -337,12 +346,9 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
     let init = web_sys::ResponseInit::new();
     init.set_status(Refusal::STATUS);
     let response = web_sys::Response::new_with_opt_str_and_init(Some(&refusal.body()), &init)?;
-    response
-        .headers()
-        .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
-    response
-        .headers()
-        .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
-    response.headers().set("Content-Type", "application/json")?;
+    let headers = response.headers();
+    for (name, value) in refusal.headers() {
+        headers.set(name, &value)?;
+    }
     Ok(response)
 }
