@@ -270,7 +270,8 @@ fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
 /// Everything a benchmark needs to start its processes.
 struct Bench {
     env: Environment,
-    application_toml: String,
+    /// The deployable's plan, as its build step writes it.
+    plan: String,
     app: Application,
     dir: tempfile::TempDir,
     configs: usize,
@@ -283,12 +284,13 @@ impl Bench {
             std::fs::read_to_string(harness::world::paths::repo_root().join(APPLICATION))?;
         let app = Application::from_toml(&application_toml)
             .map_err(|d| d.render(APPLICATION).to_string())?;
+        let plan = runtime::GatePlan::new(&app, DEPLOYABLE)?.to_text()?;
         let dir = tempfile::Builder::new()
             .prefix("harness-bench-")
             .tempdir()?;
         Ok(Bench {
             env,
-            application_toml,
+            plan,
             app,
             dir,
             configs: 0,
@@ -312,8 +314,7 @@ impl Bench {
         let dir = self.fresh_dir()?;
         let bindings = bindings(&self.app, initial);
         let config = IsolateConfig {
-            application_toml: &self.application_toml,
-            deployable: DEPLOYABLE,
+            plan: &self.plan,
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use harness::commands::CommandError;
-use harness::commands::application::{self, EntriesFormat};
+use harness::commands::application::{self, EntriesFormat, PlanOutput};
 use harness::commands::edge::TimingThreshold;
 use harness::commands::edge_compat::{EdgeCompatRequest, edge_compat};
 use harness::commands::run::{RunRequest, run};
@@ -28,7 +28,13 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate an application description: every diagnostic as `CODE: file:line:col: message`, or `ok`.
-    Check { application: PathBuf },
+    Check {
+        application: PathBuf,
+        /// Also write the plan of a Workers deployable, which its Worker
+        /// builds its gate from (`runtime::GatePlan::from_text`); repeatable.
+        #[arg(long, value_name = "DEPLOYABLE=FILE")]
+        plan: Vec<PlanOutput>,
+    },
     /// Print the Wrangler `ratelimits` entries of an application description,
     /// or write them into a Wrangler file.
     Wrangler {
@@ -126,7 +132,7 @@ impl WorkerdArgs {
 
 fn main() -> ExitCode {
     let done = match Cli::parse().command {
-        Command::Check { application } => application::check(&application),
+        Command::Check { application, plan } => application::check(&application, &plan),
         Command::Wrangler {
             application,
             format,

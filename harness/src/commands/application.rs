@@ -1,10 +1,13 @@
 //! The commands on an application description: `check` (every diagnostic,
-//! or `ok`), `wrangler` (its `ratelimits` entries) and `wrangler --write`
+//! or `ok`; with `--plan`, the deployables' plans written for their
+//! Workers), `wrangler` (its `ratelimits` entries) and `wrangler --write`
 //! (those entries written into a Wrangler file, [`wrangler_file`]). Each
 //! prints what it found on stdout and says whether the description is valid.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
+use runtime::GatePlan;
 use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
 
@@ -36,13 +39,81 @@ fn load(path: &Path) -> Result<Option<Application>, CommandError> {
     }
 }
 
-/// `check`: prints `ok`, or every diagnostic; whether the description is valid.
-pub fn check(path: &Path) -> Result<bool, CommandError> {
-    let valid = load(path)?.is_some();
-    if valid {
-        println!("ok");
+/// Where `check --plan` writes one deployable's plan: `DEPLOYABLE=FILE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanOutput {
+    /// The deployable of the application.
+    pub deployable: String,
+    /// The file its plan goes into (its Worker embeds it).
+    pub file: PathBuf,
+}
+
+impl FromStr for PlanOutput {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once('=') {
+            Some((deployable, file)) if !deployable.is_empty() && !file.is_empty() => {
+                Ok(PlanOutput {
+                    deployable: deployable.to_owned(),
+                    file: PathBuf::from(file),
+                })
+            }
+            _ => Err(format!("`{s}` is not DEPLOYABLE=FILE")),
+        }
     }
-    Ok(valid)
+}
+
+/// `check`: prints `ok`, or every diagnostic; whether the description is
+/// valid. A valid one also has each of `plans` written: the plan its
+/// Worker builds its gate from (`runtime::GatePlan`, no description parser
+/// in the Worker). Every plan is made before any is written, and a file
+/// already holding its plan is left untouched (`unchanged`).
+pub fn check(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError> {
+    let Some(app) = load(path)? else {
+        return Ok(false);
+    };
+    let mut texts = Vec::with_capacity(plans.len());
+    for output in plans {
+        let plan = GatePlan::new(&app, &output.deployable)
+            .map_err(|e| CommandError::Plan(e.to_string()))?;
+        texts.push(
+            plan.to_text()
+                .map_err(|e| CommandError::Plan(e.to_string()))?,
+        );
+    }
+    println!("ok");
+    for (output, text) in plans.iter().zip(texts) {
+        let file = &output.file;
+        if std::fs::read_to_string(file).is_ok_and(|old| old == text) {
+            println!("{}: unchanged", file.display());
+            continue;
+        }
+        write_whole(file, &text).map_err(|source| CommandError::PlanFile {
+            path: file.clone(),
+            source,
+        })?;
+        println!(
+            "{}: written (the plan of deployable `{}`)",
+            file.display(),
+            output.deployable
+        );
+    }
+    Ok(true)
+}
+
+/// Writes `text` into `file` whole or not at all (a temporary file beside
+/// it, renamed over it), so a build never embeds half a plan.
+fn write_whole(file: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let dir = match file.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let mut temporary = tempfile::NamedTempFile::new_in(dir)?;
+    temporary.write_all(text.as_bytes())?;
+    temporary.persist(file).map_err(|e| e.error)?;
+    Ok(())
 }
 
 /// `wrangler`: prints the description's `ratelimits` entries in `format`.
