@@ -251,7 +251,7 @@ fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
 fn taplo() -> std::path::PathBuf {
     let dir = harness::world::paths::repo_root().join("tools/fixtures/taplo");
     let bin = dir.join("node_modules/.bin/taplo");
-    harness::world::workerd::find::npm_ci_unless(&dir, &[&bin], "taplo is not installed", &[])
+    harness::world::npm::ci_unless(&dir, &[&bin], "taplo is not installed", &[])
         .unwrap_or_else(|e| panic!("{e}"));
     bin
 }

@@ -10,6 +10,7 @@
 pub mod cargo_build;
 pub mod instance;
 pub mod native;
+pub mod npm;
 pub mod paths;
 pub mod proc;
 pub mod process;
