@@ -12,6 +12,7 @@ use harness::commands::edge::TimingThreshold;
 use harness::commands::edge_compat::{EdgeCompatRequest, edge_compat};
 use harness::commands::run::{RunRequest, run};
 use harness::commands::suite::DEFAULT_JOBS;
+use harness::world::wasm::WorkerChoice;
 use harness::world::workerd::WorkerdChoice;
 use harness::world::workerd::reference::CoreChoice;
 
@@ -66,6 +67,10 @@ enum Command {
         /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
         #[arg(long, value_enum)]
         binding: Option<CoreChoice>,
+        /// The Worker the Workers scenarios run: `harness/deployable`
+        /// (wasm-bindgen) or `harness/deployable-workers-rs` (also: HARNESS_WORKER).
+        #[arg(long, value_enum)]
+        worker: Option<WorkerChoice>,
         #[command(flatten)]
         workerd: WorkerdArgs,
     },
@@ -150,22 +155,32 @@ fn main() -> ExitCode {
             junit,
             jobs,
             binding,
+            worker,
             workerd,
-        } => match binding.map_or_else(CoreChoice::from_env, Ok) {
-            Ok(core) => run(RunRequest {
-                filter,
-                scenarios,
-                include_slow,
-                junit,
-                jobs,
-                workerd: workerd.choice(),
-                core,
-            }),
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return ExitCode::from(2);
+        } => {
+            let core = binding.map_or_else(CoreChoice::from_env, Ok);
+            let worker = worker.map_or_else(WorkerChoice::from_env, Ok);
+            match (core, worker) {
+                (Ok(core), Ok(worker)) => run(RunRequest {
+                    filter,
+                    scenarios,
+                    include_slow,
+                    junit,
+                    jobs,
+                    workerd: workerd.choice(),
+                    core,
+                    worker,
+                }),
+                (Err(e), _) => {
+                    eprintln!("harness: {e}");
+                    return ExitCode::from(2);
+                }
+                (_, Err(e)) => {
+                    eprintln!("harness: {e}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         Command::Native {
             application,
             deployable,

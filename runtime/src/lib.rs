@@ -10,7 +10,9 @@
 //! of its [`subject`], asking the [`store`]s the I/O layer reaches, counting
 //! in [`counter`] when a store can't be asked, and leaving a troubled store
 //! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
-//! `workers` asks Cloudflare's bindings inside workerd; with the `native`
+//! `workers` asks Cloudflare's bindings inside workerd (and, with the
+//! `workers-rs` feature, `workers_rs` gives it to workers-rs Workers and
+//! axum on Workers); with the `native`
 //! feature, `native` limits a tokio server (and with `redis`, counts in
 //! Redis). The features are listed in the README ("Cargo features").
 
@@ -18,6 +20,12 @@
 compile_error!(
     "runtime's `native` and `redis` features are for native servers; a Worker (wasm32) needs \
      neither: its gate, `runtime::workers`, comes with the target"
+);
+
+#[cfg(all(feature = "workers-rs", not(target_arch = "wasm32")))]
+compile_error!(
+    "runtime's `workers-rs` feature is for a Worker (wasm32): enable it in the Worker's \
+     `[target.'cfg(target_arch = \"wasm32\")'.dependencies]`"
 );
 
 pub mod address;
@@ -38,6 +46,8 @@ pub mod subject;
 mod wire;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
+#[cfg(all(feature = "workers-rs", target_arch = "wasm32"))]
+pub mod workers_rs;
 
 pub use address::ClientAddress;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};

@@ -293,7 +293,7 @@ impl Refusal {
 
     /// The 429 as an `http` response, [`Refusal::headers`] and [`Refusal::body`]:
     /// what a tower layer answers (natively, and on Workers under axum).
-    #[cfg(feature = "native")]
+    #[cfg(any(feature = "native", feature = "workers-rs"))]
     pub fn to_http<B: From<String>>(&self) -> http::Response<B> {
         let mut response = http::Response::new(B::from(self.body()));
         *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
