@@ -68,7 +68,8 @@ enum Command {
         #[arg(long, value_enum)]
         binding: Option<CoreChoice>,
         /// The Worker the Workers scenarios run: `harness/deployable`
-        /// (wasm-bindgen) or `harness/deployable-workers-rs` (also: HARNESS_WORKER).
+        /// (wasm-bindgen), `harness/deployable-workers-rs` or
+        /// `harness/deployable-axum` (also: HARNESS_WORKER).
         #[arg(long, value_enum)]
         worker: Option<WorkerChoice>,
         #[command(flatten)]

@@ -1,9 +1,10 @@
 //! `cargo test -p harness --test workers_rs`: every scenario of `scenarios/`
-//! that runs a Worker, the fault matrix included, on the Worker written with
-//! workers-rs (`harness/deployable-workers-rs`, its gate through
-//! `runtime::workers_rs`), each its own named trial as in the scenarios
-//! target. A target of its own, so the two Workers' corpora are told apart
-//! in the report and run at once under cargo-nextest. See
+//! that runs a Worker, the fault matrix included, on the two Workers written
+//! with workers-rs: `harness/deployable-workers-rs` (its `#[event(fetch)]`
+//! handler asks `Gate::check`) and `harness/deployable-axum` (an axum
+//! `Router` limited by `RateLimitLayer`), each scenario a named trial per
+//! Worker (`workers-rs::FILE::NAME`, `axum::FILE::NAME`). A target of its
+//! own, so the Workers' corpora are told apart in the report. See
 //! [`harness::commands::trials`].
 
 use std::process::ExitCode;
@@ -12,5 +13,8 @@ use harness::commands::trials::{self, Corpus};
 use harness::world::wasm::WorkerChoice;
 
 fn main() -> ExitCode {
-    trials::main(Corpus::WorkersOn(WorkerChoice::WorkersRs))
+    trials::main(Corpus::WorkersOn(&[
+        WorkerChoice::WorkersRs,
+        WorkerChoice::Axum,
+    ]))
 }

@@ -22,7 +22,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use runtime::GatePlan;
-use runtime::workers::Gate;
+use runtime::workers::{Gate, HeaderName};
 use runtime::workers_rs::refusal_response;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, Request, Response, Result, event};
@@ -35,6 +35,9 @@ thread_local! {
     static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
     static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
+    /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
+    /// reads it, so the two Workers' costs compare).
+    static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
 }
 
 /// The isolate's gate, built from the `PLAN` text binding the first time.
@@ -95,7 +98,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     if limiting_off(&env) {
         return json(200, &serde_json::json!({ "ok": true }));
     }
-    let caller = req.headers().get(CALLER_HEADER)?;
+    let caller = CALLER.with(|name| name.read(&req.headers().0));
     if let Err(refusal) = gate.check(&req, &env, caller.as_deref()).await {
         return refusal_response(&refusal);
     }

@@ -1,7 +1,8 @@
 //! The scenario corpus as libtest-mimic trials, for the test targets:
 //! `tests/scenarios.rs` (every scenario, on the Worker `HARNESS_WORKER`
 //! names) and `tests/workers_rs.rs` (every scenario that runs a Worker, on
-//! the workers-rs one). Each scenario is its own named trial (`FILE::NAME`),
+//! each workers-rs Worker). Each scenario is its own named trial (`FILE::NAME`,
+//! or `WORKER::FILE::NAME` on several Workers),
 //! [`suite::DEFAULT_JOBS`] at once unless `--test-threads` says otherwise,
 //! the longest first (by how long each took when it last ran, kept in
 //! [`TrialDurations`]); slow scenarios are ignored unless
@@ -27,8 +28,8 @@ pub enum Corpus {
     /// Every scenario, on the Worker the environment chooses (`HARNESS_WORKER`).
     All,
     /// The scenarios that run a Worker (not the native ones, nor those that
-    /// only expect diagnostics), on this one.
-    WorkersOn(WorkerChoice),
+    /// only expect diagnostics), on each of these.
+    WorkersOn(&'static [WorkerChoice]),
 }
 
 /// Runs the corpus as the test target's trials; the target's exit code.
@@ -42,47 +43,42 @@ pub fn main(corpus: Corpus) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Built on the first trial that runs, so `--list` stays instant.
-    static ENVIRONMENT: OnceLock<Result<Environment, String>> = OnceLock::new();
+    // Built on the first trial that runs, so `--list` stays instant: one
+    // environment per Worker (by its place in `WorkerChoice::ALL`).
+    static ENVIRONMENTS: [OnceLock<Result<Environment, String>>; WorkerChoice::ALL.len()] =
+        [const { OnceLock::new() }; WorkerChoice::ALL.len()];
     static OUTCOMES: Mutex<Vec<TrialOutcome>> = Mutex::new(Vec::new());
-    let prepare = move || match corpus {
-        Corpus::All => suite::prepare_environment(),
-        Corpus::WorkersOn(worker) => CoreChoice::from_env()
-            .map_err(suite::EnvironmentError::from)
-            .and_then(|core| {
-                suite::prepare_environment_with(&WorkerdChoice::from_env(), core, worker)
-            }),
+    let runs: Vec<(Option<WorkerChoice>, String)> = match corpus {
+        Corpus::All => vec![(None, String::new())],
+        Corpus::WorkersOn(workers) => workers
+            .iter()
+            .map(|w| (Some(*w), format!("{}::", w.name())))
+            .collect(),
     };
     let mut durations = TrialDurations::load();
-    let tests = durations
-        .longest_first(
-            suite
-                .trials
-                .iter()
-                .filter(|t| in_corpus(corpus, t))
-                .collect(),
-        )
-        .into_iter()
-        .cloned()
-        .map(|trial| {
+    let mut tests = Vec::new();
+    for (worker, prefix) in runs {
+        let trials = suite.trials.iter().filter(|t| in_corpus(corpus, t));
+        for trial in durations.longest_first(trials.collect()) {
             let suite = suite.clone();
-            let name = trial.name().to_owned();
+            let trial = trial.clone();
             let ignored = trial.ignored();
-            libtest_mimic::Trial::test(name, move || {
-                let env = ENVIRONMENT
-                    .get_or_init(|| prepare().map_err(|e| e.to_string()))
-                    .as_ref()
-                    .map_err(|e| Failed::from(format!("the harness could not start: {e}")))?;
-                let outcome = suite.run(&trial, env);
-                let verdict = judge(&outcome);
-                if let Ok(mut outcomes) = OUTCOMES.lock() {
-                    outcomes.push(outcome);
-                }
-                verdict
-            })
-            .with_ignored_flag(ignored)
-        })
-        .collect();
+            let name = format!("{prefix}{}", trial.name());
+            tests.push(
+                libtest_mimic::Trial::test(name, move || {
+                    let env = environment(&ENVIRONMENTS, worker)
+                        .map_err(|e| Failed::from(format!("the harness could not start: {e}")))?;
+                    let outcome = suite.run(&trial, env);
+                    let verdict = judge(&outcome);
+                    if let Ok(mut outcomes) = OUTCOMES.lock() {
+                        outcomes.push(outcome);
+                    }
+                    verdict
+                })
+                .with_ignored_flag(ignored),
+            );
+        }
+    }
     // Not `Conclusion::exit()`: it calls process::exit, and destructors
     // (which kill the workerd processes) would never run.
     let conclusion = libtest_mimic::run(&args, tests);
@@ -94,6 +90,31 @@ pub fn main(corpus: Corpus) -> ExitCode {
         let _ = durations.save();
     }
     conclusion.exit_code()
+}
+
+/// The environment of `worker` (the one the environment chooses for
+/// `None`), prepared the first time a trial asks.
+fn environment(
+    environments: &'static [OnceLock<Result<Environment, String>>],
+    worker: Option<WorkerChoice>,
+) -> Result<&'static Environment, &'static String> {
+    let slot = worker.map_or(0, |w| {
+        WorkerChoice::ALL
+            .iter()
+            .position(|x| *x == w)
+            .unwrap_or_default()
+    });
+    let prepare = || match worker {
+        None => suite::prepare_environment(),
+        Some(worker) => CoreChoice::from_env()
+            .map_err(suite::EnvironmentError::from)
+            .and_then(|core| {
+                suite::prepare_environment_with(&WorkerdChoice::from_env(), core, worker)
+            }),
+    };
+    environments[slot]
+        .get_or_init(|| prepare().map_err(|e| e.to_string()))
+        .as_ref()
 }
 
 /// Whether `trial` is one of `corpus`'s.

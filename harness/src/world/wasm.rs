@@ -18,7 +18,7 @@ pub const STEM: &str = "deployable";
 pub const WORKER_VARIABLE: &str = "HARNESS_WORKER";
 
 /// Which Rust Worker the harness builds and runs: one deployable written the
-/// two ways people write a Rust Worker, the same routes, the same gate.
+/// ways people write a Rust Worker, the same routes, the same gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum WorkerChoice {
     /// `harness/deployable`: raw wasm-bindgen, `runtime::workers::Gate::decide`.
@@ -27,22 +27,30 @@ pub enum WorkerChoice {
     /// `harness/deployable-workers-rs`: workers-rs's `#[event(fetch)]`,
     /// `runtime::workers_rs` (`Gate::check`).
     WorkersRs,
+    /// `harness/deployable-axum`: an axum `Router` on Workers (workers-rs's
+    /// `http` feature), `runtime::workers_rs::RateLimitLayer`.
+    Axum,
 }
 
 impl WorkerChoice {
     /// Every Worker, in the order runs and reports list them.
-    pub const ALL: [WorkerChoice; 2] = [WorkerChoice::WasmBindgen, WorkerChoice::WorkersRs];
+    pub const ALL: [WorkerChoice; 3] = [
+        WorkerChoice::WasmBindgen,
+        WorkerChoice::WorkersRs,
+        WorkerChoice::Axum,
+    ];
 
     /// Its name on the command line (`run --worker`) and in `HARNESS_WORKER`.
     pub fn name(self) -> &'static str {
         match self {
             WorkerChoice::WasmBindgen => "wasm-bindgen",
             WorkerChoice::WorkersRs => "workers-rs",
+            WorkerChoice::Axum => "axum",
         }
     }
 
     /// `HARNESS_WORKER`: unset or `wasm-bindgen` is `harness/deployable`,
-    /// `workers-rs` the workers-rs one.
+    /// `workers-rs` and `axum` the workers-rs ones.
     pub fn from_env() -> Result<WorkerChoice, UnknownWorker> {
         match std::env::var(WORKER_VARIABLE) {
             Err(std::env::VarError::NotPresent) => Ok(WorkerChoice::WasmBindgen),
@@ -63,11 +71,21 @@ impl WorkerChoice {
         }
     }
 
+    /// Its crate's folder in the repository.
+    pub fn crate_dir(self) -> &'static str {
+        match self {
+            WorkerChoice::WasmBindgen => "harness/deployable",
+            WorkerChoice::WorkersRs => "harness/deployable-workers-rs",
+            WorkerChoice::Axum => "harness/deployable-axum",
+        }
+    }
+
     /// Its crate.
     fn crate_name(self) -> &'static str {
         match self {
             WorkerChoice::WasmBindgen => "harness-deployable",
             WorkerChoice::WorkersRs => "harness-deployable-workers-rs",
+            WorkerChoice::Axum => "harness-deployable-axum",
         }
     }
 
@@ -76,13 +94,14 @@ impl WorkerChoice {
         match self {
             WorkerChoice::WasmBindgen => "bindgen",
             WorkerChoice::WorkersRs => "bindgen-workers-rs",
+            WorkerChoice::Axum => "bindgen-axum",
         }
     }
 }
 
 /// The error for a `HARNESS_WORKER` that names no Worker.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{WORKER_VARIABLE}={0:?} names no Worker; use `wasm-bindgen` or `workers-rs`")]
+#[error("{WORKER_VARIABLE}={0:?} names no Worker; use `wasm-bindgen`, `workers-rs` or `axum`")]
 pub struct UnknownWorker(pub String);
 
 /// Why the deployable could not be built.
