@@ -13,16 +13,9 @@
 //! the isolate's own `setTimeout`, so no tokio timer is needed (tokio's panic
 //! on wasm32) and the layer works under axum.
 //!
-//! ```ignore
-//! #[event(fetch)]
-//! async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-//!     let gate = gate(&env)?; // an Rc<Gate> per isolate, built from the plan
-//!     if let Err(refusal) = gate.check(&req, &env, None).await {
-//!         return Ok(refusal_response(&refusal)?);
-//!     }
-//!     Response::ok("within the limits")
-//! }
-//! ```
+//! `harness/deployable-workers-rs` (the fetch handler) and
+//! `harness/deployable-axum` (the layer) are such Workers; the README shows
+//! both, and the scenario corpus runs against both.
 
 use std::cell::Cell;
 use std::future::Future;

@@ -1,8 +1,9 @@
 //! The world a scenario runs in: workerd (found, configured, started), the
 //! binding stores that keep an emulated binding's count (the harness's own
 //! and Cloudflare's simulator, the reference core), `native-fixture`
-//! instances, real `redis-server`s, the wasm build of the deployable, and
-//! where the repository keeps its files. Processes and files: the I/O.
+//! instances, real `redis-server`s, the wasm build of the Workers, the npm
+//! pins installed when missing, and where the repository keeps its files.
+//! Processes and files: the I/O.
 //!
 //! It may use [`crate::language`] and nothing above; what a scenario asks of
 //! the world comes down as plain values (bindings, behaviours, addresses).
