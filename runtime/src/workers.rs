@@ -22,7 +22,7 @@ use crate::gate_plan::GatePlan;
 use crate::limiter::{ADDRESS_HEADER, Limiter, Pending, Refusal, Tally, url_path};
 use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
-use crate::wire::{self, AskList};
+use crate::wire::{self, AskList, Code};
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
@@ -324,6 +324,51 @@ impl Gate {
     /// Records a health check and returns the tally its response reports.
     pub fn record_health_check(&self) -> Tally {
         self.shared.limiter.borrow_mut().record_health_check()
+    }
+}
+
+/// Runs the request path once on a limiter of its own, so that V8 compiles
+/// its wasm (Liftoff compiles a function on its first call) while the
+/// Worker starts, not on its first request: call it from the Worker's start
+/// function (`#[wasm_bindgen(start)]`, workers-rs's `#[event(start)]`),
+/// which runs in the global scope, before the first request (BENCHMARKS.md,
+/// "Build-time plans"). It reads a request's headers and path, plans, and
+/// decides for a caller and for an IPv4 and an IPv6 address, counting through
+/// a binding that answers and in memory. It touches nothing of the Worker's
+/// gate, asks no binding, draws no random number (the global scope allows
+/// none), and writes no log line.
+pub fn warm_up() {
+    const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
+                        store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
+    let Ok(plan) = GatePlan::from_text(PLAN) else {
+        return;
+    };
+    let mut limiter = Limiter::from_plan(plan, 0);
+    let now_ms = js_sys::Date::now() as u64;
+    let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
+    let subjects = [
+        request.as_ref().map_or_else(
+            |_| Subject::of_request(None, None),
+            |request| subject_of(&request.headers(), None),
+        ),
+        Subject::of_request(None, Some("192.0.2.1")),
+        Subject::of_request(None, Some("2001:db8::1")),
+        Subject::of_request(Some("warm-up"), None),
+    ];
+    let path = request.map_or_else(|_| "/warm-up".to_owned(), |r| path_of(&r));
+    // Both asks answered within the limit (two base-8 digits), then left
+    // unanswered, counted in memory.
+    let within_twice = f64::from(Code::Within as u8 * 9);
+    for answered in [true, false] {
+        for subject in &subjects {
+            let checks = limiter.checks(subject, &path);
+            let mut pending = limiter.asks(checks, now_ms);
+            let _ = AskList::of(&mut pending);
+            if answered {
+                wire::answer(&mut pending, within_twice);
+            }
+            let _ = limiter.conclude(pending, now_ms);
+        }
     }
 }
 

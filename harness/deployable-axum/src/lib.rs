@@ -149,6 +149,13 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
         })
 }
 
+/// Compiles the request path while the Worker starts (see
+/// [`runtime::workers::warm_up`]).
+#[event(start)]
+fn start() {
+    runtime::workers::warm_up();
+}
+
 #[event(fetch)]
 async fn fetch(req: HttpRequest, env: Env, _ctx: Context) -> Result<axum::http::Response<Body>> {
     let gate = gate(&env)?;

@@ -71,6 +71,13 @@ fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
     Ok(Response::from_json(body)?.with_status(status))
 }
 
+/// Compiles the request path while the Worker starts (see
+/// [`runtime::workers::warm_up`]).
+#[event(start)]
+fn start() {
+    runtime::workers::warm_up();
+}
+
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let gate = gate(&env)?;

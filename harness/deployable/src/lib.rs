@@ -105,6 +105,13 @@ fn passed() -> Result<web_sys::Response, JsValue> {
     PASSED.with(response_json)
 }
 
+/// Compiles the request path while the Worker starts (see
+/// [`runtime::workers::warm_up`]).
+#[wasm_bindgen(start)]
+pub fn start() {
+    runtime::workers::warm_up();
+}
+
 /// The Worker's fetch handler, called by the JavaScript entry module with
 /// the time the request arrived, in ms since the Unix epoch (never going
 /// backwards in an isolate: see [`Gate::decide`]). It returns the response,
