@@ -2,7 +2,7 @@
 //! `runtime::native`, with the Workers fixture's routes, started by the
 //! harness as real processes.
 //!
-//! `native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off] [--control-token TOKEN]`
+//! `native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off] [--control-token TOKEN]`
 //!
 //! - It listens on `127.0.0.1:0` and reports its port as the first line on
 //!   stdout: `{"event":"listen","port":N}`.
@@ -16,10 +16,11 @@
 //! - anything else: 404.
 //!
 //! The caller is read from `X-Test-Caller` (a real application takes it from
-//! its sign-in). The address is the socket's peer, or with
-//! `--behind-cloudflare` the `CF-Connecting-IP` header (the harness sends
-//! every request from 127.0.0.1, so its scenarios run behind Cloudflare).
-//! Logs are `tracing` JSON lines on stderr, one object per event.
+//! its sign-in). The address comes from where the deployable's
+//! `client_address` says: the socket's peer (the harness connects from the
+//! loopback address a scenario's `peer` names), `CF-Connecting-IP`, or
+//! `X-Forwarded-For` through trusted proxies. Logs are `tracing` JSON lines
+//! on stderr, one object per event.
 //!
 //! Benchmarks only: `--limiting-off` answers `/api/...` 200 without asking
 //! the gate, the baseline the limiter's cost is measured against.
@@ -36,7 +37,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use runtime::native::{AddressSource, CallerId, NativeGate, PeerAddr, RateLimitLayer};
+use runtime::native::{CallerId, NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -161,14 +162,9 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(application), Some(deployable)) = (args.first(), args.get(1)) else {
         eprintln!(
-            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--behind-cloudflare] [--limiting-off] [--control-token TOKEN]"
+            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off] [--control-token TOKEN]"
         );
         return ExitCode::from(2);
-    };
-    let addresses = if args.iter().any(|a| a == "--behind-cloudflare") {
-        AddressSource::CloudflareHeader
-    } else {
-        AddressSource::Peer
     };
     let limiting_off = args.iter().any(|a| a == "--limiting-off");
     let control_token: Option<Arc<str>> = args
@@ -183,8 +179,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let gate = match NativeGate::from_toml(&source, deployable, addresses) {
+    let gate = match NativeGate::from_toml(&source, deployable) {
         Ok(gate) => Arc::new(gate),
+        Err(runtime::native::GateError::Invalid(diagnostics)) => {
+            eprint!("{}", diagnostics.render(application));
+            return ExitCode::from(2);
+        }
         Err(error) => {
             eprintln!("{application}: {error}");
             return ExitCode::from(2);

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use harness::commands::CommandError;
 use harness::commands::application::{self, EntriesFormat, PlanOutput};
+use harness::commands::cloudflare::{self, CloudflareError, CloudflareRequest};
 use harness::commands::edge::TimingThreshold;
 use harness::commands::edge_compat::{EdgeCompatRequest, edge_compat};
 use harness::commands::run::{RunRequest, run};
@@ -108,7 +109,79 @@ enum Command {
         /// ...and at least this many ms.
         #[arg(long, default_value_t = 25)]
         p99_ms: u64,
+        /// The `results.json` of the night's `harness cloudflare` run, shown
+        /// beside the workerd columns (absent: the section says it did not run).
+        #[arg(long, value_name = "FILE")]
+        cloudflare: Option<PathBuf>,
     },
+    /// Run the scenarios marked `on_cloudflare` on Cloudflare itself: deploy,
+    /// traffic, tail, delete (needs CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID).
+    #[command(long_about = CLOUDFLARE_HELP, subcommand_negates_reqs = true, args_conflicts_with_subcommands = true)]
+    Cloudflare {
+        #[command(subcommand)]
+        command: Option<CloudflareCommand>,
+        #[command(flatten)]
+        run: CloudflareArgs,
+    },
+}
+
+const CLOUDFLARE_HELP: &str = "\
+Run the scenarios marked `on_cloudflare` on Cloudflare itself. For each, it uploads the deployable \
+(the same wasm, glue and snippets as the local run) as a Worker of its own, with the bindings \
+`harness wrangler` plans, turns on its workers.dev URL, opens its tail, sends its traffic on the real \
+clock, checks it as the scenario's marks say (exact, or bounded), and deletes the tail and the \
+script: after success, failure, a panic and Ctrl-C alike. The table and JUnit are `run`'s, with \
+how each was checked and how many requests passed before the first 429.
+
+Credentials: CLOUDFLARE_API_TOKEN, a token with the permission \"Workers Scripts: Edit\", and \
+CLOUDFLARE_ACCOUNT_ID. The token is never printed, logged or written. CLOUDFLARE_API_BASE_URL points \
+the API elsewhere (a proxy, a staging API), as for wrangler.
+
+Isolation: every run names its scripts PREFIX-RANDOM-N and numbers its bindings' namespace ids from \
+--namespace-base, because bindings that share a namespace_id share their counters with every Worker \
+of the account, your own included: give a range none of your Workers uses (the run takes a few ids \
+per scenario; --dry-run prints the range).
+
+Time: Cloudflare has no scenario clock, so window steps wait real time, and each Worker takes \
+seconds to deploy and answer: the repository's marked scenarios take about 2 minutes with 4 at once \
+(at most ~3; the plan prints its estimate).
+
+--dry-run writes the exact upload bodies, the bindings and the traffic plan into --out, with no \
+network and no credentials.";
+
+#[derive(Subcommand)]
+enum CloudflareCommand {
+    /// Delete the scripts killed runs left: those named PREFIX-xxxxxx-N, and no other.
+    Clean {
+        /// The prefix the runs had.
+        #[arg(long)]
+        prefix: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct CloudflareArgs {
+    /// Only scenarios whose name contains this.
+    filter: Option<String>,
+    /// The scenarios directory.
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+    /// The first namespace id the run may use (it takes a few per scenario):
+    /// a range none of the account's Workers uses.
+    #[arg(long, required = true)]
+    namespace_base: Option<u64>,
+    /// The start of every script's name.
+    #[arg(long, default_value = harness::commands::cloudflare::DEFAULT_PREFIX)]
+    prefix: String,
+    /// Where the reports go (with --dry-run: the plan and the uploads).
+    #[arg(long, default_value = "reports/cloudflare")]
+    out: PathBuf,
+    /// How many scenarios run on Cloudflare at once.
+    #[arg(long, default_value_t = DEFAULT_JOBS)]
+    jobs: usize,
+    /// Write the upload bodies, the bindings and the traffic plan; no network.
+    #[arg(long)]
+    dry_run: bool,
 }
 
 /// Which workerd a run uses (the pinned one by default).
@@ -195,6 +268,7 @@ fn main() -> ExitCode {
             jobs,
             p99_percent,
             p99_ms,
+            cloudflare,
         } => edge_compat(&EdgeCompatRequest {
             version,
             scenarios,
@@ -204,17 +278,39 @@ fn main() -> ExitCode {
                 percent: p99_percent,
                 ms: p99_ms,
             },
+            cloudflare,
         }),
+        Command::Cloudflare {
+            command: Some(CloudflareCommand::Clean { prefix }),
+            ..
+        } => cloudflare::clean(&prefix)
+            .map(|_| true)
+            .map_err(CommandError::from),
+        Command::Cloudflare { command: None, run } => cloudflare::run(&CloudflareRequest {
+            filter: run.filter,
+            scenarios: run.scenarios,
+            namespace_base: run.namespace_base.unwrap_or_default(),
+            prefix: run.prefix,
+            out: run.out,
+            jobs: run.jobs,
+            dry_run: run.dry_run,
+        })
+        .map_err(CommandError::from),
     };
     exit_code(done)
 }
 
 /// 0 when everything held, 1 when a command found what it exists to find
-/// (a failed scenario, an invalid application), 2 when it could not do its work.
+/// (a failed scenario, an invalid application), 2 when it could not do its
+/// work, 130 when Ctrl-C (or SIGTERM) stopped a run on Cloudflare.
 fn exit_code(done: Result<bool, CommandError>) -> ExitCode {
     match done {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        Err(e @ CommandError::Cloudflare(CloudflareError::Interrupted { .. })) => {
+            eprintln!("{e}");
+            ExitCode::from(130)
+        }
         Err(e) => {
             eprintln!("{e}");
             ExitCode::from(2)

@@ -16,7 +16,7 @@ use harness::world::redis::{RedisCluster, RedisServer};
 
 mod common;
 use runtime::Subject;
-use runtime::native::{AddressSource, NativeGate};
+use runtime::native::NativeGate;
 
 fn url(server: &RedisServer) -> String {
     format!("url = \"{}\"", server.url())
@@ -26,10 +26,9 @@ fn url(server: &RedisServer) -> String {
 fn instances(store: &str, n: usize) -> Vec<NativeGate> {
     (0..n)
         .map(|_| {
-            let gate =
-                NativeGate::from_toml(&common::native_redis_app(store), "api", AddressSource::Peer)
-                    .expect("the application is valid");
-            let now = gate.clock().now_ms();
+            let gate = NativeGate::from_toml(&common::native_redis_app(store), "api")
+                .expect("the application is valid");
+            let now = gate.clock().wall_ms();
             let target = (now / 60_000 + 1) * 60_000 + 1_000;
             gate.clock().set_offset_ms((target - now) as i64);
             gate
@@ -183,6 +182,11 @@ async fn nothing_listening_from_the_start_is_missing() {
         logs.iter()
             .all(|l| l["reason"] == "missing" && l["connection"] == "cache")
     );
+    // 125 requests each, one dial each: a Redis missing from the start is
+    // dialled once per cool-off, not on every request.
+    for gate in &gates {
+        assert_eq!(gate.redis_dials(), 1);
+    }
 }
 
 #[tokio::test]

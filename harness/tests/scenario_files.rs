@@ -247,6 +247,132 @@ fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
     assert!(error.contains("native"), "{error}");
 }
 
+#[test]
+fn a_peer_is_a_loopback_address_of_a_native_instance_and_a_chain_has_one_address_an_entry() {
+    let native = "application_inline = \'\'\'\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
+    let step = |send: &str| {
+        format!("[[scenario]]\nname = \"a\"\n{native}[[scenario.steps]]\nsend = {send}\n")
+    };
+    let error = malformed(&step("{ requests = 1, peer = \"10.0.0.1\" }"));
+    assert!(error.starts_with("scenarios/bad.toml:11:31: "), "{error}");
+    assert!(error.contains("loopback address, 127.x.y.z"), "{error}");
+    let error = malformed(&step("{ requests = 1, peer = \"127.0.0.300\" }"));
+    assert!(error.starts_with("scenarios/bad.toml:11:31: "), "{error}");
+    let error = malformed(&step(
+        "{ requests = 1, forwarded_for = [\"203.0.113.7, 10.0.0.1\"] }",
+    ));
+    assert!(error.contains("holds a comma"), "{error}");
+    let error = malformed(&step(
+        "{ requests = 1, forwarded_for = [\"203.0.113.7\"], headers = { \"x-forwarded-for\" = \"1.2.3.4\" } }",
+    ));
+    assert!(error.contains("not both"), "{error}");
+    // A Worker's peer is Cloudflare's edge: `peer` is for native instances.
+    let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nsend = {{ requests = 1, peer = \"127.0.0.2\" }}\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:9:"), "{error}");
+    assert!(error.contains("Workers deployable"), "{error}");
+}
+
+#[test]
+fn on_cloudflare_only_where_cloudflare_can_run_it() {
+    // Every way a marked scenario asks what the edge cannot do, at its place.
+    for (body, place, said) in [
+        (
+            "bindings = { A = \"throwing\" }\n",
+            "scenarios/bad.toml:5:12: ",
+            "cannot be made throwing",
+        ),
+        (
+            "[[scenario.steps]]\nadvance_clock = { seconds = 5 }\n",
+            "scenarios/bad.toml:5:",
+            "no scenario clock",
+        ),
+        (
+            "[[scenario.steps]]\nsend = { requests = 2, distinct_addresses = true }\n",
+            "scenarios/bad.toml:5:",
+            "sets CF-Connecting-IP itself",
+        ),
+        (
+            "[[scenario.steps]]\nsend = { requests = 2, headers = { \"cf-connecting-ip\" = \"192.0.2.1\" } }\n",
+            "scenarios/bad.toml:5:",
+            "sets CF-Connecting-IP itself",
+        ),
+        (
+            "[[scenario.steps]]\nrestart_isolate = 0\n",
+            "scenarios/bad.toml:5:",
+            "isolates are its own",
+        ),
+        (
+            "[[scenario.steps]]\nlimit = { binding = \"A\", outcome = \"pending\" }\n",
+            "scenarios/bad.toml:5:",
+            "no control endpoint",
+        ),
+        (
+            "expect_diagnostics = []\n",
+            "scenarios/bad.toml:4:17: ",
+            "sends no traffic",
+        ),
+    ] {
+        let error = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = ''\non_cloudflare = {{ refusal_by = 3 }}\n{body}"
+        ));
+        assert!(error.starts_with(place), "{body}: {error}");
+        assert!(
+            error.contains("Cloudflare cannot run this scenario") && error.contains(said),
+            "{body}: {error}"
+        );
+    }
+    let native = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\non_cloudflare = \"exact\"\n{NATIVE_REDIS}"
+    ));
+    assert!(native.starts_with("scenarios/bad.toml:3:17: "), "{native}");
+    assert!(native.contains("native"), "{native}");
+    let not_checked = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\non_cloudflare = \"not_checked\"\n",
+    );
+    assert!(
+        not_checked.starts_with("scenarios/bad.toml:4:17: "),
+        "{not_checked}"
+    );
+    assert!(
+        not_checked.contains("leave `on_cloudflare` out"),
+        "{not_checked}"
+    );
+    let zero = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\non_cloudflare = { refusal_by = 0 }\n",
+    );
+    assert!(zero.starts_with("scenarios/bad.toml:4:"), "{zero}");
+    assert!(zero.contains("at least 1"), "{zero}");
+    let unmarked = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1 }\nexpect = { on_cloudflare = { latency = \"exact\" } }\n",
+    );
+    assert!(unmarked.starts_with("scenarios/bad.toml:6:"), "{unmarked}");
+    assert!(unmarked.contains("needs the scenario's"), "{unmarked}");
+}
+
+#[test]
+fn a_marked_scenario_may_send_as_a_caller_wait_for_windows_and_lose_a_binding() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(
+        &path,
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\non_cloudflare = { refusal_by = 3 }\nbindings = { A = \"missing\" }\nisolates = 2\n\
+         [[scenario.steps]]\nsend = { requests = 3, caller = \"c\", address = \"192.0.2.1\" }\nexpect = { statuses = \"2 x 200 then 429\", on_cloudflare = { statuses = { refusal_by = 10 }, latency = \"not_checked\" } }\n\
+         [[scenario.steps]]\nwait_for_window = 10\n[[scenario.steps]]\nwait_for_room = { window = 60, seconds = 30 }\n[[scenario.steps]]\nsleep_ms = 5\n",
+    )
+    .expect("write");
+    let prepared = load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let sends = harness::language::on_cloudflare::sends(prepared[0].scenario.scenario.get_ref());
+    assert_eq!(sends.len(), 1);
+    let bound = sends[0].bound.expect("bounded");
+    assert_eq!(
+        (bound.limit, bound.refusal_by, sends[0].requests()),
+        (2, 10, 21)
+    );
+}
+
 /// The pinned taplo (the engine of Even Better TOML), installed on first use.
 fn taplo() -> std::path::PathBuf {
     let dir = harness::world::paths::repo_root().join("tools/fixtures/taplo");

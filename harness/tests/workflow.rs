@@ -151,3 +151,110 @@ fn the_nightly_job_installs_redis_server_before_the_run() {
         .expect("runs tools/edge-compat");
     assert!(install < run, "redis-server is installed after the run");
 }
+
+/// The workflow's jobs, as YAML.
+fn jobs() -> serde_json::Value {
+    let text = std::fs::read_to_string(workflow()).expect("read");
+    let workflow: serde_json::Value = serde_yaml_ng::from_str(&text).expect("YAML");
+    workflow["jobs"].clone()
+}
+
+fn runs(job: &serde_json::Value) -> Vec<(String, String)> {
+    job["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|step| {
+            (
+                step["run"].as_str().unwrap_or_default().to_owned(),
+                step["if"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn the_cloudflare_job_runs_the_subcommand_with_the_secrets_or_says_it_skipped() {
+    let jobs = jobs();
+    let job = &jobs["cloudflare"];
+    let steps = job["steps"].as_array().expect("steps");
+    // First, before anything is checked out or built: the secrets' check,
+    // one line when one is missing.
+    let check = &steps[0];
+    let script = check["run"].as_str().expect("a script");
+    assert!(
+        script.contains("echo \"skipped: no CLOUDFLARE_API_TOKEN\""),
+        "{script}"
+    );
+    assert_eq!(
+        check["env"]["CLOUDFLARE_API_TOKEN"],
+        "${{ secrets.CLOUDFLARE_API_TOKEN }}"
+    );
+    assert_eq!(
+        check["env"]["CLOUDFLARE_ACCOUNT_ID"],
+        "${{ secrets.CLOUDFLARE_ACCOUNT_ID }}"
+    );
+    let id = check["id"].as_str().expect("an id");
+    // Every other step waits for its answer; the run has the secrets.
+    for step in &steps[1..] {
+        let condition = step["if"].as_str().unwrap_or_default();
+        assert!(
+            condition.contains(&format!("steps.{id}.outputs.run == 'true'")),
+            "a step runs without the secrets: {step}"
+        );
+    }
+    let run = steps
+        .iter()
+        .find(|s| {
+            s["run"]
+                .as_str()
+                .is_some_and(|r| r.contains("-- cloudflare "))
+        })
+        .expect("a step runs `harness cloudflare`");
+    let command = run["run"].as_str().expect("run");
+    for needed in ["--namespace-base", "--out reports/cloudflare"] {
+        assert!(command.contains(needed), "{command}");
+    }
+    assert!(!command.contains("--dry-run"), "{command}");
+    assert_eq!(
+        run["env"]["CLOUDFLARE_API_TOKEN"],
+        "${{ secrets.CLOUDFLARE_API_TOKEN }}"
+    );
+    let text = std::fs::read_to_string(workflow()).expect("read");
+    assert!(text.contains("reports/cloudflare/results.json"));
+}
+
+#[test]
+fn the_drift_report_gets_the_cloudflare_results_beside_the_workerd_columns() {
+    let jobs = jobs();
+    let edge = &jobs["edge-compat"];
+    assert_eq!(edge["needs"], "cloudflare");
+    assert_eq!(
+        edge["if"], "${{ !cancelled() }}",
+        "it runs whatever Cloudflare's job did"
+    );
+    let steps = edge["steps"].as_array().expect("steps");
+    let download = steps
+        .iter()
+        .position(|s| {
+            s["uses"]
+                .as_str()
+                .is_some_and(|u| u.starts_with("actions/download-artifact@"))
+        })
+        .expect("the Cloudflare results are downloaded");
+    assert_eq!(steps[download]["with"]["name"], "cloudflare-report");
+    assert_eq!(
+        steps[download]["continue-on-error"], true,
+        "absent when the job skipped"
+    );
+    let compare = runs(edge)
+        .iter()
+        .position(|(run, _)| run.starts_with("tools/edge-compat"))
+        .expect("runs tools/edge-compat");
+    assert!(download < compare);
+    let (command, _) = &runs(edge)[compare];
+    assert!(
+        command.contains("--cloudflare reports/cloudflare/results.json"),
+        "{command}"
+    );
+}

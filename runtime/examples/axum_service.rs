@@ -1,50 +1,37 @@
-//! An axum service limited by runtime's tower layer: its API nested under
-//! `/api` (`Router::nest`), the client's address from axum's `ConnectInfo`
-//! (or `CF-Connecting-IP` behind Cloudflare), `/health` left unlimited.
+//! An axum service limited by runtime's tower layer (runtime's `axum`
+//! feature): its API nested under `/api` (`Router::nest`), the client's
+//! address from where the deployable's `client_address` says (axum's
+//! `ConnectInfo` for the peer), `/health` left unlimited.
 //! `runtime/tests/axum_example.rs` runs it over real HTTP with each address
-//! source.
+//! source (peer, cloudflare, trusted proxies).
 //!
 //! ```sh
-//! cargo run -p runtime --example axum_service -- APP.toml DEPLOYABLE [peer|cloudflare-header]
+//! cargo run -p runtime --example axum_service -- APP.toml DEPLOYABLE
 //! ```
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{ConnectInfo, Request};
-use axum::middleware::{self, Next};
-use axum::response::Response;
 use axum::routing::get;
-use runtime::native::{AddressSource, NativeGate, PeerAddr, RateLimitLayer};
+use runtime::native::{NativeGate, RateLimitLayer};
 
 /// The service: the API nested under `/api` and limited, `/health` not.
 pub fn app(gate: Arc<NativeGate>) -> Router {
+    // Inside the nest the layer still matches the whole path
+    // (`/api/search`, which the application's routes name): it reads
+    // axum's `OriginalUri`.
     let api = Router::new()
         .route("/search", get(|| async { "results" }))
-        .route("/items", get(|| async { "items" }));
+        .route("/items", get(|| async { "items" }))
+        .layer(RateLimitLayer::new(gate));
     Router::new()
         .nest("/api", api)
-        // Outside the nest, the layer sees the whole path (`/api/search`),
-        // which the application's routes name; `peer` runs first.
-        .layer(RateLimitLayer::new(gate))
-        .layer(middleware::from_fn(peer))
-        // Added after the layers, so not limited.
         .route("/health", get(|| async { "ok" }))
 }
 
-/// Hands the socket's peer (axum's `ConnectInfo`) to the layer.
-async fn peer(
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    request.extensions_mut().insert(PeerAddr(peer));
-    next.run(request).await
-}
-
 /// Serves `app` on `listener` until the task is dropped, with each
-/// connection's peer as `ConnectInfo`.
+/// connection's peer as `ConnectInfo` (the layer's peer address).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     gate: Arc<NativeGate>,
@@ -57,14 +44,10 @@ pub async fn serve(
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
     let (Some(file), Some(deployable)) = (args.next(), args.next()) else {
-        return Err("usage: axum_service APP.toml DEPLOYABLE [peer|cloudflare-header]".into());
+        return Err("usage: axum_service APP.toml DEPLOYABLE".into());
     };
-    let addresses = match args.next().as_deref() {
-        None | Some("peer") => AddressSource::Peer,
-        Some("cloudflare-header") => AddressSource::CloudflareHeader,
-        Some(other) => return Err(format!("no address source `{other}`").into()),
-    };
-    let gate = NativeGate::from_toml(&std::fs::read_to_string(file)?, &deployable, addresses)?;
+    // Every diagnostic of the description, at startup.
+    let gate = NativeGate::from_toml(&std::fs::read_to_string(file)?, &deployable)?;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
     println!("listening on {}", listener.local_addr()?);
     serve(listener, Arc::new(gate)).await?;

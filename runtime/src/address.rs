@@ -1,4 +1,5 @@
-//! The address a request is counted under when no caller is signed in.
+//! The address a request is counted under when no caller is signed in, and
+//! where a native deployable takes it from.
 //!
 //! One IPv6 subscriber holds a whole /64 (2^64 addresses), so counting each
 //! IPv6 address on its own limits nobody who has IPv6 and fills the
@@ -8,16 +9,25 @@
 //! (IPv4-mapped `::ffff:a.b.c.d`, NAT64 `64:ff9b::/96`) by its IPv4 address.
 //! The header is parsed, so every spelling of one address (case, leading
 //! zeros in a group, `::` written out) reaches the same key.
+//!
+//! A native server's client is the socket's peer, `CF-Connecting-IP` behind
+//! Cloudflare, or the client its trusted proxies name in `X-Forwarded-For`
+//! ([`AddressSource`], the deployable's `client_address`); deciding it is a
+//! plain function here ([`AddressSource::client_address`]), the headers read
+//! by the I/O layer.
 
 use std::fmt;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use ipnet::IpNet;
 
 /// The well-known NAT64 prefix, `64:ff9b::/96` (RFC 6052): its last 32 bits
 /// are the IPv4 address behind the translator.
 const NAT64_PREFIX: [u16; 6] = [0x64, 0xff9b, 0, 0, 0, 0];
 
-/// What a request is counted under when no caller is signed in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// What a request is counted under when no caller is signed in. It is a
+/// key, so its `Debug` shows its kind and never the address.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ClientAddress {
     /// An IPv4 client, however its address was written.
     V4(Ipv4Addr),
@@ -34,17 +44,17 @@ impl ClientAddress {
     /// IPv6 address are ignored; anything that is not an IP address is
     /// [`ClientAddress::Unknown`].
     pub fn from_header(value: Option<&str>) -> ClientAddress {
-        let Some(text) = value.map(str::trim) else {
-            return ClientAddress::Unknown;
-        };
-        let text = text
-            .strip_prefix('[')
-            .and_then(|t| t.strip_suffix(']'))
-            .unwrap_or(text);
-        match text.parse::<IpAddr>() {
-            Ok(IpAddr::V4(v4)) => ClientAddress::V4(v4),
-            Ok(IpAddr::V6(v6)) => ClientAddress::of_v6(v6),
-            Err(_) => ClientAddress::Unknown,
+        value
+            .and_then(parse_ip)
+            .map_or(ClientAddress::Unknown, ClientAddress::of_ip)
+    }
+
+    /// The client address of an IP address (a socket's peer, or one a
+    /// trusted proxy named).
+    pub fn of_ip(ip: IpAddr) -> ClientAddress {
+        match ip {
+            IpAddr::V4(v4) => ClientAddress::V4(v4),
+            IpAddr::V6(v6) => ClientAddress::of_v6(v6),
         }
     }
 
@@ -65,7 +75,8 @@ impl ClientAddress {
 }
 
 impl ClientAddress {
-    /// Appends the key's form (as [`fmt::Display`] writes it) to `out`: an
+    /// Appends the key's form to `out` (`203.0.113.7`, `2001:db8:1:2::/64`,
+    /// nothing for [`ClientAddress::Unknown`]; never logged: it is a key): an
     /// IPv4 address digit by digit, since the formatting machinery costs the
     /// gate more per request than the rest of building its checks
     /// (BENCHMARKS.md, "The cost of asking, third round").
@@ -95,13 +106,182 @@ impl ClientAddress {
     }
 }
 
-/// The key's form: `203.0.113.7`, `2001:db8:1:2::/64`, or the empty string
-/// for [`ClientAddress::Unknown`]. Never logged: it is a key.
-impl fmt::Display for ClientAddress {
+impl fmt::Debug for ClientAddress {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut key = String::new();
-        self.push_key(&mut key);
-        f.write_str(&key)
+        f.write_str(match self {
+            ClientAddress::V4(_) => "ClientAddress::V4(..)",
+            ClientAddress::V6Network(_) => "ClientAddress::V6Network(..)",
+            ClientAddress::Unknown => "ClientAddress::Unknown",
+        })
+    }
+}
+
+/// An IP address written in a header: whitespace around it ignored, an IPv6
+/// address in brackets or not. IPv4-mapped IPv6 addresses are read as IPv4.
+fn parse_ip(text: &str) -> Option<IpAddr> {
+    let text = text.trim();
+    let bare = text
+        .strip_prefix('[')
+        .and_then(|t| t.strip_suffix(']'))
+        .unwrap_or(text);
+    bare.parse::<IpAddr>().ok().map(|ip| ip.to_canonical())
+}
+
+/// An `X-Forwarded-For` entry: an address as [`parse_ip`] reads it, or with
+/// a port after it (`203.0.113.7:41234`, `[2001:db8::1]:443`), as some load
+/// balancers write the header.
+fn parse_forwarded(entry: &str) -> Option<IpAddr> {
+    parse_ip(entry).or_else(|| {
+        let socket = entry.trim().parse::<SocketAddr>().ok()?;
+        Some(socket.ip().to_canonical())
+    })
+}
+
+/// The header a trusted proxy names the client in.
+pub const FORWARDED_FOR_HEADER: &str = "X-Forwarded-For";
+
+/// Where a native deployable takes a request's client address from: its
+/// `client_address` in the application description (`"peer"` by default,
+/// `"cloudflare"`, or `{ trusted_proxies = [...] }`). A Worker always reads
+/// `CF-Connecting-IP`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AddressSource {
+    /// The socket's peer: the only source no client can forge on a server it
+    /// reaches directly.
+    #[default]
+    Peer,
+    /// `CF-Connecting-IP`: only for a server every request reaches through
+    /// Cloudflare (anyone reaching it directly could write the header).
+    CloudflareHeader,
+    /// The peer, unless it is one of these proxies: then the client its
+    /// proxies name in `X-Forwarded-For` ([`TrustedProxies::client`]).
+    TrustedProxies(TrustedProxies),
+}
+
+/// Why a request's client address cannot be known (logged once per process
+/// as `rate_limits.address_unknown`, with no address in it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddressUnknown {
+    /// The server handed over no socket peer (a wiring mistake: see
+    /// `runtime::native::RateLimitLayer`).
+    NoPeer,
+    /// A trusted proxy sent no `X-Forwarded-For`.
+    NoForwardedFor,
+    /// The `X-Forwarded-For` entry that names the client is not an address.
+    ForwardedForInvalid,
+    /// Behind Cloudflare, the request has no `CF-Connecting-IP`, or one that
+    /// is not an address.
+    NoCloudflareHeader,
+}
+
+impl AddressUnknown {
+    /// The event's name, which operators search for: written once per
+    /// process, with the source and the reason, never an address.
+    pub const EVENT: &'static str = "rate_limits.address_unknown";
+
+    /// The reason as logged.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AddressUnknown::NoPeer => "no_peer_address",
+            AddressUnknown::NoForwardedFor => "no_forwarded_for",
+            AddressUnknown::ForwardedForInvalid => "forwarded_for_invalid",
+            AddressUnknown::NoCloudflareHeader => "no_cf_connecting_ip",
+        }
+    }
+}
+
+impl AddressSource {
+    /// The source's name as the description writes it and logs name it:
+    /// `peer`, `cloudflare` or `trusted_proxies`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            AddressSource::Peer => "peer",
+            AddressSource::CloudflareHeader => "cloudflare",
+            AddressSource::TrustedProxies(_) => "trusted_proxies",
+        }
+    }
+
+    /// Whether the source needs the socket's peer.
+    pub fn needs_peer(&self) -> bool {
+        !matches!(self, AddressSource::CloudflareHeader)
+    }
+
+    /// The client address of a request from `peer` (`None` when the server
+    /// handed over none) with these `CF-Connecting-IP` and `X-Forwarded-For`
+    /// values (every `X-Forwarded-For` line, in order). Each source reads
+    /// only what it trusts: the peer source reads neither header, the
+    /// Cloudflare source only its header, the proxies source only
+    /// `X-Forwarded-For`, and that only from a trusted peer.
+    pub fn client_address(
+        &self,
+        peer: Option<IpAddr>,
+        cloudflare_header: Option<&str>,
+        forwarded_for: &[&str],
+    ) -> Result<ClientAddress, AddressUnknown> {
+        let ip = match self {
+            AddressSource::Peer => peer.ok_or(AddressUnknown::NoPeer)?.to_canonical(),
+            AddressSource::CloudflareHeader => cloudflare_header
+                .and_then(parse_ip)
+                .ok_or(AddressUnknown::NoCloudflareHeader)?,
+            AddressSource::TrustedProxies(proxies) => {
+                proxies.client(peer.ok_or(AddressUnknown::NoPeer)?, forwarded_for)?
+            }
+        };
+        Ok(ClientAddress::of_ip(ip))
+    }
+}
+
+/// The networks of a deployable's own proxies (load balancers, ingresses):
+/// only a peer in them is believed about `X-Forwarded-For`, and each entry
+/// in them is a hop to skip.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TrustedProxies {
+    networks: Vec<IpNet>,
+}
+
+impl TrustedProxies {
+    /// The proxies in `networks` (a single address is a /32 or /128).
+    pub fn new(networks: Vec<IpNet>) -> TrustedProxies {
+        TrustedProxies { networks }
+    }
+
+    /// Whether `ip` is one of the proxies.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        self.networks.iter().any(|network| network.contains(&ip))
+    }
+
+    /// The client of a request from `peer`, as nginx's `real_ip_recursive on`
+    /// with `set_real_ip_from` finds it: a peer that is no proxy is the
+    /// client, whatever it wrote in `X-Forwarded-For`; from a proxy, the
+    /// rightmost entry of `X-Forwarded-For` that is no proxy (every entry to
+    /// its right was written by a proxy, each naming who connected to it;
+    /// entries to its left were written by the client and are never read).
+    /// When every entry is a proxy, the leftmost (as nginx): a caller inside
+    /// the proxies' own networks.
+    ///
+    /// `forwarded_for` holds the header's lines in order (several lines are
+    /// one list). A proxy that sent no entry, or an entry that is no address
+    /// where the client should be, leaves the client unknown.
+    pub fn client(&self, peer: IpAddr, forwarded_for: &[&str]) -> Result<IpAddr, AddressUnknown> {
+        let peer = peer.to_canonical();
+        if !self.trusts(peer) {
+            return Ok(peer);
+        }
+        let mut leftmost = None;
+        let entries = forwarded_for
+            .iter()
+            .rev()
+            .flat_map(|line| line.rsplit(','))
+            .filter(|entry| !entry.trim().is_empty());
+        for entry in entries {
+            let ip = parse_forwarded(entry).ok_or(AddressUnknown::ForwardedForInvalid)?;
+            if !self.trusts(ip) {
+                return Ok(ip);
+            }
+            leftmost = Some(ip);
+        }
+        leftmost.ok_or(AddressUnknown::NoForwardedFor)
     }
 }
 
@@ -124,6 +304,8 @@ mod tests {
         let mut key = String::from("address:");
         ClientAddress::from_header(Some("2001:DB8:1:2:3:4:5:6")).push_key(&mut key);
         assert_eq!(key, "address:2001:db8:1:2::/64");
-        assert_eq!(ClientAddress::Unknown.to_string(), "");
+        let mut unknown = String::new();
+        ClientAddress::Unknown.push_key(&mut unknown);
+        assert_eq!(unknown, "");
     }
 }

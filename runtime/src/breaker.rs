@@ -12,11 +12,14 @@
 //!    under way only the probe asks (an ask begun before the cool-off ended
 //!    its deadline 9.5 s earlier), so whatever is recorded then decides it.
 //!
-//! `now_ms` is milliseconds since any fixed origin (the Unix epoch on
-//! Workers) and should not go backwards between calls; if it does, a
-//! cool-off lasts longer by as much, never shorter. A probe whose request
-//! never records (cancelled by the runtime) holds the breaker for at most
-//! [`PROBE_LEASE_MS`], after which another request probes.
+//! `monotonic_ms` is milliseconds since any fixed origin on a clock that
+//! never goes backwards (a native server's `Instant`, the limiter's
+//! [`crate::limiter::Now::monotonic_ms`]), never the wall clock that aligns
+//! windows: a wall clock stepped back an hour would hold a cool-off an hour
+//! longer. (Were it to go backwards anyway, a cool-off would last longer by
+//! as much, never shorter.) A probe whose request never records (cancelled
+//! by the runtime) holds the breaker for at most [`PROBE_LEASE_MS`], after
+//! which another request probes.
 
 use crate::store::DEADLINE_MS;
 
@@ -85,18 +88,18 @@ impl Breaker {
         self.state == State::Closed
     }
 
-    /// What this request does about the store at `now_ms`. A `Probe` is
-    /// handed to one request at a time: the caller must ask the store and
+    /// What this request does about the store at `monotonic_ms`. A `Probe`
+    /// is handed to one request at a time: the caller must ask the store and
     /// [`record`](Self::record) its outcome.
-    pub fn route(&mut self, now_ms: u64) -> Route {
+    pub fn route(&mut self, monotonic_ms: u64) -> Route {
         match self.state {
             State::Closed => Route::Ask,
             State::Open { until_ms }
             | State::Probing {
                 lease_ends_ms: until_ms,
-            } if now_ms >= until_ms => {
+            } if monotonic_ms >= until_ms => {
                 self.state = State::Probing {
-                    lease_ends_ms: now_ms.saturating_add(PROBE_LEASE_MS),
+                    lease_ends_ms: monotonic_ms.saturating_add(PROBE_LEASE_MS),
                 };
                 Route::Probe
             }
@@ -108,9 +111,9 @@ impl Breaker {
     /// while closed starts a cool-off; while probing, the outcome closes the
     /// breaker or starts a new cool-off. During a cool-off nothing changes:
     /// requests asked before it began, ending late, do not lengthen or end it.
-    pub fn record(&mut self, outcome: Outcome, now_ms: u64) {
+    pub fn record(&mut self, outcome: Outcome, monotonic_ms: u64) {
         let cool_off = State::Open {
-            until_ms: now_ms.saturating_add(COOL_OFF_MS),
+            until_ms: monotonic_ms.saturating_add(COOL_OFF_MS),
         };
         self.state = match (outcome, self.state) {
             (Outcome::Troubled, State::Closed | State::Probing { .. }) => cool_off,

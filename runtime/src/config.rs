@@ -10,8 +10,10 @@ use std::ops::Range;
 use std::str::FromStr;
 
 use serde::Deserialize;
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
 
+use crate::address::{AddressSource, TrustedProxies};
 use crate::limits::{BUILT_IN_LIMITS, Limit};
 use crate::names::{binding_name, binding_prefix};
 
@@ -46,11 +48,17 @@ pub enum Code {
     RouteDuplicate,
     /// A Cloudflare connection's name gives binding names that are no JavaScript identifiers.
     BindingNameInvalid,
+    /// A deployable's `client_address` is no source, names a network that is
+    /// not one, or is not Cloudflare's header on Workers.
+    ClientAddressInvalid,
+    /// A route's path does not start with `/`, or holds a character no
+    /// request's path holds or the keys reserve (`|`).
+    RoutePathInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 12] = [
+    pub const ALL: [Code; 14] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -63,6 +71,8 @@ impl Code {
         Code::DeployableDuplicate,
         Code::RouteDuplicate,
         Code::BindingNameInvalid,
+        Code::ClientAddressInvalid,
+        Code::RoutePathInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -80,6 +90,8 @@ impl Code {
             Code::DeployableDuplicate => "deployable.duplicate",
             Code::RouteDuplicate => "rate_limits.route_duplicate",
             Code::BindingNameInvalid => "rate_limits.binding_name_invalid",
+            Code::ClientAddressInvalid => "rate_limits.client_address_invalid",
+            Code::RoutePathInvalid => "rate_limits.route_path_invalid",
         }
     }
 
@@ -201,8 +213,9 @@ pub enum StoreDriver {
     Redis(RedisEndpoint),
 }
 
-/// Where a Redis connection reaches its server(s).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a Redis connection reaches its server(s). Its URLs may hold a
+/// password, so its `Debug` shows them [redacted](redacted_url).
+#[derive(Clone, PartialEq, Eq)]
 pub enum RedisEndpoint {
     /// One server at `url` (`redis://host:port`); `None` when the connection
     /// names none, so every request falls back to memory as `missing`.
@@ -216,6 +229,47 @@ pub enum RedisEndpoint {
         /// The URLs of the nodes to reach the cluster through (not necessarily all of them).
         nodes: Vec<String>,
     },
+}
+
+impl fmt::Debug for RedisEndpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        /// A URL shown redacted, quoted as `Debug` quotes a string.
+        struct Shown<'a>(&'a str);
+        impl fmt::Debug for Shown<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Debug::fmt(&redacted_url(self.0), f)
+            }
+        }
+        match self {
+            RedisEndpoint::Single { url } => f
+                .debug_struct("Single")
+                .field("url", &url.as_deref().map(Shown))
+                .finish(),
+            RedisEndpoint::Cluster { nodes } => {
+                let nodes: Vec<Shown<'_>> = nodes.iter().map(|n| Shown(n)).collect();
+                f.debug_struct("Cluster").field("nodes", &nodes).finish()
+            }
+        }
+    }
+}
+
+/// A Redis URL as it may be shown (in a `Debug`, a message): its scheme,
+/// host, port and path, with everything up to the last `@` (a user name and
+/// password, however written) and any query (`redis+unix://` takes `pass=`
+/// there) replaced by `***`; a text that is no URL at all is all `***`.
+pub fn redacted_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return "***".to_owned();
+    };
+    let (hidden_user, rest) = match rest.rfind('@') {
+        Some(at) => ("***@", &rest[at + 1..]),
+        None => ("", rest),
+    };
+    let (rest, hidden_query) = match rest.split_once(['?', '#']) {
+        Some((before, _)) => (before, "?***"),
+        None => (rest, ""),
+    };
+    format!("{scheme}://{hidden_user}{rest}{hidden_query}")
 }
 
 /// The connection `rate_limits.store` names.
@@ -238,6 +292,9 @@ pub struct Deployable {
     pub serves_api: bool,
     /// The declinable diagnostics it accepts (such as counting in memory).
     pub declines: Vec<Code>,
+    /// Where a request's client address comes from (`client_address`): the
+    /// peer by default on a native server; always `CF-Connecting-IP` on Workers.
+    pub client_address: AddressSource,
 }
 
 /// A route with its own rate limit.
@@ -399,12 +456,123 @@ struct RawDeployable {
     serves_api: bool,
     #[serde(default)]
     declines: Vec<Spanned<String>>,
+    #[serde(default)]
+    client_address: Option<Spanned<RawClientAddress>>,
+}
+
+/// A deployable's `client_address` as written: a source's name, a table of
+/// trusted proxies (each entry with its place), or anything else, reported
+/// as a diagnostic with its place instead of a parse error that hides the rest.
+enum RawClientAddress {
+    Named(String),
+    TrustedProxies(RawList),
+    /// Another shape, described for the message (`an integer`, `a table with `x``).
+    Other(String),
+}
+
+/// A list whose entries keep their places, or what was written instead.
+enum RawList {
+    Items(Vec<Spanned<toml::Value>>),
+    Other(&'static str),
+}
+
+/// Describes a value that is neither of the shapes a visitor wants.
+macro_rules! describe_others {
+    ($wrap:expr) => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($wrap("a boolean"))
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($wrap("an integer"))
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($wrap("an integer"))
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($wrap("a float"))
+        }
+    };
+}
+
+impl<'de> Deserialize<'de> for RawClientAddress {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RawVisitor;
+        impl<'de> Visitor<'de> for RawVisitor {
+            type Value = RawClientAddress;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"peer\", \"cloudflare\" or { trusted_proxies = [...] }")
+            }
+            describe_others!(|what: &str| RawClientAddress::Other(what.to_owned()));
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawClientAddress, E> {
+                Ok(RawClientAddress::Named(v.to_owned()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<RawClientAddress, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(RawClientAddress::Other("an array".to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<RawClientAddress, A::Error> {
+                let mut proxies = None;
+                let mut other = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "trusted_proxies" {
+                        proxies = Some(map.next_value::<RawList>()?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                        other.get_or_insert(key);
+                    }
+                }
+                Ok(match (other, proxies) {
+                    (Some(key), _) if key.starts_with("$__toml") => {
+                        RawClientAddress::Other("a date".to_owned())
+                    }
+                    (Some(key), _) => RawClientAddress::Other(format!("a table with `{key}`")),
+                    (None, Some(list)) => RawClientAddress::TrustedProxies(list),
+                    (None, None) => RawClientAddress::Other("an empty table".to_owned()),
+                })
+            }
+        }
+        deserializer.deserialize_any(RawVisitor)
+    }
+}
+
+impl<'de> Deserialize<'de> for RawList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = RawList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a list")
+            }
+            describe_others!(RawList::Other);
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<RawList, E> {
+                Ok(RawList::Other("a string"))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<RawList, A::Error> {
+                let mut items = Vec::new();
+                while let Some(item) = seq.next_element::<Spanned<toml::Value>>()? {
+                    items.push(item);
+                }
+                Ok(RawList::Items(items))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawList, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(RawList::Other("a table"))
+            }
+        }
+        deserializer.deserialize_any(ListVisitor)
+    }
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawRoute {
-    path: String,
+    path: Spanned<String>,
     #[serde(default)]
     rate_limit: Option<Spanned<RawRouteLimit>>,
 }
@@ -589,6 +757,7 @@ fn validate_connections(
                 }
             }
             Some(REDIS_DRIVER) => {
+                // Never the value itself: a URL may hold a password.
                 if let Some((_, url)) = setting("url")
                     && !url.get_ref().is_str()
                 {
@@ -596,9 +765,8 @@ fn validate_connections(
                         Code::InvalidToml,
                         Some(url.span()),
                         format!(
-                            "connection `{name}` has url {}, a {}; a Redis url is a string such \
-                             as \"redis://127.0.0.1:6379\"",
-                            url.get_ref(),
+                            "connection `{name}` has a `url` that is a {}; a Redis url is a \
+                             string such as \"redis://127.0.0.1:6379\"",
                             url.get_ref().type_str()
                         ),
                     );
@@ -677,7 +845,8 @@ fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
 
 /// A Redis connection's endpoint: `url` for one server, or `nodes` (a
 /// non-empty list of URLs) for a cluster; both, or an empty list, is
-/// `rate_limits.store_invalid` at `nodes`.
+/// `rate_limits.store_invalid` at `nodes`, described without its URLs (they
+/// may hold passwords).
 fn redis_endpoint(
     report: &mut Report<'_>,
     name: &str,
@@ -697,14 +866,24 @@ fn redis_endpoint(
     match list {
         Some(list) if !list.is_empty() && url.is_none() => RedisEndpoint::Cluster { nodes: list },
         _ => {
+            let what = match (nodes.get_ref(), &list) {
+                (_, Some(list)) if !list.is_empty() => format!(
+                    "`nodes` (a list of {} URL{}) beside `url`",
+                    list.len(),
+                    if list.len() == 1 { "" } else { "s" }
+                ),
+                (_, Some(_)) => "`nodes` that is an empty list".to_owned(),
+                (toml::Value::Array(_), None) => {
+                    "`nodes` that holds something other than strings".to_owned()
+                }
+                (other, None) => format!("`nodes` that is a {}", other.type_str()),
+            };
             report.add(
                 Code::StoreInvalid,
                 Some(nodes.span()),
                 format!(
-                    "connection `{name}` has `nodes = {}`{}; a Redis connection has either `url` \
-                     (one server) or `nodes`, a non-empty list of its cluster's node URLs",
-                    nodes.get_ref(),
-                    if url.is_some() { " beside `url`" } else { "" }
+                    "connection `{name}` has {what}; a Redis connection has either `url` (one \
+                     server) or `nodes`, a non-empty list of its cluster's node URLs"
                 ),
             );
             RedisEndpoint::Single { url }
@@ -811,14 +990,158 @@ fn validate_deployables(
         if d.serves_api {
             check_api_store(report, name, d.target, &declines, store, span);
         }
+        let client_address = client_address(report, name, d.target, d.client_address.as_ref());
         deployables.push(Deployable {
             name: name.clone(),
             target: d.target,
             serves_api: d.serves_api,
             declines,
+            client_address,
         });
     }
     deployables
+}
+
+/// A deployable's `client_address`: `"peer"` (a native deployable's default),
+/// `"cloudflare"` (a Worker's only source), or `{ trusted_proxies = [...] }`,
+/// each entry an address or a network (`10.0.0.0/8`, `2001:db8::/32`).
+fn client_address(
+    report: &mut Report<'_>,
+    name: &str,
+    target: Target,
+    raw: Option<&Spanned<RawClientAddress>>,
+) -> AddressSource {
+    let usage = "write \"peer\" (the socket's peer), \"cloudflare\" (`CF-Connecting-IP`, for a \
+                 server reached only through Cloudflare) or `{ trusted_proxies = [\"10.0.0.0/8\"] }` \
+                 (the client your proxies name in `X-Forwarded-For`)";
+    let default = match target {
+        Target::Native => AddressSource::Peer,
+        Target::Workers => AddressSource::CloudflareHeader,
+    };
+    let Some(raw) = raw else {
+        return default;
+    };
+    let source = match raw.get_ref() {
+        RawClientAddress::Named(named) if named == "peer" => Some(AddressSource::Peer),
+        RawClientAddress::Named(named) if named == "cloudflare" => {
+            Some(AddressSource::CloudflareHeader)
+        }
+        RawClientAddress::Named(other) => {
+            let message = format!("deployable `{name}` has client_address \"{other}\"; {usage}");
+            report.add(Code::ClientAddressInvalid, Some(raw.span()), message);
+            None
+        }
+        RawClientAddress::Other(what) => {
+            let message =
+                format!("deployable `{name}` has a client_address that is {what}; {usage}");
+            report.add(Code::ClientAddressInvalid, Some(raw.span()), message);
+            None
+        }
+        RawClientAddress::TrustedProxies(RawList::Other(what)) => {
+            let message = format!(
+                "deployable `{name}` has trusted_proxies that is {what}; it is a list of \
+                 addresses and networks, such as [\"10.0.0.0/8\", \"192.0.2.7\"]"
+            );
+            report.add(Code::ClientAddressInvalid, Some(raw.span()), message);
+            None
+        }
+        RawClientAddress::TrustedProxies(RawList::Items(items)) => {
+            trusted_proxies(report, name, items, raw.span())
+        }
+    };
+    match (target, source) {
+        (Target::Native, Some(source)) => source,
+        (Target::Workers, Some(AddressSource::CloudflareHeader)) | (_, None) => default,
+        (Target::Workers, Some(other)) => {
+            report.add(
+                Code::ClientAddressInvalid,
+                Some(raw.span()),
+                format!(
+                    "deployable `{name}` is built for Workers, where every request comes through \
+                     Cloudflare and its client is `CF-Connecting-IP`; client_address `{}` is for \
+                     a native deployable: remove it",
+                    other.name()
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// The networks of `trusted_proxies`, every entry checked (each diagnostic
+/// at its entry); `None` when any is invalid or there is none.
+fn trusted_proxies(
+    report: &mut Report<'_>,
+    name: &str,
+    items: &[Spanned<toml::Value>],
+    span: Range<usize>,
+) -> Option<AddressSource> {
+    if items.is_empty() {
+        report.add(
+            Code::ClientAddressInvalid,
+            Some(span),
+            format!(
+                "deployable `{name}` has an empty trusted_proxies, which trusts no proxy: list \
+                 your proxies' addresses or networks, or write client_address = \"peer\""
+            ),
+        );
+        return None;
+    }
+    let mut networks = Vec::new();
+    let mut valid = true;
+    for item in items {
+        let parsed = match item.get_ref() {
+            toml::Value::String(text) => network(text)
+                .map_err(|why| format!("lists `{text}` in trusted_proxies, which {why}")),
+            other => Err(format!(
+                "lists an entry of type {} in trusted_proxies, where each entry is a string: an \
+                 address or a network such as \"10.0.0.0/8\"",
+                other.type_str()
+            )),
+        };
+        match parsed {
+            Ok(network) => networks.push(network),
+            Err(why) => {
+                valid = false;
+                report.add(
+                    Code::ClientAddressInvalid,
+                    Some(item.span()),
+                    format!("deployable `{name}` {why}"),
+                );
+            }
+        }
+    }
+    valid.then(|| AddressSource::TrustedProxies(TrustedProxies::new(networks)))
+}
+
+/// One trusted proxy: an address (its /32 or /128) or a network written
+/// with no bits set past its prefix; a network of every address is refused,
+/// since then any client could name itself in `X-Forwarded-For`. The error
+/// says what is wrong with it.
+fn network(text: &str) -> Result<ipnet::IpNet, String> {
+    let example = "write an address such as 10.0.0.7 or a network such as 10.0.0.0/8";
+    let network = if text.contains('/') {
+        text.parse::<ipnet::IpNet>()
+            .map_err(|_| format!("is not a network: {example}"))?
+    } else {
+        let ip = text
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| format!("is not an address: {example}"))?;
+        ipnet::IpNet::from(ip)
+    };
+    if network.prefix_len() == 0 {
+        return Err("is every address: any client could then name itself in \
+             X-Forwarded-For; list your proxies' own networks"
+            .to_owned());
+    }
+    if network.trunc() != network {
+        return Err(format!(
+            "has bits set past its /{} prefix: write `{}`",
+            network.prefix_len(),
+            network.trunc()
+        ));
+    }
+    Ok(network)
 }
 
 /// The store rules of a deployable that serves an API.
@@ -895,7 +1218,8 @@ fn validate_routes(
     let mut routes = Vec::new();
     for spanned in raw {
         let route = spanned.get_ref();
-        let path = &route.path;
+        check_route_path(report, &route.path);
+        let path = route.path.get_ref();
         if let Some(&first) = first_entry.get(path.as_str()) {
             let first_line = Location::of_offset(report.source, first).line;
             report.add(
@@ -919,6 +1243,56 @@ fn validate_routes(
         });
     }
     routes
+}
+
+/// A route's path is matched exactly against a request's path, and is the
+/// first part of its keys (`PATH|caller:ID`): it starts with `/`, and holds
+/// no `|` (the keys' separator: with it, `/a|caller:b` for caller `c` and
+/// `/a` for caller `b|caller:c` would share one key), nor what a request's
+/// path never holds (a query or fragment, spaces, anything not
+/// percent-encoded), so that it can match.
+fn check_route_path(report: &mut Report<'_>, path: &Spanned<String>) {
+    let text = path.get_ref();
+    let why = if !text.starts_with('/') {
+        Some(format!(
+            "does not start with `/`, so no request's path can match it: write `/{text}`"
+        ))
+    } else if text.contains('|') {
+        Some(
+            "holds `|`, which the rate-limit keys reserve (a route's key is `PATH|SUBJECT`): \
+             a path with it could share a key with another route's subject"
+                .to_owned(),
+        )
+    } else if let Some(c) = text.chars().find(|c| matches!(c, '?' | '#')) {
+        Some(format!(
+            "holds `{c}`, which starts a URL's query or fragment: a request's path never holds \
+             it, so the route could never match"
+        ))
+    } else if text.chars().any(|c| !c.is_ascii_graphic()) {
+        let mut encoded = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c.is_ascii_graphic() {
+                encoded.push(c);
+            } else {
+                for byte in c.encode_utf8(&mut [0; 4]).bytes() {
+                    encoded.push_str(&format!("%{byte:02X}"));
+                }
+            }
+        }
+        Some(format!(
+            "holds a space, a control character or a non-ASCII character, which a request's \
+             path holds percent-encoded: write `{encoded}`"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        report.add(
+            Code::RoutePathInvalid,
+            Some(path.span()),
+            format!("route `{}` {why}", text.escape_debug()),
+        );
+    }
 }
 
 /// A route's own limit, each of its fields checked whatever the other's state.

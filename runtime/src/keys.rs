@@ -99,6 +99,47 @@ mod tests {
     }
 
     #[test]
+    fn a_path_holding_the_separator_could_share_a_key_which_is_why_none_may() {
+        // The pair issue 19 names: route `/a|caller:b` for caller `c`, and
+        // route `/a` for caller `b|caller:c`. The description refuses the
+        // first (`rate_limits.route_path_invalid`).
+        let one = route(
+            "/a|caller:b",
+            &subject(&Subject::of_request(Some("c"), None)),
+        );
+        let other = route(
+            "/a",
+            &subject(&Subject::of_request(Some("b|caller:c"), None)),
+        );
+        assert_eq!(one, other);
+    }
+
+    proptest::proptest! {
+        /// With no `|` in a path (the description's rule), a route key names
+        /// exactly one (path, subject), whatever the caller id holds, and
+        /// never equals a subject's own key.
+        #[test]
+        fn keys_of_valid_paths_are_unambiguous(
+            paths in proptest::collection::vec("/[^|]{0,6}", 2),
+            ids in proptest::collection::vec("[a-c|:/]{1,6}", 2),
+            addresses in proptest::collection::vec(proptest::option::of("[0-9a-f:.]{0,8}"), 2),
+        ) {
+            let subjects: Vec<Subject> = ids
+                .iter()
+                .zip(&addresses)
+                .map(|(id, address)| match address {
+                    Some(address) => Subject::of_request(None, Some(address)),
+                    None => Subject::of_request(Some(id), None),
+                })
+                .collect();
+            let key = |i: usize| route(&paths[i], &subject(&subjects[i]));
+            let same = paths[0] == paths[1] && subject(&subjects[0]) == subject(&subjects[1]);
+            proptest::prop_assert_eq!(key(0) == key(1), same);
+            proptest::prop_assert!(subjects.iter().all(|s| subject(s) != key(0)));
+        }
+    }
+
+    #[test]
     fn utf16_units_count_as_javascript_does() {
         assert_eq!(utf16_units("caller:u1"), 9);
         // é is one unit (two bytes), 😀 two (a surrogate pair; four bytes).

@@ -39,6 +39,8 @@ pub mod limits;
 pub mod names;
 #[cfg(feature = "native")]
 pub mod native;
+#[cfg(any(target_arch = "wasm32", test))]
+mod parked;
 pub mod plan;
 pub mod store;
 pub mod subject;
@@ -49,7 +51,7 @@ pub mod workers;
 #[cfg(all(feature = "workers-rs", target_arch = "wasm32"))]
 pub mod workers_rs;
 
-pub use address::ClientAddress;
+pub use address::{AddressSource, ClientAddress};
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use gate_plan::GatePlan;
 pub use limiter::Limiter;

@@ -22,6 +22,12 @@
 //! An answer travels inside the ask it answers, so it cannot reach another
 //! check. Every I/O layer (Workers, the native gate, its Redis store) calls
 //! these three and nothing else, so the decision exists once.
+//!
+//! Time comes in as two clocks ([`Now`]), as quinn-proto passes an `Instant`
+//! for its timers beside the wall time: the wall clock aligns windows
+//! (`floor(now / window)`, as the binding and Redis keys align them), and a
+//! monotonic clock runs the cool-offs and probe leases, so a wall clock
+//! stepped back (NTP, a VM resumed) cannot stretch a cool-off.
 
 use std::fmt;
 
@@ -35,9 +41,35 @@ use crate::limits::Limit;
 use crate::store::{BindingAnswer, FallbackReason, StoreId};
 use crate::subject::Subject;
 
-/// The header the address is taken from. Never `X-Forwarded-For`, which any
-/// client can write.
+/// The header the address is taken from on Workers (and on a native server
+/// configured as behind Cloudflare). Never `X-Forwarded-For` on Workers,
+/// where any client can write it.
 pub const ADDRESS_HEADER: &str = "CF-Connecting-IP";
+
+/// The time a request is decided at, on both of the I/O layer's clocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Now {
+    /// Milliseconds since the Unix epoch: windows are aligned to it
+    /// (`floor(now / window)`). If it goes backwards, no count is reset, but
+    /// a window may end later than it should.
+    pub wall_ms: u64,
+    /// Milliseconds since any fixed origin, never going backwards (a native
+    /// server's `Instant`): cool-offs and probe leases run on it
+    /// ([`crate::breaker`]). A Worker, which has one clock, passes its wall
+    /// time here too.
+    pub monotonic_ms: u64,
+}
+
+impl Now {
+    /// Both clocks at `ms`: for an embedding with one clock (a Worker's
+    /// `Date.now()`), and for tests that move time by hand.
+    pub const fn one_clock(ms: u64) -> Now {
+        Now {
+            wall_ms: ms,
+            monotonic_ms: ms,
+        }
+    }
+}
 
 /// The path of an absolute URL as the WHATWG URL parser serialises it (a
 /// Worker's `request.url`): what `new URL(url).pathname` gives, read off the
@@ -52,14 +84,27 @@ pub fn url_path(url: &str) -> &str {
 
 /// One limit that counts a request, the key it is counted under, the store
 /// to ask, and (once [`Limiter::asks`] has seen it) whether to ask it and
-/// what it answered. Only [`Limiter::checks`] makes one.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// what it answered. Only [`Limiter::checks`] makes one. Its `Debug` leaves
+/// the key out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Check {
     limit: Limit,
     key: String,
     store: Option<StoreId>,
     policy: PolicyName,
     slot: Slot,
+}
+
+impl fmt::Debug for Check {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Check")
+            .field("limit", &self.limit)
+            .field("key", &format_args!(".."))
+            .field("store", &self.store)
+            .field("policy", &self.policy)
+            .field("slot", &self.slot)
+            .finish()
+    }
 }
 
 /// A check's limit's name in the 429's `RateLimit-Policy` header, made a
@@ -343,6 +388,11 @@ struct StoreState {
     name: String,
     breaker: Breaker,
     logged: bool,
+    /// Whether finding it `missing` cost a dial, so it cools off like a
+    /// failure: a Redis never reached is dialled once per cool-off, while a
+    /// missing binding (a free look-up in `env`) is looked up on every
+    /// request, so a restored Wrangler entry is used at once.
+    missing_cools_off: bool,
 }
 
 /// What a deployable counts beside its health checks, reported by its health route.
@@ -374,6 +424,11 @@ pub enum GateError {
         /// The Redis connection the deployable's store names.
         connection: String,
     },
+    /// The platform's cryptographic random source (Web Crypto's
+    /// `crypto.getRandomValues` on Workers) failed, so the in-memory
+    /// counter's digest could not be keyed unpredictably.
+    #[error("no random seed for the in-memory counter: {0}")]
+    NoRandomness(String),
 }
 
 impl Limiter {
@@ -390,6 +445,7 @@ impl Limiter {
     /// The limiter of a deployable's plan (made at build time, or from the
     /// application description by [`Limiter::new`]). `seed` as there.
     pub fn from_plan(plan: GatePlan, seed: u128) -> Limiter {
+        let missing_cools_off = matches!(plan.counting, Counting::Redis { .. });
         let stores = plan
             .stores
             .into_iter()
@@ -397,6 +453,7 @@ impl Limiter {
                 name,
                 breaker: Breaker::new(),
                 logged: false,
+                missing_cools_off,
             })
             .collect();
         Limiter {
@@ -474,13 +531,14 @@ impl Limiter {
     /// wait and no log line). After the cool-off one request is told to ask
     /// (the probe) while the others keep counting in memory. A missing
     /// binding is never cooled off: it is looked up on every request, so a
-    /// restored Wrangler entry is used at once.
+    /// restored Wrangler entry is used at once; a Redis never reached is,
+    /// since each look costs a dial.
     ///
-    /// `now_ms` as for [`Limiter::conclude`].
-    pub fn asks(&mut self, mut checks: Vec<Check>, now_ms: u64) -> Pending {
+    /// The cool-offs run on `now.monotonic_ms`.
+    pub fn asks(&mut self, mut checks: Vec<Check>, now: Now) -> Pending {
         for check in &mut checks {
             let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
-            check.slot = match store.map(|s| s.breaker.route(now_ms)) {
+            check.slot = match store.map(|s| s.breaker.route(now.monotonic_ms)) {
                 Some(Route::Ask | Route::Probe) => Slot::Asked,
                 Some(Route::CoolingOff) | None => Slot::NotAsked,
             };
@@ -493,22 +551,21 @@ impl Limiter {
     /// Each asked check carries what its store answered ([`Ask::answer`]),
     /// or nothing (counted in memory, as a check not asked is). An answer in
     /// time, or a failure or timeout, is news of the store's health and
-    /// moves its cool-off; `missing` and [`BindingAnswer::Remembered`] do not.
+    /// moves its cool-off, and so is a Redis found `missing` (a dial each
+    /// time); a missing binding and [`BindingAnswer::Remembered`] do not.
     /// Every check is settled, in binding mode and in memory mode alike: a
     /// store that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
     /// refused if any limit refuses it, with `Retry-After` the longest window
     /// among those that refused; a refusal is added to the tally.
     ///
-    /// `now_ms` is milliseconds since the Unix epoch, from one clock for the
-    /// isolate's life: windows are aligned to it (`floor(now / window)`), as
-    /// the binding aligns them. It should not go backwards; if it does, no
-    /// count is reset, but a window may end later than it should.
-    pub fn conclude(&mut self, pending: Pending, now_ms: u64) -> Decision {
+    /// Windows are aligned to `now.wall_ms`, as the binding aligns them; a
+    /// store's cool-off is measured on `now.monotonic_ms` (see [`Now`]).
+    pub fn conclude(&mut self, pending: Pending, now: Now) -> Decision {
         let mut refused_by = Vec::new();
         let mut logs = Vec::new();
         for check in &pending.checks {
-            let (verdict, log) = self.settle(check, now_ms);
+            let (verdict, log) = self.settle(check, now);
             logs.extend(log);
             match verdict {
                 Verdict::Within => {}
@@ -527,18 +584,18 @@ impl Limiter {
 
     /// Settles one check with its store's answer, counting in memory when
     /// the store was not asked or can't be.
-    fn settle(&mut self, check: &Check, now_ms: u64) -> (Verdict, Option<FallbackLog>) {
+    fn settle(&mut self, check: &Check, now: Now) -> (Verdict, Option<FallbackLog>) {
         let answer = match check.slot {
             Slot::Answered(answer) => answer,
             Slot::NotAsked | Slot::Asked => {
-                return (self.memory.hit(check.limit, &check.key, now_ms), None);
+                return (self.memory.hit(check.limit, &check.key, now.wall_ms), None);
             }
         };
         let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
         match (answer, store) {
             (BindingAnswer::Answered { success }, store) => {
                 if let Some(store) = store {
-                    store.breaker.record(Outcome::Answered, now_ms);
+                    store.breaker.record(Outcome::Answered, now.monotonic_ms);
                 }
                 let verdict = if success {
                     Verdict::Within
@@ -551,22 +608,23 @@ impl Limiter {
             // probing, and its lease hands the probe on.
             (BindingAnswer::Remembered, _) => (Verdict::Exceeded, None),
             (BindingAnswer::Unavailable(reason), Some(store)) => {
-                match reason {
-                    FallbackReason::Missing => {}
-                    FallbackReason::Failed | FallbackReason::TimedOut => {
-                        store.breaker.record(Outcome::Troubled, now_ms);
-                    }
+                let troubled = match reason {
+                    FallbackReason::Missing => store.missing_cools_off,
+                    FallbackReason::Failed | FallbackReason::TimedOut => true,
+                };
+                if troubled {
+                    store.breaker.record(Outcome::Troubled, now.monotonic_ms);
                 }
                 let log = (!store.logged).then(|| FallbackLog {
                     store: store.name.clone(),
                     reason,
                 });
                 store.logged = true;
-                (self.memory.hit(check.limit, &check.key, now_ms), log)
+                (self.memory.hit(check.limit, &check.key, now.wall_ms), log)
             }
             // Only a check with a store is asked, so only one is answered.
             (BindingAnswer::Unavailable(_), None) => {
-                (self.memory.hit(check.limit, &check.key, now_ms), None)
+                (self.memory.hit(check.limit, &check.key, now.wall_ms), None)
             }
         }
     }

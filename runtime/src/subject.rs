@@ -3,8 +3,9 @@
 use crate::address::ClientAddress;
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 
-/// Who a request is counted for. Its key is [`crate::keys::subject`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who a request is counted for. Its key is [`crate::keys::subject`]; it is
+/// a key, so its `Debug` shows its kind and never the id or the address.
+#[derive(Clone, PartialEq, Eq)]
 pub enum Subject {
     /// A signed-in caller, by the id the application's sign-in gave.
     Caller(String),
@@ -18,10 +19,16 @@ impl Subject {
     /// The subject of a request: the caller if signed in (an id that is
     /// empty or only whitespace is no sign-in), else the address.
     pub fn of_request(caller_id: Option<&str>, connecting_ip: Option<&str>) -> Subject {
-        match caller_id {
-            Some(id) if !id.trim().is_empty() => Subject::Caller(id.to_owned()),
-            _ => Subject::Address(ClientAddress::from_header(connecting_ip)),
-        }
+        Subject::signed_in(caller_id)
+            .unwrap_or_else(|| Subject::Address(ClientAddress::from_header(connecting_ip)))
+    }
+
+    /// The signed-in caller, if there is one (an id that is empty or only
+    /// whitespace is no sign-in): a request counted by caller needs no address.
+    pub fn signed_in(caller_id: Option<&str>) -> Option<Subject> {
+        caller_id
+            .filter(|id| !id.trim().is_empty())
+            .map(|id| Subject::Caller(id.to_owned()))
     }
 
     /// The built-in limit for this kind of subject.
@@ -38,6 +45,15 @@ impl Subject {
         match self {
             Subject::Caller(_) => "caller",
             Subject::Address(_) => "address",
+        }
+    }
+}
+
+impl std::fmt::Debug for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Subject::Caller(_) => f.write_str("Subject::Caller(..)"),
+            Subject::Address(address) => write!(f, "Subject::Address({address:?})"),
         }
     }
 }

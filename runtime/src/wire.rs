@@ -82,13 +82,22 @@ impl Code {
 
 /// The asks of a request as `askBindings` takes them: `asks` is
 /// `[store index, key length in UTF-16 units, ...]` and `keys` the keys one
-/// after another.
-#[derive(Debug, Default, PartialEq, Eq)]
+/// after another (left out of its `Debug`).
+#[derive(Default, PartialEq, Eq)]
 pub struct AskList {
     /// Two numbers per ask: the store's index, then its key's length.
     pub asks: Vec<u32>,
     /// Every ask's key, in order.
     pub keys: String,
+}
+
+impl std::fmt::Debug for AskList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AskList")
+            .field("asks", &self.asks)
+            .field("keys", &format_args!(".."))
+            .finish()
+    }
 }
 
 impl AskList {
@@ -235,6 +244,7 @@ mod tests {
                 target: Target::Workers,
                 serves_api: true,
                 declines: Vec::new(),
+                client_address: crate::AddressSource::CloudflareHeader,
             }],
             routes: (1..=routes)
                 .map(|requests| Route {
@@ -259,7 +269,7 @@ mod tests {
         let case = |routes, caller, path, behaviour| {
             let mut limiter = workers_limiter(routes);
             let checks = limiter.checks(&Subject::of_request(Some(caller), None), path);
-            let pending = limiter.asks(checks, 0);
+            let pending = limiter.asks(checks, crate::limiter::Now::one_clock(0));
             Case {
                 limiter,
                 pending,

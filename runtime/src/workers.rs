@@ -12,14 +12,16 @@
 //! `future_to_promise`) cost more CPU than the whole binding call does in
 //! JavaScript (BENCHMARKS.md, "The cost of asking, second round").
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
 use crate::config::Counting;
 use crate::gate_plan::GatePlan;
-use crate::limiter::{ADDRESS_HEADER, Limiter, Pending, Refusal, Tally, url_path};
+pub use crate::limiter::GateError;
+use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, Tally, url_path};
+use crate::parked::ParkedRequests;
 use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
 use crate::wire::{self, AskList, Code};
@@ -54,6 +56,12 @@ extern "C" {
 extern "C" {
     #[wasm_bindgen(js_namespace = console, js_name = warn)]
     fn console_warn(line: &str);
+
+    /// Web Crypto's `crypto.getRandomValues`: the seed of the in-memory
+    /// counter's digest, which a flooder must not predict to aim at chosen
+    /// sketch counters (`Math.random()` is no cryptographic source).
+    #[wasm_bindgen(catch, js_namespace = crypto, js_name = getRandomValues)]
+    fn get_random_values(bytes: &mut [u8]) -> Result<JsValue, JsValue>;
 
     /// A request's `Headers`, seen through [`HeaderName::read`].
     type HeadersByName;
@@ -99,80 +107,35 @@ type Resume = Closure<dyn FnMut(u32, f64, f64) -> Result<JsValue, JsValue>>;
 /// What builds a request's response (or a promise of it) from its verdict.
 type Respond = Box<dyn FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue>>;
 
-/// A request waiting for its bindings.
+/// A request waiting for its bindings (parked in [`ParkedRequests`], which
+/// keeps it through an event-loop stall).
 struct Waiting {
-    /// Given by [`Shared::park`]; never the same for two requests waiting at
-    /// once (it wraps after 2^32 requests), so a late resume cannot take
-    /// another request's slot.
-    ticket: u32,
     pending: Pending,
     now_ms: u64,
-    /// The isolate's real clock when it started waiting (`Date.now()`).
-    parked_at_ms: f64,
     respond: Respond,
 }
-
-/// Waiting requests kept before stale ones are looked for.
-const WAITING_SWEEP_AT: usize = 64;
-
-/// A request still waiting this long after its 500 ms deadline was cancelled
-/// (its client went away, and workerd dropped its timer with it): its slot
-/// is taken back, so cancelled requests cannot grow the table.
-const STALE_MS: f64 = 10.0 * DEADLINE_MS as f64;
 
 /// The state requests share: the limiter, and the requests waiting for a
 /// binding (a slot freed when its request resumes).
 struct Shared {
     limiter: RefCell<Limiter>,
-    waiting: RefCell<Vec<Option<Waiting>>>,
-    next_ticket: Cell<u32>,
+    waiting: RefCell<ParkedRequests<Waiting>>,
 }
 
 impl Shared {
-    /// Puts a waiting request in a free slot; its ticket.
-    fn park(&self, mut waiting: Waiting) -> u32 {
-        let ticket = self.next_ticket.get();
-        self.next_ticket.set(ticket.wrapping_add(1));
-        waiting.ticket = ticket;
-        let mut slots = self.waiting.borrow_mut();
-        if slots.len() >= WAITING_SWEEP_AT && slots.iter().all(Option::is_some) {
-            let now = waiting.parked_at_ms;
-            for slot in slots.iter_mut() {
-                if slot
-                    .as_ref()
-                    .is_some_and(|w| now - w.parked_at_ms > STALE_MS)
-                {
-                    *slot = None;
-                }
-            }
-        }
-        match slots.iter_mut().find(|slot| slot.is_none()) {
-            Some(slot) => *slot = Some(waiting),
-            None => slots.push(Some(waiting)),
-        }
-        ticket
-    }
-
-    /// Takes the request of `ticket` out of its slot.
-    fn unpark(&self, ticket: u32) -> Option<Waiting> {
-        self.waiting
-            .borrow_mut()
-            .iter_mut()
-            .find(|slot| slot.as_ref().is_some_and(|w| w.ticket == ticket))?
-            .take()
-    }
-
     /// Resumes the request of `ticket` with its bindings' packed answer
     /// codes; `settled_at_ms` as [`Resume`] says.
     fn resume(&self, ticket: u32, codes: f64, settled_at_ms: f64) -> Result<JsValue, JsValue> {
-        let mut waiting = self
-            .unpark(ticket)
-            .ok_or_else(|| JsValue::from_str("rate limiter: no request waits on this ticket"))?;
+        let parked =
+            self.waiting.borrow_mut().take(ticket).ok_or_else(|| {
+                JsValue::from_str("rate limiter: no request waits on this ticket")
+            })?;
+        let mut waiting = parked.item;
         // The embedding's clock at arrival, moved on by the real time the asks
         // took, so a cool-off is measured from when a binding failed (an
         // answer in time closes a cool-off whenever it came: no time needed).
         let elapsed_ms = if settled_at_ms >= 0.0 {
-            (settled_at_ms - waiting.parked_at_ms).max(0.0)
+            (settled_at_ms - parked.parked_at_ms).max(0.0)
         } else {
             0.0
         };
@@ -182,9 +145,13 @@ impl Shared {
         (waiting.respond)(verdict)
     }
 
-    /// Settles a request, writes the fallback lines, and says whether it passes.
+    /// Settles a request, writes the fallback lines, and says whether it
+    /// passes. A Worker has one clock: its time is both of [`Now`]'s.
     fn conclude(&self, pending: Pending, now_ms: u64) -> Result<(), Refusal> {
-        let decision = self.limiter.borrow_mut().conclude(pending, now_ms);
+        let decision = self
+            .limiter
+            .borrow_mut()
+            .conclude(pending, Now::one_clock(now_ms));
         for log in &decision.logs {
             console_warn(&log.to_json_line());
         }
@@ -212,27 +179,30 @@ impl Gate {
     /// Builds the gate of a deployable's plan: in production the text the
     /// build step wrote ([`GatePlan::from_text`]), so no description parser
     /// is linked; a test may plan from the description ([`GatePlan::new`]).
-    pub fn new(plan: GatePlan) -> Gate {
+    /// Call it in a request, not in the global scope: it draws its seed from
+    /// `crypto.getRandomValues`, which the global scope refuses.
+    pub fn new(plan: GatePlan) -> Result<Gate, GateError> {
         let deployable = plan.deployable().to_owned();
-        let seed = (js_sys::Math::random() * u64::MAX as f64) as u128
-            ^ ((js_sys::Math::random() * u64::MAX as f64) as u128) << 64;
-        let limiter = Limiter::from_plan(plan, seed);
+        let mut seed = [0u8; 16];
+        get_random_values(&mut seed).map_err(|error| {
+            GateError::NoRandomness(error.as_string().unwrap_or_else(|| format!("{error:?}")))
+        })?;
+        let limiter = Limiter::from_plan(plan, u128::from_le_bytes(seed));
         let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
-            waiting: RefCell::new(Vec::new()),
-            next_ticket: Cell::new(0),
+            waiting: RefCell::new(ParkedRequests::new()),
         });
         let resumed = Rc::clone(&shared);
         let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
             resumed.resume(ticket, codes, settled_at_ms)
         });
-        Gate {
+        Ok(Gate {
             shared,
             names,
             resume,
             deployable,
-        }
+        })
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
@@ -267,20 +237,23 @@ impl Gate {
         let mut pending = {
             let mut limiter = self.shared.limiter.borrow_mut();
             let checks = limiter.checks(subject, path);
-            limiter.asks(checks, now_ms)
+            limiter.asks(checks, Now::one_clock(now_ms))
         };
         let list = AskList::of(&mut pending);
         if list.asks.is_empty() {
             return respond(self.shared.conclude(pending, now_ms));
         }
         // The borrows are never held across the wait: requests interleave in an isolate.
-        let ticket = self.shared.park(Waiting {
-            ticket: 0,
+        let waiting = Waiting {
             pending,
             now_ms,
-            parked_at_ms: js_sys::Date::now(),
             respond: Box::new(respond),
-        });
+        };
+        let ticket = self
+            .shared
+            .waiting
+            .borrow_mut()
+            .park(waiting, js_sys::Date::now());
         // When every binding answered at once (missing, or threw), the
         // helper resumes the request itself before returning: no second
         // crossing to tell a number from a promise.
@@ -296,7 +269,7 @@ impl Gate {
         if outcome.is_err() {
             // Thrown before or by the resume: the slot must not wait for a
             // resume that may never come.
-            self.shared.unpark(ticket);
+            self.shared.waiting.borrow_mut().take(ticket);
         }
         outcome
     }
@@ -344,7 +317,7 @@ pub fn warm_up() {
         return;
     };
     let mut limiter = Limiter::from_plan(plan, 0);
-    let now_ms = js_sys::Date::now() as u64;
+    let now = Now::one_clock(js_sys::Date::now() as u64);
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
     let subjects = [
         request.as_ref().map_or_else(
@@ -362,12 +335,12 @@ pub fn warm_up() {
     for answered in [true, false] {
         for subject in &subjects {
             let checks = limiter.checks(subject, &path);
-            let mut pending = limiter.asks(checks, now_ms);
+            let mut pending = limiter.asks(checks, now);
             let _ = AskList::of(&mut pending);
             if answered {
                 wire::answer(&mut pending, within_twice);
             }
-            let _ = limiter.conclude(pending, now_ms);
+            let _ = limiter.conclude(pending, now);
         }
     }
 }

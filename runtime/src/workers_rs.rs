@@ -138,9 +138,16 @@ pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
 }
 
 /// The signed-in caller of a request, as a request extension the
-/// application's sign-in inserts before [`RateLimitLayer`] runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// application's sign-in inserts before [`RateLimitLayer`] runs. It is a
+/// key, so its `Debug` leaves the id out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct CallerId(pub String);
+
+impl std::fmt::Debug for CallerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerId(..)")
+    }
+}
 
 /// A tower layer limiting every request of the service it wraps, for axum
 /// on Workers: `router.layer(RateLimitLayer::new(gate, env))`, the router

@@ -301,6 +301,8 @@ fn codes_are_stable_strings() {
         "rate_limits.namespace_invalid",
         "rate_limits.counted_in_memory",
         "rate_limits.window_unsupported",
+        "rate_limits.client_address_invalid",
+        "rate_limits.route_path_invalid",
     ] {
         assert!(all.contains(&expected), "{expected}");
         assert_eq!(expected.parse::<Code>().map(|c| c.as_str()), Ok(expected));
@@ -561,4 +563,43 @@ fn the_largest_namespace_id_fits_every_json_tool() {
         codes(&with_namespace(i64::MAX as u64, "")),
         [Code::NamespaceInvalid]
     );
+}
+
+#[test]
+fn a_route_path_that_cannot_match_or_holds_the_key_separator_is_invalid_at_its_path() {
+    let route = |path: &str| {
+        app(
+            "\"limits\"",
+            &format!(
+                "{WORKERS_API}[[routes]]\npath = {path}\nrate_limit = {{ requests = 3, window = 60 }}\n"
+            ),
+        )
+    };
+    for (path, says) in [
+        ("\"api/search\"", "write `/api/search`"),
+        ("\"\"", "does not start with `/`"),
+        ("\"/api/a|caller:x\"", "`|`"),
+        ("\"/api/search?q=1\"", "`?`"),
+        ("\"/api/search#top\"", "`#`"),
+        ("\"/api/my search\"", "write `/api/my%20search`"),
+        ("\"/api/café\"", "write `/api/caf%C3%A9`"),
+        ("\"/api/\\t\"", "percent-encoded"),
+    ] {
+        let source = route(path);
+        let d = diagnostics(&source);
+        assert_eq!(d.codes(), [Code::RoutePathInvalid], "{path}");
+        assert!(d.0[0].message.contains(says), "{path}: {}", d.0[0].message);
+        let at = d.0[0].location.expect("placed");
+        let line = source.lines().nth(at.line - 1).expect("the line");
+        assert_eq!(&line[..at.column - 1], "path = ", "{path}: at its value");
+    }
+    // Paths a request can have are valid, percent-encoding included.
+    for path in [
+        "\"/\"",
+        "\"/api/search\"",
+        "\"/api/caf%C3%A9\"",
+        "\"/a-b_c.d~e!$&'()*+,;=:@\"",
+    ] {
+        assert_eq!(codes(&route(path)), [], "{path}");
+    }
 }

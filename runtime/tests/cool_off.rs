@@ -1,9 +1,9 @@
-//! The cool-off of a troubled binding, driven through the real limiter
-//! (`checks`, `asks`, `conclude`) on a clock moved by hand.
+//! The cool-off of a troubled binding (or Redis), driven through the real
+//! limiter (`checks`, `asks`, `conclude`) on clocks moved by hand.
 
 use runtime::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
 use runtime::config::Application;
-use runtime::limiter::{Decision, Pending};
+use runtime::limiter::{Decision, Now, Pending};
 use runtime::store::{BindingAnswer, FallbackReason};
 use runtime::{Limiter, Subject};
 
@@ -28,12 +28,23 @@ fn request(
     answer: BindingAnswer,
     now_ms: u64,
 ) -> (bool, Decision) {
-    let mut pending = ask(limiter, key, now_ms);
+    request_at(limiter, key, answer, Now::one_clock(now_ms))
+}
+
+/// [`request`] at `now` on both clocks.
+fn request_at(
+    limiter: &mut Limiter,
+    key: &str,
+    answer: BindingAnswer,
+    now: Now,
+) -> (bool, Decision) {
+    let checks = limiter.checks(&Subject::of_request(None, Some(key)), "/api/items");
+    let mut pending = limiter.asks(checks, now);
     let asked = pending.checks()[0].is_asked();
     for ask in pending.asks() {
         ask.answer(answer);
     }
-    (asked, limiter.conclude(pending, now_ms))
+    (asked, limiter.conclude(pending, now))
 }
 
 /// A request from `key` up to its asks, its one check on the binding.
@@ -41,7 +52,7 @@ fn ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> Pending {
     let checks = limiter.checks(&Subject::of_request(None, Some(key)), "/api/items");
     let store = checks[0].store().expect("a binding");
     assert_eq!(limiter.store_name(store), BINDING);
-    limiter.asks(checks, now_ms)
+    limiter.asks(checks, Now::one_clock(now_ms))
 }
 
 /// Whether a request from `key` at `now_ms` would ask the binding.
@@ -85,7 +96,7 @@ fn after_the_cool_off_one_probe_at_a_time_and_an_answer_closes_it() {
     for ask in probe.asks() {
         ask.answer(WITHIN);
     }
-    let d = l.conclude(probe, probe_at + 3);
+    let d = l.conclude(probe, Now::one_clock(probe_at + 3));
     assert!(d.refusal.is_none() && d.logs.is_empty());
     let (asked, _) = request(&mut l, "192.0.2.5", WITHIN, probe_at + 4);
     assert!(asked, "the binding is asked again once a probe answered");
@@ -135,6 +146,69 @@ fn a_missing_binding_is_looked_up_on_every_request() {
         asked && d.refusal.is_none(),
         "a restored entry is used at once"
     );
+}
+
+#[test]
+fn a_wall_clock_stepped_back_stretches_no_cool_off() {
+    let mut l = limiter();
+    let at = |wall_ms, monotonic_ms| Now {
+        wall_ms,
+        monotonic_ms,
+    };
+    let (_, first) = request_at(&mut l, "192.0.2.10", TIMED_OUT, at(T0, 5_000));
+    assert_eq!(first.logs.len(), 1);
+    // The wall clock is stepped back an hour (NTP, a resumed VM) while the
+    // monotonic clock runs on: the cool-off ends 10 s later all the same.
+    let back = T0 - 3_600_000;
+    let (asked, _) = request_at(
+        &mut l,
+        "192.0.2.10",
+        WITHIN,
+        at(back, 5_000 + COOL_OFF_MS - 1),
+    );
+    assert!(!asked, "still cooling off");
+    let (asked, _) = request_at(
+        &mut l,
+        "192.0.2.10",
+        WITHIN,
+        at(back + 1, 5_000 + COOL_OFF_MS),
+    );
+    assert!(asked, "the probe comes when the monotonic clock says");
+    // And a wall clock stepped forward ends none early.
+    let (_, _) = request_at(&mut l, "192.0.2.11", FAILED, at(T0, 60_000));
+    let ahead = T0 + 3_600_000;
+    let (asked, _) = request_at(&mut l, "192.0.2.11", WITHIN, at(ahead, 60_001));
+    assert!(!asked, "a wall clock stepped forward ends no cool-off");
+}
+
+#[test]
+fn a_redis_missing_from_the_start_is_asked_once_per_cool_off_and_logged_once() {
+    let app = Application::from_toml(
+        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
+         [rate_limits]\nstore = \"cache\"\n\
+         [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n",
+    )
+    .expect("valid");
+    let mut l = Limiter::new(&app, "api", 7).expect("api");
+    let mut asked_at = Vec::new();
+    let mut lines = 0;
+    // A request every 100 ms for 25 s, Redis never there.
+    for i in 0..250 {
+        let now = T0 + i * 100;
+        let (asked, d) = request(&mut l, "192.0.2.12", MISSING, now);
+        if asked {
+            asked_at.push(now - T0);
+        }
+        lines += d.logs.len();
+        assert!(
+            d.logs
+                .iter()
+                .all(|log| log.reason == FallbackReason::Missing)
+        );
+    }
+    // Each look is a dial: once, then once per cool-off.
+    assert_eq!(asked_at, [0, COOL_OFF_MS, 2 * COOL_OFF_MS]);
+    assert_eq!(lines, 1);
 }
 
 #[test]

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use runtime::Subject;
 use runtime::config::{Application, Counting, Deployable, Route, Store, StoreDriver, Target};
 use runtime::gate_plan::{GatePlan, PlanError};
-use runtime::limiter::{Decision, Limiter};
+use runtime::limiter::{Decision, Limiter, Now};
 use runtime::limits::Limit;
 use runtime::store::{BindingAnswer, FallbackReason};
 
@@ -55,13 +55,13 @@ fn both(
 ) -> [Decision; 2] {
     limiters.each_mut().map(|limiter| {
         let checks = limiter.checks(subject, path);
-        let mut pending = limiter.asks(checks, now_ms);
+        let mut pending = limiter.asks(checks, Now::one_clock(now_ms));
         if let Some(answer) = answer {
             for ask in pending.asks() {
                 ask.answer(answer);
             }
         }
-        limiter.conclude(pending, now_ms)
+        limiter.conclude(pending, Now::one_clock(now_ms))
     })
 }
 
@@ -215,6 +215,7 @@ proptest! {
                 target: Target::Workers,
                 serves_api: true,
                 declines: Vec::new(),
+                client_address: Default::default(),
             }],
             routes: paths
                 .iter()

@@ -6,7 +6,7 @@ use runtime::ClientAddress;
 use runtime::Subject;
 use runtime::config::{Application, Counting};
 use runtime::config::{Deployable, RedisEndpoint, Route, Store, StoreDriver, Target};
-use runtime::limiter::{Decision, FallbackLog, Limiter, Policy, Refusal};
+use runtime::limiter::{Decision, FallbackLog, Limiter, Now, Policy, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, Limit};
 use runtime::store::{BindingAnswer, FallbackReason};
 
@@ -38,13 +38,13 @@ fn decide(
     answer: Option<BindingAnswer>,
 ) -> Decision {
     let checks = limiter.checks(subject, path);
-    let mut pending = limiter.asks(checks, T0);
+    let mut pending = limiter.asks(checks, Now::one_clock(T0));
     for ask in pending.asks() {
         if let Some(answer) = answer {
             ask.answer(answer);
         }
     }
-    limiter.conclude(pending, T0)
+    limiter.conclude(pending, Now::one_clock(T0))
 }
 
 /// One request decided by the real [`Limiter::conclude`], the binding of
@@ -56,13 +56,13 @@ fn decide_each(
     answers: &[Option<BindingAnswer>],
 ) -> Decision {
     let checks = limiter.checks(subject, path);
-    let mut pending = limiter.asks(checks, T0);
+    let mut pending = limiter.asks(checks, Now::one_clock(T0));
     for (ask, answer) in pending.asks().zip(answers) {
         if let Some(answer) = *answer {
             ask.answer(answer);
         }
     }
-    limiter.conclude(pending, T0)
+    limiter.conclude(pending, Now::one_clock(T0))
 }
 
 /// The name of the binding `check` asks.
@@ -342,6 +342,7 @@ fn a_route_listed_twice_counts_each_request_once() {
             target: Target::Workers,
             serves_api: true,
             declines: Vec::new(),
+            client_address: runtime::AddressSource::CloudflareHeader,
         }],
         routes: vec![route.clone(), route],
     };

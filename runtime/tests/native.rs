@@ -1,17 +1,16 @@
-//! The native gate without Redis: which deployables count in Redis, where a
-//! native request's address comes from, and the tower layer's 429. (Counting
-//! in a real Redis is tested in `harness/tests/redis_store.rs`.)
+//! The native gate without Redis: which deployables count in Redis, the
+//! tower layer's 429, and the two clocks of its cool-off. (Where a native
+//! request's address comes from: `client_address.rs`; counting in a real
+//! Redis: `harness/tests/redis_store.rs`.)
 
-use std::convert::Infallible;
-use std::future::Future;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 
+mod common;
+
+use common::Handler;
+use runtime::breaker::COOL_OFF_MS;
 use runtime::config::{Application, Code, Counting, RedisEndpoint};
-use runtime::native::{AddressSource, NativeGate, PeerAddr, RateLimitLayer};
+use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -88,53 +87,6 @@ fn url_and_nodes_together_or_no_nodes_are_invalid_with_a_place() {
     }
 }
 
-fn headers(connecting_ip: &str) -> http::HeaderMap {
-    let mut headers = http::HeaderMap::new();
-    headers.insert("CF-Connecting-IP", connecting_ip.parse().expect("header"));
-    headers
-}
-
-#[test]
-fn the_address_is_the_peer_unless_behind_cloudflare() {
-    let app = Application::from_toml(REDIS_APP).expect("valid");
-    let peer: SocketAddr = "192.0.2.10:4711".parse().expect("addr");
-    let direct = NativeGate::new(&app, "server", AddressSource::Peer).expect("gate");
-    let forged = headers("203.0.113.1");
-    assert_eq!(
-        direct.subject(None, Some(peer), &forged),
-        runtime::Subject::of_request(None, Some("192.0.2.10"))
-    );
-    let behind = NativeGate::new(&app, "server", AddressSource::CloudflareHeader).expect("gate");
-    assert_eq!(
-        behind.subject(None, Some(peer), &forged),
-        runtime::Subject::of_request(None, Some("203.0.113.1"))
-    );
-    // A caller is a caller either way.
-    assert_eq!(
-        direct.subject(Some("caller-1"), Some(peer), &forged),
-        runtime::Subject::of_request(Some("caller-1"), None)
-    );
-}
-
-/// The application's own handler: counts the requests that reach it.
-#[derive(Clone)]
-struct Handler(Arc<AtomicUsize>);
-
-impl Service<http::Request<String>> for Handler {
-    type Response = http::Response<String>;
-    type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<http::Response<String>, Infallible>> + Send>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: http::Request<String>) -> Self::Future {
-        self.0.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async { Ok(http::Response::new("{\"ok\":true}".to_owned())) })
-    }
-}
-
 #[tokio::test]
 async fn the_tower_layer_limits_in_one_line_and_refused_requests_never_reach_the_service() {
     // A native deployable with no store counts in the process's memory.
@@ -144,10 +96,9 @@ name = "server"
 target = "native"
 serves_api = true
 "#;
-    let gate =
-        Arc::new(NativeGate::from_toml(source, "server", AddressSource::Peer).expect("gate"));
-    let reached = Arc::new(AtomicUsize::new(0));
-    let mut service = RateLimitLayer::new(gate).layer(Handler(reached.clone()));
+    let gate = Arc::new(NativeGate::from_toml(source, "server").expect("gate"));
+    let handler = Handler::default();
+    let mut service = RateLimitLayer::new(gate).layer(handler.clone());
     let mut statuses = Vec::new();
     let mut last = None;
     for _ in 0..121 {
@@ -162,7 +113,7 @@ serves_api = true
     }
     assert!(statuses[..120].iter().all(|s| *s == 200));
     assert_eq!(statuses[120], 429);
-    assert_eq!(reached.load(Ordering::SeqCst), 120);
+    assert_eq!(handler.reached(), 120);
     let refused = last.expect("a response");
     assert_eq!(refused.headers()["Retry-After"], "60");
     assert_eq!(
@@ -170,4 +121,59 @@ serves_api = true
         "\"address\";q=120;w=60"
     );
     assert!(refused.body().contains("rate_limited"));
+}
+
+/// A native API on a Redis at `127.0.0.1:port`, which nothing listens on.
+fn missing_redis_gate() -> NativeGate {
+    // Bound, then closed: nothing listens on the port any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let source = format!(
+        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
+         [rate_limits]\nstore = \"cache\"\n\
+         [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n"
+    );
+    NativeGate::from_toml(&source, "server").expect("gate")
+}
+
+#[tokio::test]
+async fn a_redis_missing_from_the_start_is_dialled_once_per_cool_off_and_logged_once() {
+    let (lines, _guard) = common::Lines::capture();
+    let gate = missing_redis_gate();
+    let subject = runtime::Subject::of_request(None, Some("192.0.2.1"));
+    for _ in 0..100 {
+        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    }
+    assert_eq!(gate.redis_dials(), 1, "one dial, then a cool-off");
+    // The cool-off ends: one request dials again, the rest do not.
+    gate.clock()
+        .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
+    for _ in 0..10 {
+        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    }
+    assert_eq!(gate.redis_dials(), 2);
+    let logged = lines.events("rate_limits.fallback");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert_eq!(logged[0]["reason"], "missing");
+    assert_eq!(logged[0]["connection"], "cache");
+}
+
+#[tokio::test]
+async fn a_wall_clock_stepped_back_does_not_stretch_the_cool_off() {
+    let gate = missing_redis_gate();
+    let subject = runtime::Subject::of_request(None, Some("192.0.2.2"));
+    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert_eq!(gate.redis_dials(), 1);
+    // The wall clock steps back an hour, then the cool-off's 10 s pass: the
+    // cool-off ends on the monotonic clock (on the wall clock it would
+    // last another hour).
+    gate.clock().step_wall_ms(-3_600_000);
+    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert_eq!(gate.redis_dials(), 1, "still cooling off");
+    gate.clock()
+        .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
+    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert_eq!(gate.redis_dials(), 2, "the cool-off ended after 10 s");
 }

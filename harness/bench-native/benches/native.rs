@@ -34,7 +34,7 @@ use harness::world::native::{NativeProcess, fixture_path};
 use harness::world::proc;
 use harness::world::redis::RedisServer;
 use runtime::Subject;
-use runtime::native::{AddressSource, NativeGate};
+use runtime::native::NativeGate;
 
 /// Concurrent connections (HTTP) or tasks (in process).
 const CONNECTIONS: usize = 8;
@@ -58,7 +58,10 @@ fn app(store: Option<&str>) -> String {
         ),
         None => String::new(),
     };
-    format!("{store}\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n")
+    format!(
+        "{store}\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\
+         client_address = \"cloudflare\"\n"
+    )
 }
 
 /// The `i`-th distinct address, in the benchmarking range 198.18.0.0/15
@@ -425,8 +428,7 @@ impl Kind {
     async fn limiter(self, server: &RedisServer) -> Limiter {
         match self {
             Kind::Ours => Limiter::Ours(Arc::new(
-                NativeGate::from_toml(&app(Some(&server.url())), "api", AddressSource::Peer)
-                    .expect("gate"),
+                NativeGate::from_toml(&app(Some(&server.url())), "api").expect("gate"),
             )),
             #[cfg(feature = "limitador")]
             Kind::LimitadorExact => Limiter::Limitador(peer::exact(&server.url()).await),

@@ -47,7 +47,7 @@ fn gate(env: &Env) -> Result<Rc<Gate>> {
     }
     let plan = GatePlan::from_text(&env.var("PLAN")?.to_string())
         .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let gate = Rc::new(Gate::new(plan));
+    let gate = Rc::new(Gate::new(plan).map_err(|e| worker::Error::RustError(e.to_string()))?);
     GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)
 }

@@ -66,7 +66,7 @@ fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
         .as_string()
         .ok_or_else(|| JsValue::from_str("the text binding PLAN is missing"))?;
     let plan = GatePlan::from_text(&plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let gate = Gate::new(plan);
+    let gate = Gate::new(plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let gate = Rc::new(gate);
     GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)

@@ -1,10 +1,12 @@
 //! The nightly edge-compatibility comparison: the same scenarios on the
-//! pinned workerd and on a newer one, and the drift between them. The report
-//! is a plain function of the two runs.
+//! pinned workerd and on a newer one, and the drift between them, with what
+//! the nightly's run on Cloudflare itself found beside them. The report is a
+//! plain function of the runs.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::commands::cloudflare::report::CloudflareResults;
 use crate::commands::report::{Counts, TrialOutcome};
 use crate::judge::expectations::Verdict;
 
@@ -237,6 +239,71 @@ pub fn reference_markdown(emulation: &Side, reference: &Side) -> String {
     out
 }
 
+/// The drift report's section on Cloudflare itself: each scenario the
+/// nightly ran there (`harness cloudflare`, its `results.json`) with its
+/// verdicts on the pinned and newest workerd beside it, how it was checked
+/// there and how many requests passed before the first 429. `None`: the
+/// Cloudflare job did not run (no secrets) or wrote nothing.
+pub fn cloudflare_markdown(
+    pinned: &Side,
+    newest: &Side,
+    cloudflare: Result<&CloudflareResults, &str>,
+) -> String {
+    let mut out = String::from("## On Cloudflare itself\n\n");
+    let results = match cloudflare {
+        Ok(results) => results,
+        Err(why) => {
+            let _ = writeln!(
+                out,
+                "Not run: {why}. The Cloudflare job needs the repository secrets CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID (it prints `skipped: no CLOUDFLARE_API_TOKEN` without them).\n"
+            );
+            return out;
+        }
+    };
+    let _ = writeln!(
+        out,
+        "The scenarios marked `on_cloudflare`, each deployed as a Worker of its own with the real binding (scripts {}, namespace ids {}, {} s); the local verdicts on the workerd columns. Bounds are in scenarios/README.md.\n",
+        results.scripts,
+        results
+            .namespace_ids
+            .map_or("none".to_owned(), |(a, b)| format!("{a} to {b}")),
+        results.seconds
+    );
+    let verdict = |side: &Side, name: &str| {
+        side.outcomes
+            .iter()
+            .find(|o| o.name == name)
+            .map_or("not run", |o| o.verdict.label())
+            .to_owned()
+    };
+    let _ = writeln!(
+        out,
+        "| scenario | {} | {} | cloudflare | checked there | passed before 1st 429 / limit |\n|---|---|---|---|---|---|",
+        pinned.label, newest.label
+    );
+    for s in &results.scenarios {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} |",
+            s.name,
+            verdict(pinned, &s.name),
+            verdict(newest, &s.name),
+            s.verdict,
+            s.on_cloudflare,
+            s.passed_before_first_429
+        );
+    }
+    out.push('\n');
+    for s in results.scenarios.iter().filter(|s| !s.message.is_empty()) {
+        let _ = writeln!(
+            out,
+            "<details><summary>{} on Cloudflare</summary>\n\n```\n{}\n```\n</details>\n",
+            s.name, s.message
+        );
+    }
+    out
+}
+
 fn list(out: &mut String, title: &str, names: &[String]) {
     let _ = writeln!(out, "## {title}: {}\n", names.len());
     for name in names {
@@ -307,6 +374,37 @@ mod tests {
         assert!(text.contains("| unexpected passes | 0 | 1 |"), "{text}");
         assert!(text.contains("**REGRESSED**"), "{text}");
         assert!(text.contains("- d (listed because: r)"), "{text}");
+    }
+
+    #[test]
+    fn cloudflare_s_verdicts_and_figures_stand_beside_the_workerd_columns() {
+        use crate::commands::cloudflare::report::ScenarioResult;
+        let pinned = side("pinned", vec![outcome("a", Verdict::Passed, 10)]);
+        let newest = side("newest", vec![outcome("a", Verdict::Failed, 10)]);
+        let results = CloudflareResults {
+            scripts: "harness-ratelimits-abc123-N".into(),
+            namespace_ids: Some((900_001, 900_003)),
+            seconds: 95,
+            scenarios: vec![ScenarioResult {
+                name: "a".into(),
+                verdict: "FAIL".into(),
+                on_cloudflare: "bounded x3".into(),
+                passed_before_first_429: "step 1: no 429 in 361".into(),
+                requests: 361,
+                seconds: 40.0,
+                answered_after_seconds: Some(4.5),
+                message: "error: no refusal by 3 x the limit".into(),
+            }],
+        };
+        let text = cloudflare_markdown(&pinned, &newest, Ok(&results));
+        assert!(
+            text.contains("| a | pass | FAIL | FAIL | bounded x3 | step 1: no 429 in 361 |"),
+            "{text}"
+        );
+        assert!(text.contains("namespace ids 900001 to 900003"), "{text}");
+        assert!(text.contains("no refusal by 3 x the limit"), "{text}");
+        let skipped = cloudflare_markdown(&pinned, &newest, Err("no results.json"));
+        assert!(skipped.contains("Not run: no results.json"), "{skipped}");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::commands::cloudflare::report::CloudflareResults;
 use crate::commands::edge::{self, Side, TimingThreshold};
 use crate::commands::error::CommandError;
 use crate::commands::preflight;
@@ -33,6 +34,9 @@ pub struct EdgeCompatRequest {
     pub jobs: usize,
     /// When a p99 change is worth reporting.
     pub threshold: TimingThreshold,
+    /// The night's `harness cloudflare` results (`results.json`), shown
+    /// beside the workerd columns; absent or unreadable, the report says so.
+    pub cloudflare: Option<PathBuf>,
 }
 
 /// Runs the job, writes and prints the drift report; whether the newer
@@ -109,7 +113,9 @@ pub fn edge_compat(request: &EdgeCompatRequest) -> Result<bool, CommandError> {
     };
     let markdown = edge::markdown(&pinned, &newest, request.threshold)
         + "\n"
-        + &edge::reference_markdown(&emulation, &reference);
+        + &edge::reference_markdown(&emulation, &reference)
+        + "\n"
+        + &cloudflare_section(&pinned, &newest, request.cloudflare.as_deref());
     write_reports(&request.out, &markdown, [&pinned, &newest, &reference]).map_err(|source| {
         CommandError::Reports {
             dir: request.out.clone(),
@@ -129,6 +135,19 @@ pub fn edge_compat(request: &EdgeCompatRequest) -> Result<bool, CommandError> {
         counts.failed + counts.unexpected_passes
     );
     Ok(counts.is_ok())
+}
+
+/// The drift report's section on Cloudflare itself, from `results` when
+/// given and readable.
+fn cloudflare_section(pinned: &Side, newest: &Side, results: Option<&Path>) -> String {
+    let read = results.map(|path| {
+        CloudflareResults::read(path).map_err(|e| format!("no results in {} ({e})", path.display()))
+    });
+    match &read {
+        Some(Ok(results)) => edge::cloudflare_markdown(pinned, newest, Ok(results)),
+        Some(Err(why)) => edge::cloudflare_markdown(pinned, newest, Err(why)),
+        None => edge::cloudflare_markdown(pinned, newest, Err("no --cloudflare results given")),
+    }
 }
 
 /// `drift.md`, and `junit.xml` with one suite per side.

@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use crate::commands::cloudflare::CloudflareError;
 use crate::commands::preflight::PreflightError;
 use crate::commands::suite::EnvironmentError;
 use crate::commands::wrangler_file::WriteError;
@@ -74,4 +75,7 @@ pub enum CommandError {
     /// `wrangler --write` could not write its file.
     #[error("harness: {0}")]
     WranglerFile(#[from] WriteError),
+    /// A run on Cloudflare could not be done, or was interrupted.
+    #[error("harness: {0}")]
+    Cloudflare(#[from] CloudflareError),
 }

@@ -5,12 +5,14 @@
 //! ([`preflight`]), and one module per command: [`run`], the
 //! edge-compatibility job ([`edge_compat`], its drift report [`edge`]), the
 //! application description's `check` and `wrangler` ([`application`], with
-//! [`wrangler_file`] for `--write`). A command prints what it found and
+//! [`wrangler_file`] for `--write`), and the scenarios run on Cloudflare
+//! itself ([`cloudflare`]). A command prints what it found and
 //! returns whether everything held, or a [`CommandError`].
 //!
 //! It may use every layer below; nothing in the library uses it.
 
 pub mod application;
+pub mod cloudflare;
 pub mod edge;
 pub mod edge_compat;
 mod error;

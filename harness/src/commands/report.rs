@@ -114,31 +114,54 @@ pub const TABLE_WIDTH: u16 = 100;
 /// (or the terminal's width, if less), long scenario names wrapped, the
 /// same whether it goes to a terminal or a file.
 pub fn summary_table(outcomes: &[TrialOutcome]) -> String {
+    summary_table_with(outcomes, &[], &[])
+}
+
+/// The summary table with more columns after `result`: `extra_header`
+/// names them, `extra[i]` fills them for `outcomes[i]` (`harness
+/// cloudflare` adds how each was checked there and what it let through).
+pub fn summary_table_with(
+    outcomes: &[TrialOutcome],
+    extra_header: &[&str],
+    extra: &[Vec<String>],
+) -> String {
     let mut table = comfy_table::Table::new();
     let width = table.width().map_or(TABLE_WIDTH, |w| w.min(TABLE_WIDTH));
+    let mut header = vec!["scenario", "result"];
+    header.extend_from_slice(extra_header);
+    header.extend(["requests", "p50 ms", "p99 ms", "time s"]);
     table
         .load_preset(comfy_table::presets::UTF8_BORDERS_ONLY)
         .set_content_arrangement(comfy_table::ContentArrangement::Dynamic)
         .set_width(width)
-        .set_header([
-            "scenario", "result", "requests", "p50 ms", "p99 ms", "time s",
-        ]);
+        .set_header(header);
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
-    for o in outcomes {
-        table.add_row([
-            o.name.clone(),
-            o.verdict.label().to_owned(),
+    for (index, o) in outcomes.iter().enumerate() {
+        let mut row = vec![o.name.clone(), o.verdict.label().to_owned()];
+        let cells = extra.get(index).map(Vec::as_slice).unwrap_or_default();
+        row.extend((0..extra_header.len()).map(|c| cells.get(c).cloned().unwrap_or_default()));
+        row.extend([
             o.requests.to_string(),
             ms(o.p50_ms),
             ms(o.p99_ms),
             format!("{:.1}", o.duration.as_secs_f64()),
         ]);
+        table.add_row(row);
     }
     table.to_string()
 }
 
 /// Writes JUnit XML for CI: one test suite per named list of outcomes.
 pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::Result<()> {
+    write_junit_with(path, suites, |_| Vec::new())
+}
+
+/// [`write_junit`], with properties for each test case (name, value).
+pub fn write_junit_with(
+    path: &Path,
+    suites: &[(&str, &[TrialOutcome])],
+    properties: impl Fn(&TrialOutcome) -> Vec<(String, String)>,
+) -> std::io::Result<()> {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new("harness");
     for (suite_name, outcomes) in suites {
@@ -167,6 +190,9 @@ pub fn write_junit(path: &Path, suites: &[(&str, &[TrialOutcome])]) -> std::io::
             };
             let mut case = TestCase::new(o.name.clone(), status);
             case.set_time(o.duration);
+            for (name, value) in properties(o) {
+                case.add_property(quick_junit::Property::new(name, value));
+            }
             suite.add_test_case(case);
         }
         report.add_test_suite(suite);

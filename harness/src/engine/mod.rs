@@ -1,11 +1,13 @@
 //! The engine: runs one scenario's steps in the world (starting its
 //! processes, moving its clock, sending its traffic, changing its bindings
-//! and stores) and records what it observed, an [`Observation`]. It judges
-//! nothing.
+//! and stores) and records what it observed, an [`Observation`]; and the
+//! same for a scenario's Worker on Cloudflare itself ([`cloudflare`]). It
+//! judges nothing.
 //!
 //! It may use [`crate::world`] and [`crate::language`], nothing above.
 
 pub mod clock;
+pub mod cloudflare;
 pub mod limit_call;
 pub mod observation;
 mod runner;

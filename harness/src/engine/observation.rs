@@ -51,6 +51,9 @@ pub enum InstanceKind {
     Workerd,
     /// A `native-fixture` process running a native deployable.
     Native,
+    /// The tail of the Worker on Cloudflare (`harness cloudflare`): every
+    /// isolate's lines, which the tail does not tell apart.
+    CloudflareTail,
 }
 
 impl InstanceKind {
@@ -59,6 +62,7 @@ impl InstanceKind {
         match self {
             InstanceKind::Workerd => format!("isolate {index}"),
             InstanceKind::Native => format!("native instance {index}"),
+            InstanceKind::CloudflareTail => "the Worker on Cloudflare".to_owned(),
         }
     }
 
@@ -68,6 +72,7 @@ impl InstanceKind {
         let program = match self {
             InstanceKind::Workerd => "workerd",
             InstanceKind::Native => "native-fixture",
+            InstanceKind::CloudflareTail => "tail",
         };
         format!("{program} log of {}", self.name(index))
     }

@@ -6,6 +6,7 @@
 mod native_steps;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -19,12 +20,13 @@ use super::limit_call::{control_body, read_outcome};
 use super::observation::{CallRecord, InstanceKind, InstanceRecord, Observation, RequestRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{
-    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom,
+    ALL_BINDINGS, Action, Behaviour, ClockKind, Prepared, SendRequests, WaitForRoom, behaviour_of,
 };
 use crate::world::instance::Instance;
 use crate::world::native::NativeError;
 use crate::world::native::launch::{LaunchError, NativeLaunch};
 use crate::world::scenario_redis::{ScenarioRedis, ScenarioRedisError};
+use crate::world::text::error_chain;
 use crate::world::wasm::Deployable;
 use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
 use crate::world::workerd::process::ProcessError;
@@ -211,12 +213,18 @@ pub fn run(env: &Environment, prepared: &Prepared) -> Result<Observation, Box<Ab
         .enable_all()
         .build()
         .map_err(|e| aborted(EngineError::Runtime(e)))?;
-    let client = reqwest::Client::builder()
+    let client = http_client(None).map_err(|e| aborted(EngineError::HttpClient(e)))?;
+    runtime.block_on(Runner::new(env, prepared, client).execute())
+}
+
+/// The scenario's HTTP client, connecting from `peer` (a loopback address)
+/// when given, else from wherever the system picks.
+fn http_client(peer: Option<Ipv4Addr>) -> Result<reqwest::Client, reqwest::Error> {
+    reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(64)
+        .local_address(peer.map(IpAddr::V4))
         .build()
-        .map_err(|e| aborted(EngineError::HttpClient(e)))?;
-    runtime.block_on(Runner::new(env, prepared, client).execute())
 }
 
 /// The bindings a scenario's deployable needs, with their starting behaviour.
@@ -253,17 +261,16 @@ pub fn emulated_bindings(
             });
         }
     }
-    let behaviour_in = |map: &BTreeMap<String, Behaviour>, name: &str| {
-        map.get(name).or_else(|| map.get(ALL_BINDINGS)).cloned()
-    };
     Ok(plan
         .bindings
         .iter()
         .map(|b| {
-            let start = behaviour_in(&initial, &b.name).unwrap_or(Behaviour::Healthy);
+            let start = behaviour_of(&initial, &b.name)
+                .cloned()
+                .unwrap_or(Behaviour::Healthy);
             let changed_later = changes
                 .iter()
-                .any(|c| behaviour_in(c, &b.name).is_some_and(|x| x != Behaviour::Missing));
+                .any(|c| behaviour_of(c, &b.name).is_some_and(|x| *x != Behaviour::Missing));
             EmulatedBinding {
                 name: b.name.clone(),
                 namespace_id: b.namespace_id,
@@ -293,6 +300,8 @@ struct Runner<'a> {
     isolates: Vec<Isolate>,
     /// One HTTP client for the traffic and the control requests.
     client: reqwest::Client,
+    /// A client per loopback address a `send` connects from (its `peer`).
+    peer_clients: BTreeMap<Ipv4Addr, reqwest::Client>,
     /// The bindings in the config: those a step can change.
     configured: Vec<String>,
     /// Where the scenario's isolates keep the count they share.
@@ -338,6 +347,7 @@ impl<'a> Runner<'a> {
             observation: Observation::default(),
             isolates: Vec::new(),
             client,
+            peer_clients: BTreeMap::new(),
             configured: Vec::new(),
             shared_count: SharedCount::None,
             native: None,
@@ -715,9 +725,38 @@ impl<'a> Runner<'a> {
         })
     }
 
+    /// The client connecting from `peer`, made the first time it is asked for.
+    fn client_from(&mut self, peer: Option<Ipv4Addr>) -> Result<reqwest::Client, EngineError> {
+        let Some(peer) = peer else {
+            return Ok(self.client.clone());
+        };
+        if let Some(client) = self.peer_clients.get(&peer) {
+            return Ok(client.clone());
+        }
+        let client = http_client(Some(peer)).map_err(EngineError::HttpClient)?;
+        self.peer_clients.insert(peer, client.clone());
+        Ok(client)
+    }
+
     /// `send`: fires the requests (round-robin over the isolates unless one is
-    /// named), `concurrency` at a time, and records every answer.
-    async fn send(&mut self, step: usize, send: &SendRequests) {
+    /// named), from its `peer`, `concurrency` at a time, and records every answer.
+    async fn send(&mut self, step: usize, send: &SendRequests) -> Result<(), EngineError> {
+        let peer = send.peer_address().map_err(|_| EngineError::InvalidStep {
+            step: step + 1,
+            message: "`peer` is not a loopback address",
+        })?;
+        let client = self.client_from(peer)?;
+        if let Some(peer) = peer {
+            self.observation.sent_subjects.insert(peer.to_string());
+        }
+        // The chain's addresses are keys the instance may count: none may be logged.
+        let chain = send.forwarded_for.join(", ");
+        self.observation.sent_subjects.extend(
+            send.forwarded_for
+                .iter()
+                .filter(|entry| entry.trim().parse::<IpAddr>().is_ok())
+                .map(|entry| entry.trim().to_owned()),
+        );
         let semaphore = Arc::new(Semaphore::new(send.concurrency));
         let mut tasks = Vec::with_capacity(send.requests);
         for number in 1..=send.requests {
@@ -726,9 +765,10 @@ impl<'a> Runner<'a> {
                 continue;
             };
             target.served = true;
-            let mut request = self
-                .client
-                .get(format!("{}{}", target.process.url(), send.path));
+            let mut request = client.get(format!("{}{}", target.process.url(), send.path));
+            if !chain.is_empty() {
+                request = request.header(runtime::address::FORWARDED_FOR_HEADER, &chain);
+            }
             if let Some(caller) = &send.caller {
                 request = request.header(CALLER_HEADER, caller);
                 self.observation.sent_subjects.insert(caller.clone());
@@ -772,6 +812,7 @@ impl<'a> Runner<'a> {
                 });
             }
         }
+        Ok(())
     }
 
     fn fresh_address(&mut self) -> String {
@@ -906,7 +947,7 @@ pub fn shares_count(prepared: &Prepared, isolates: usize) -> bool {
 }
 
 /// A response's status, headers (names in lower case) and body, or why none came.
-async fn answer(
+pub(super) async fn answer(
     result: Result<reqwest::Response, reqwest::Error>,
 ) -> (Result<u16, String>, BTreeMap<String, String>, String) {
     match result {
@@ -924,19 +965,8 @@ async fn answer(
     }
 }
 
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(e) = source {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        source = e.source();
-    }
-    text
-}
-
 /// The wall clock, in ms since the Unix epoch.
-fn wall_ms() -> u64 {
+pub(super) fn wall_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)

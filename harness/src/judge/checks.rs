@@ -14,6 +14,7 @@ use crate::language::scenario::{
     Action, Latency, Place, Prepared, RedisCalls, Scenario, ScenarioSource, SendExpectations,
     SendRequests, expand_statuses, parse_statuses,
 };
+use crate::world::text::shortened;
 
 /// One expectation that did not hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,13 +80,13 @@ pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
 }
 
 /// Where failures of one run are collected, pointing into its scenario file.
-struct Failures<'a> {
-    source: &'a ScenarioSource,
-    list: Vec<Failure>,
+pub(super) struct Failures<'a> {
+    pub(super) source: &'a ScenarioSource,
+    pub(super) list: Vec<Failure>,
 }
 
 impl Failures<'_> {
-    fn fail(
+    pub(super) fn fail(
         &mut self,
         span: Range<usize>,
         context: String,
@@ -155,22 +156,22 @@ fn diagnostics(codes: &Spanned<Vec<String>>, observation: &Observation, out: &mu
 }
 
 /// One `send` step as its checks see it: its requests' records, in order of arrival.
-struct SendStep<'a> {
+pub(super) struct SendStep<'a> {
     /// 0-based.
-    index: usize,
-    span: Range<usize>,
-    send: &'a SendRequests,
-    records: Vec<&'a RequestRecord>,
+    pub(super) index: usize,
+    pub(super) span: Range<usize>,
+    pub(super) send: &'a SendRequests,
+    pub(super) records: Vec<&'a RequestRecord>,
     /// The script calls Redis ran during the step, when its expectations count them.
-    redis_calls: Option<RedisCalls>,
+    pub(super) redis_calls: Option<RedisCalls>,
 }
 
 impl SendStep<'_> {
-    fn context(&self, number: usize) -> String {
+    pub(super) fn context(&self, number: usize) -> String {
         format!("step {} (send), request {number}", self.index + 1)
     }
 
-    fn step_context(&self) -> String {
+    pub(super) fn step_context(&self) -> String {
         format!("step {} (send)", self.index + 1)
     }
 }
@@ -236,6 +237,8 @@ fn send_expectations(
         body,
         latency,
         redis_calls,
+        // How Cloudflare checks them: crate::judge::cloudflare.
+        on_cloudflare: _,
     } = expectations;
     if *no_5xx_wanted {
         no_5xx(view, span, out);
@@ -298,7 +301,7 @@ fn answered(view: &SendStep<'_>, out: &mut Failures<'_>) {
 }
 
 /// `no_5xx` (on by default): every request got a response below 500.
-fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
+pub(super) fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
     for r in &view.records {
         match &r.outcome {
             Ok(status) if *status < 500 => {}
@@ -307,7 +310,7 @@ fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
                 view.context(r.number),
                 "no 5xx",
                 "a status below 500".into(),
-                format!("{status}: {}", short(&r.body)),
+                format!("{status}: {}", shortened(&r.body, 200)),
             ),
             Err(error) => out.fail(
                 span.clone(),
@@ -321,7 +324,11 @@ fn no_5xx(view: &SendStep<'_>, span: Range<usize>, out: &mut Failures<'_>) {
 }
 
 /// `statuses`: the statuses in request order; the first difference is shown.
-fn status_sequence(view: &SendStep<'_>, statuses: &Spanned<String>, out: &mut Failures<'_>) {
+pub(super) fn status_sequence(
+    view: &SendStep<'_>,
+    statuses: &Spanned<String>,
+    out: &mut Failures<'_>,
+) {
     let Ok(wanted) = parse_statuses(statuses.get_ref())
         .and_then(|runs| expand_statuses(&runs, view.send.requests))
     else {
@@ -353,7 +360,7 @@ fn status_sequence(view: &SendStep<'_>, statuses: &Spanned<String>, out: &mut Fa
 }
 
 /// `counts`: how many responses had each status, in any order.
-fn status_counts(
+pub(super) fn status_counts(
     view: &SendStep<'_>,
     counts: &Spanned<BTreeMap<String, usize>>,
     out: &mut Failures<'_>,
@@ -380,7 +387,11 @@ fn status_counts(
 }
 
 /// `retry_after`: the `Retry-After` of every 429.
-fn retry_after_of_429s(view: &SendStep<'_>, retry_after: &Spanned<u32>, out: &mut Failures<'_>) {
+pub(super) fn retry_after_of_429s(
+    view: &SendStep<'_>,
+    retry_after: &Spanned<u32>,
+    out: &mut Failures<'_>,
+) {
     let wanted = retry_after.get_ref().to_string();
     for r in view.records.iter().filter(|r| r.outcome == Ok(429)) {
         let got = r
@@ -401,7 +412,7 @@ fn retry_after_of_429s(view: &SendStep<'_>, retry_after: &Spanned<u32>, out: &mu
 }
 
 /// `headers`: these headers, with these values, on every response.
-fn response_headers(
+pub(super) fn response_headers(
     view: &SendStep<'_>,
     headers: &Spanned<BTreeMap<String, String>>,
     out: &mut Failures<'_>,
@@ -427,7 +438,7 @@ fn response_headers(
 }
 
 /// `body`: these JSON fields, with these values, in every response body.
-fn body_fields(
+pub(super) fn body_fields(
     view: &SendStep<'_>,
     body: &Spanned<BTreeMap<String, toml::Value>>,
     out: &mut Failures<'_>,
@@ -444,7 +455,7 @@ fn body_fields(
                     view.context(r.number),
                     &format!("body field `{field}`"),
                     wanted.to_string(),
-                    format!("{got} in {}", short(&r.body)),
+                    format!("{got} in {}", shortened(&r.body, 200)),
                 );
             }
         }
@@ -452,7 +463,11 @@ fn body_fields(
 }
 
 /// `latency`: the step's fastest, slowest, median and 99th percentile.
-fn latency_bounds(view: &SendStep<'_>, latency: &Spanned<Latency>, out: &mut Failures<'_>) {
+pub(super) fn latency_bounds(
+    view: &SendStep<'_>,
+    latency: &Spanned<Latency>,
+    out: &mut Failures<'_>,
+) {
     let mut ms: Vec<u64> = view
         .records
         .iter()
@@ -585,7 +600,7 @@ fn binding_keys(scenario: &Scenario, observation: &Observation, out: &mut Failur
 }
 
 /// Always: no caller id or address the scenario sent appears in any log line.
-fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
+pub(super) fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>) {
     let whole = out.source.scenario.span();
     for instance in &observation.instances {
         for line in &instance.lines {
@@ -606,7 +621,7 @@ fn no_key_logged(_: &Scenario, observation: &Observation, out: &mut Failures<'_>
     }
 }
 
-fn instance_name(instance: &InstanceRecord) -> String {
+pub(super) fn instance_name(instance: &InstanceRecord) -> String {
     let name = instance.kind.name(instance.isolate);
     if instance.generation == 0 {
         name
@@ -615,7 +630,7 @@ fn instance_name(instance: &InstanceRecord) -> String {
     }
 }
 
-fn status_text(record: &RequestRecord) -> String {
+pub(super) fn status_text(record: &RequestRecord) -> String {
     match &record.outcome {
         Ok(status) => status.to_string(),
         Err(_) => "no response".to_owned(),
@@ -663,16 +678,8 @@ pub fn latencies(observation: &Observation) -> Vec<u64> {
     ms
 }
 
-fn short(text: &str) -> String {
-    let mut s: String = text.chars().take(200).collect();
-    if s.len() < text.len() {
-        s.push('…');
-    }
-    s
-}
-
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     #[test]
@@ -700,7 +707,7 @@ mod tests {
     use crate::world::process::{LogLine, Stream};
 
     /// The one scenario of `text`, loaded as the harness loads files.
-    fn prepared(text: &str) -> Prepared {
+    pub(in crate::judge) fn prepared(text: &str) -> Prepared {
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("s.toml");
         std::fs::write(&path, text).expect("write");
@@ -709,7 +716,8 @@ mod tests {
         all.remove(0)
     }
 
-    fn request(step: usize, number: usize, status: u16) -> RequestRecord {
+    /// A request answered `status` (a 429 with `Retry-After: 60`).
+    pub(in crate::judge) fn request(step: usize, number: usize, status: u16) -> RequestRecord {
         let mut headers = BTreeMap::new();
         if status == 429 {
             headers.insert("retry-after".to_owned(), "60".to_owned());

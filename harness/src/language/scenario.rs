@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::net::Ipv4Addr;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use toml::Spanned;
+
+use crate::language::cloudflare::{CloudflareCheck, SendChecksOnCloudflare};
 
 /// The tag that marks a scenario as slow: skipped unless `--include-ignored`.
 pub const SLOW_TAG: &str = "slow";
@@ -106,6 +109,13 @@ pub struct Scenario {
     #[serde(default)]
     #[schemars(with = "Option<FinalExpectations>")]
     pub expect: Option<Spanned<FinalExpectations>>,
+    /// Run on Cloudflare itself too (`harness cloudflare`), and how its
+    /// status expectations are checked there: `"exact"`, or `{ refusal_by
+    /// = N }` (bounded: the first refusal no earlier than the limit and by N
+    /// times it). Without it the scenario runs only here.
+    #[serde(default)]
+    #[schemars(with = "Option<CloudflareCheck>")]
+    pub on_cloudflare: Option<Spanned<CloudflareCheck>>,
 }
 
 fn one() -> usize {
@@ -194,6 +204,15 @@ pub enum Behaviour {
     SlowMs(u64),
     /// `limit()` never settles.
     Hanging,
+}
+
+/// A binding's behaviour in a `bindings` or `set_bindings` table: by its
+/// name, else by [`ALL_BINDINGS`]; `None` when neither is written.
+pub fn behaviour_of<'a>(
+    bindings: &'a BTreeMap<String, Behaviour>,
+    name: &str,
+) -> Option<&'a Behaviour> {
+    bindings.get(name).or_else(|| bindings.get(ALL_BINDINGS))
 }
 
 impl Behaviour {
@@ -442,6 +461,16 @@ pub struct SendRequests {
     /// From a new address for every request (not with `address`).
     #[serde(default)]
     pub distinct_addresses: bool,
+    /// From this loopback address (`127.x.y.z`), the socket peer a native
+    /// instance sees: the harness connects from it (127.0.0.1 by default).
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub peer: Option<Spanned<String>>,
+    /// An `X-Forwarded-For` chain, sent as one header: its entries left to
+    /// right, as proxies append them (the client first, the last proxy's own
+    /// peer last).
+    #[serde(default)]
+    pub forwarded_for: Vec<String>,
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -459,6 +488,23 @@ pub struct SendRequests {
 
 fn default_path() -> String {
     "/api/items".to_owned()
+}
+
+impl SendRequests {
+    /// The loopback address to connect from, if the step names one.
+    pub fn peer_address(&self) -> Result<Option<Ipv4Addr>, String> {
+        let Some(peer) = &self.peer else {
+            return Ok(None);
+        };
+        match peer.get_ref().parse::<Ipv4Addr>() {
+            Ok(ip) if ip.is_loopback() => Ok(Some(ip)),
+            _ => Err(format!(
+                "`peer` is `{}`: the harness connects from a loopback address, 127.x.y.z \
+                 (Linux routes all of 127.0.0.0/8 to this machine)",
+                peer.get_ref()
+            )),
+        }
+    }
 }
 
 /// What the responses of one `send` must show. Every field is optional.
@@ -499,6 +545,11 @@ pub struct SendExpectations {
     #[serde(default)]
     #[schemars(with = "Option<RedisCalls>")]
     pub redis_calls: Option<Spanned<RedisCalls>>,
+    /// How these expectations are checked on Cloudflare, where it differs
+    /// from the scenario's `on_cloudflare` (by expectation name).
+    #[serde(default)]
+    #[schemars(with = "Option<SendChecksOnCloudflare>")]
+    pub on_cloudflare: Option<Spanned<SendChecksOnCloudflare>>,
 }
 
 /// How many script commands Redis ran during one step. Every field is optional.
@@ -807,6 +858,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             .unwrap_or_else(|| "edge".to_owned());
         check_sense(&source)?;
         check_deployable_sense(&source, &application_toml, &deployable)?;
+        check_cloudflare_sense(&source, &application_toml, &deployable)?;
         prepared.push(Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
@@ -946,6 +998,11 @@ fn check_deployable_sense(
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
+            Ok(Action::Send { send, .. }) if !native && send.peer.is_some() => Some(format!(
+                "`peer` is the socket peer a native instance sees; `{deployable}` is a Workers \
+                 deployable, whose peer is Cloudflare's edge and whose client is \
+                 `CF-Connecting-IP` (`address`)"
+            )),
             Ok(Action::SetStore(_)) if !redis => Some(format!("`set_store` {no_redis}")),
             Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
             Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
@@ -965,6 +1022,114 @@ fn check_deployable_sense(
         }
     }
     Ok(())
+}
+
+/// Whether `deployable` of the description is native (false when the
+/// description is invalid or lacks it: running the scenario reports that).
+fn is_native(application_toml: &str, deployable: &str) -> bool {
+    runtime::config::Application::from_toml(application_toml).is_ok_and(|app| {
+        app.deployable(deployable)
+            .is_some_and(|d| d.target == runtime::config::Target::Native)
+    })
+}
+
+/// `on_cloudflare`: only on a scenario Cloudflare can run, `exact` or
+/// bounded; an expectation's own mark only in such a scenario.
+fn check_cloudflare_sense(
+    source: &ScenarioSource,
+    application_toml: &str,
+    deployable: &str,
+) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    let marked_expectation = s.steps.iter().find_map(|step| {
+        step.get_ref()
+            .expect
+            .as_ref()
+            .and_then(|e| e.get_ref().on_cloudflare.as_ref())
+    });
+    let Some(mark) = &s.on_cloudflare else {
+        return match marked_expectation {
+            Some(marked) => Err(source.error(
+                marked.span(),
+                "an expectation's `on_cloudflare` needs the scenario's: set `on_cloudflare` on the scenario to run it on Cloudflare",
+            )),
+            None => Ok(()),
+        };
+    };
+    if *mark.get_ref() == CloudflareCheck::NotChecked {
+        return Err(source.error(
+            mark.span(),
+            "a scenario is `exact` or `{ refusal_by = N }` on Cloudflare; to keep it off Cloudflare, leave `on_cloudflare` out",
+        ));
+    }
+    match cloudflare_obstacle(s, is_native(application_toml, deployable)) {
+        Some((span, why)) => Err(source.error(
+            span.unwrap_or_else(|| mark.span()),
+            format!("`on_cloudflare`, but Cloudflare cannot run this scenario: {why}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Why Cloudflare itself cannot run a scenario, if it cannot: the first
+/// thing in it the edge cannot do, and where (`None`: the whole scenario).
+/// There the binding is the real one (only an upload without it can fault
+/// it), the isolates and the clock are Cloudflare's, and the edge sets
+/// `CF-Connecting-IP` (a run has one address: the runner's own).
+pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<usize>>, String)> {
+    if s.expect_diagnostics.is_some() {
+        return Some((
+            None,
+            "it expects diagnostics: it sends no traffic".to_owned(),
+        ));
+    }
+    if native {
+        return Some((
+            None,
+            "its deployable is native, and Cloudflare runs Workers".to_owned(),
+        ));
+    }
+    if let Some(bindings) = &s.bindings
+        && let Some(behaviour) = bindings
+            .get_ref()
+            .values()
+            .find(|b| !matches!(b, Behaviour::Healthy | Behaviour::Missing))
+    {
+        return Some((
+            Some(bindings.span()),
+            format!(
+                "Cloudflare's binding cannot be made {behaviour}: only `missing` (an upload without the binding) can be done there"
+            ),
+        ));
+    }
+    for step in &s.steps {
+        let why = match step.get_ref().action() {
+            Ok(Action::SetBindings(_)) => {
+                "`set_bindings`: a binding on Cloudflare cannot change mid-run"
+            }
+            Ok(Action::SetStore(_)) => "`set_store`: Cloudflare runs no Redis of the harness's",
+            Ok(Action::AdvanceClock(_)) => {
+                "`advance_clock`: Cloudflare has no scenario clock (window steps wait real time there)"
+            }
+            Ok(Action::RestartIsolate(_)) => "`restart_isolate`: Cloudflare's isolates are its own",
+            Ok(Action::Limit(_)) => "`limit`: the Worker on Cloudflare has no control endpoint",
+            Ok(Action::Send { send, .. }) if send.isolate.is_some() => {
+                "a `send` to one isolate: Cloudflare's isolates are its own"
+            }
+            Ok(Action::Send { send, .. })
+                if send.distinct_addresses
+                    || send
+                        .headers
+                        .keys()
+                        .any(|h| h.eq_ignore_ascii_case(runtime::limiter::ADDRESS_HEADER)) =>
+            {
+                "Cloudflare sets CF-Connecting-IP itself, so a run sends from one address, the runner's own"
+            }
+            _ => continue,
+        };
+        return Some((Some(step.span()), why.to_owned()));
+    }
+    None
 }
 
 /// `store`: what a Redis can be from the start.
@@ -1026,6 +1191,27 @@ fn check_send(
         return Err((
             None,
             "`requests` and `concurrency` must be at least 1".to_owned(),
+        ));
+    }
+    send.peer_address()
+        .map_err(|m| (send.peer.as_ref().map(Spanned::span), m))?;
+    if let Some(entry) = send.forwarded_for.iter().find(|e| e.contains(',')) {
+        return Err((
+            None,
+            format!(
+                "`forwarded_for` entry `{entry}` holds a comma: write each address as an entry of its own"
+            ),
+        ));
+    }
+    let forwarded_header = send
+        .headers
+        .keys()
+        .any(|name| name.eq_ignore_ascii_case(runtime::address::FORWARDED_FOR_HEADER));
+    if forwarded_header && !send.forwarded_for.is_empty() {
+        return Err((
+            None,
+            "send an `X-Forwarded-For` chain with `forwarded_for` or in `headers`, not both"
+                .to_owned(),
         ));
     }
     let Some(expect) = expect.map(Spanned::get_ref) else {

@@ -49,7 +49,8 @@ fn live_processes(wanted: impl Fn(u32) -> bool) -> Vec<u32> {
 }
 
 /// A native API counting in the Redis connection `cache`, with a route's own
-/// 20 per 10 s on `/api/search`. `store` is the connection's address line(s):
+/// 20 per 10 s on `/api/search`, its clients by `CF-Connecting-IP` (the
+/// tests send from 127.0.0.1). `store` is the connection's address line(s):
 /// `url = "redis://..."` or `nodes = [...]`.
 pub fn native_redis_app(store: &str) -> String {
     format!(
@@ -65,6 +66,7 @@ store = "cache"
 name = "api"
 target = "native"
 serves_api = true
+client_address = "cloudflare"
 
 [[routes]]
 path = "/api/search"

@@ -5,10 +5,19 @@
 //! [`tower`](RateLimitLayer) layer so a hyper or axum service is limited in
 //! one line.
 //!
-//! The address of a native request is the socket's peer
-//! ([`AddressSource::Peer`]): on a native server any client can write
-//! `CF-Connecting-IP`, so that header is read only when the deployable is
-//! configured as behind Cloudflare ([`AddressSource::CloudflareHeader`]).
+//! The address of a native request comes from where the deployable's
+//! `client_address` says ([`AddressSource`]): the socket's peer by default
+//! (on a native server any client can write `CF-Connecting-IP` or
+//! `X-Forwarded-For`), `CF-Connecting-IP` for a server reached only through
+//! Cloudflare, or the client the deployable's trusted proxies name in
+//! `X-Forwarded-For`. A request whose address cannot be known is counted
+//! under one key all such requests share, and logged once per process as
+//! `rate_limits.address_unknown` (never with an address); one the server
+//! handed no peer is a wiring mistake, answered 500 ([`RateLimitLayer`]).
+//!
+//! With the `axum` feature, the layer reads axum's `ConnectInfo` as the
+//! peer and matches routes on axum's `OriginalUri` (the path before
+//! `Router::nest` stripped its prefix).
 
 #[cfg(feature = "redis")]
 pub mod redis;
@@ -20,54 +29,98 @@ pub mod scripts;
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
+use std::panic::Location;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "redis")]
 use self::redis::RedisStore;
+use crate::address::{AddressSource, AddressUnknown, ClientAddress, FORWARDED_FOR_HEADER};
 use crate::config::{Application, Counting};
 pub use crate::limiter::GateError;
-use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, Tally};
+use crate::limiter::{
+    ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, Tally, UnknownDeployable,
+};
 use crate::subject::Subject;
 
-/// Where a native request's address comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AddressSource {
-    /// The socket's peer: the only source a client cannot forge on a server it reaches directly.
-    Peer,
-    /// `CF-Connecting-IP`: only for a server every request reaches through
-    /// Cloudflare (anyone reaching it directly could write the header).
-    CloudflareHeader,
+/// The instance's two clocks ([`Now`]): the wall clock, which windows, the
+/// Redis keys and the fallback counter read so they agree on which window is
+/// running, and a monotonic one ([`Instant`]), which cool-offs read so a
+/// wall clock stepped back cannot stretch them. Both are shifted by an
+/// offset that is zero in production (the harness's scenario clock moves
+/// it, with the `testing` feature).
+#[derive(Debug)]
+pub struct Clock {
+    origin: Instant,
+    /// The scenario clock: both clocks, as time passing moves them.
+    offset_ms: AtomicI64,
+    /// A step of the wall clock alone, as NTP or a resumed VM makes one.
+    wall_step_ms: AtomicI64,
 }
 
-/// The instance's clock: wall time plus an offset (zero in production; the
-/// harness's scenario clock shifts it, with the `testing` feature). Windows,
-/// the Redis keys and the fallback counter all read it, so they agree on
-/// which window is running.
-#[derive(Debug, Default)]
-pub struct Clock {
-    offset_ms: AtomicI64,
+impl Default for Clock {
+    fn default() -> Self {
+        Clock {
+            origin: Instant::now(),
+            offset_ms: AtomicI64::new(0),
+            wall_step_ms: AtomicI64::new(0),
+        }
+    }
 }
 
 impl Clock {
+    /// Both clocks now.
+    pub fn now(&self) -> Now {
+        Now {
+            wall_ms: self.wall_ms(),
+            monotonic_ms: self.monotonic_ms(),
+        }
+    }
+
     /// Milliseconds since the Unix epoch, shifted by the offset.
-    pub fn now_ms(&self) -> u64 {
+    pub fn wall_ms(&self) -> u64 {
         let wall = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        wall.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
+        let shift =
+            self.offset_ms.load(Ordering::Relaxed) + self.wall_step_ms.load(Ordering::Relaxed);
+        wall.saturating_add_signed(shift)
     }
 
-    /// Shifts the clock by `offset_ms` from wall time: a test hook (the
-    /// harness's scenario clock), so only with the `testing` feature.
+    /// Milliseconds since the clock was made, shifted by the offset: never
+    /// going backwards in production.
+    pub fn monotonic_ms(&self) -> u64 {
+        let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Shifts both clocks by `offset_ms` (as time passing would): a test
+    /// hook (the harness's scenario clock, which only moves forward), so
+    /// only with the `testing` feature.
     #[cfg(any(test, feature = "testing"))]
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Relaxed);
     }
+
+    /// Steps the wall clock alone by `by_ms` (negative: back), as NTP or a
+    /// resumed VM steps it: a test hook, only with the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn step_wall_ms(&self, by_ms: i64) {
+        self.wall_step_ms.fetch_add(by_ms, Ordering::Relaxed);
+    }
 }
+
+/// A request the server handed no socket peer, on a deployable whose client
+/// address needs one: a wiring mistake only the server's code can fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the request has no peer address: insert PeerAddr per connection (axum, with runtime's `axum` \
+     feature: serve with into_make_service_with_connect_info::<SocketAddr>())"
+)]
+pub struct NoPeerAddress;
 
 /// One process's limiter for one native deployable. Share it (`Arc`) among
 /// the server's tasks for the process's life: its memory is the fallback
@@ -79,18 +132,22 @@ pub struct NativeGate {
     store: Option<RedisStore>,
     addresses: AddressSource,
     clock: Clock,
+    /// Whether `rate_limits.address_unknown` was written yet: once per process.
+    address_unknown_logged: AtomicBool,
 }
 
 impl NativeGate {
-    /// The gate for `deployable` of `app`. Nothing connects yet: a server
-    /// starts while Redis is down, and its first request connects. A
-    /// deployable counting in Redis needs the `redis` feature
+    /// The gate for `deployable` of `app`, taking client addresses from
+    /// where the deployable's `client_address` says. Nothing connects yet:
+    /// a server starts while Redis is down, and its first request connects.
+    /// A deployable counting in Redis needs the `redis` feature
     /// ([`GateError::RedisNotBuilt`] without it).
-    pub fn new(
-        app: &Application,
-        deployable: &str,
-        addresses: AddressSource,
-    ) -> Result<NativeGate, GateError> {
+    pub fn new(app: &Application, deployable: &str) -> Result<NativeGate, GateError> {
+        let addresses = app
+            .deployable(deployable)
+            .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?
+            .client_address
+            .clone();
         let random = std::collections::hash_map::RandomState::new();
         let seed = u128::from(random.build_hasher().finish()) << 64
             | u128::from(random.hash_one(std::process::id()));
@@ -112,17 +169,16 @@ impl NativeGate {
             store,
             addresses,
             clock: Clock::default(),
+            address_unknown_logged: AtomicBool::new(false),
         })
     }
 
-    /// The gate from an application description's text.
-    pub fn from_toml(
-        application_toml: &str,
-        deployable: &str,
-        addresses: AddressSource,
-    ) -> Result<NativeGate, GateError> {
+    /// The gate from an application description's text: every diagnostic
+    /// of the description (a bad trusted proxy's network among them, with
+    /// its place) is a [`GateError::Invalid`] at startup.
+    pub fn from_toml(application_toml: &str, deployable: &str) -> Result<NativeGate, GateError> {
         let app = Application::from_toml(application_toml)?;
-        NativeGate::new(&app, deployable, addresses)
+        NativeGate::new(&app, deployable)
     }
 
     fn limiter(&self) -> MutexGuard<'_, Limiter> {
@@ -135,39 +191,98 @@ impl NativeGate {
         &self.clock
     }
 
-    /// The subject of a request: the signed-in caller, else the address
-    /// (the peer's, or `CF-Connecting-IP` behind Cloudflare; see [`AddressSource`]).
+    /// The subject of a request: the signed-in caller, else the client's
+    /// address from where the deployable's `client_address` says
+    /// ([`AddressSource`]), given the socket's `peer` and the request's
+    /// `headers`. An address that cannot be known (a proxy that sent no
+    /// `X-Forwarded-For`, a missing `CF-Connecting-IP`) is counted under the
+    /// one key such requests share, and logged once per process as
+    /// `rate_limits.address_unknown`; a request without the peer its source
+    /// needs is [`NoPeerAddress`] (logged likewise), for the server to answer 500.
     pub fn subject(
         &self,
         caller_id: Option<&str>,
         peer: Option<SocketAddr>,
         headers: &http::HeaderMap,
-    ) -> Subject {
-        match self.addresses {
-            AddressSource::Peer => {
-                let peer = peer.map(|p| p.ip().to_string());
-                Subject::of_request(caller_id, peer.as_deref())
-            }
-            AddressSource::CloudflareHeader => {
-                let header = headers.get(ADDRESS_HEADER).and_then(|v| v.to_str().ok());
-                Subject::of_request(caller_id, header)
+    ) -> Result<Subject, NoPeerAddress> {
+        self.subject_from(caller_id, peer, headers, None)
+    }
+
+    /// [`NativeGate::subject`], naming in its log line where the layer that
+    /// asked was built.
+    fn subject_from(
+        &self,
+        caller_id: Option<&str>,
+        peer: Option<SocketAddr>,
+        headers: &http::HeaderMap,
+        layer: Option<&'static Location<'static>>,
+    ) -> Result<Subject, NoPeerAddress> {
+        if let Some(caller) = Subject::signed_in(caller_id) {
+            return Ok(caller);
+        }
+        let cloudflare = headers.get(ADDRESS_HEADER).and_then(|v| v.to_str().ok());
+        let mut forwarded_for: Vec<&str> = Vec::new();
+        if matches!(self.addresses, AddressSource::TrustedProxies(_)) {
+            forwarded_for.extend(
+                headers
+                    .get_all(FORWARDED_FOR_HEADER)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok()),
+            );
+        }
+        let peer = peer.map(|p| p.ip());
+        match self
+            .addresses
+            .client_address(peer, cloudflare, &forwarded_for)
+        {
+            Ok(address) => Ok(Subject::Address(address)),
+            Err(reason) => {
+                self.log_address_unknown(reason, layer);
+                match reason {
+                    AddressUnknown::NoPeer => Err(NoPeerAddress),
+                    AddressUnknown::NoForwardedFor
+                    | AddressUnknown::ForwardedForInvalid
+                    | AddressUnknown::NoCloudflareHeader => {
+                        Ok(Subject::Address(ClientAddress::Unknown))
+                    }
+                }
             }
         }
+    }
+
+    /// Writes the process's one `rate_limits.address_unknown` event: the
+    /// source, the reason and where the layer was built, never an address.
+    fn log_address_unknown(
+        &self,
+        reason: AddressUnknown,
+        layer: Option<&'static Location<'static>>,
+    ) {
+        if self.address_unknown_logged.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        tracing::warn!(
+            event = AddressUnknown::EVENT,
+            source = self.addresses.name(),
+            reason = reason.as_str(),
+            layer = layer.map(tracing::field::display),
+            "{}",
+            AddressUnknown::EVENT
+        );
     }
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to
     /// send. Never fails for the store's sake: Redis trouble counts in memory.
     pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
-        let now_ms = self.clock.now_ms();
+        let now = self.clock.now();
         let pending = {
             let mut limiter = self.limiter();
             let checks = limiter.checks(subject, path);
             // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
-            limiter.asks(checks, now_ms)
+            limiter.asks(checks, now)
         };
         #[cfg(feature = "redis")]
-        let (pending, now_ms) = self.ask_redis(pending, now_ms).await;
-        let decision = self.limiter().conclude(pending, now_ms);
+        let (pending, now) = self.ask_redis(pending, now).await;
+        let decision = self.limiter().conclude(pending, now);
         for log in &decision.logs {
             log_fallback(log);
         }
@@ -183,15 +298,26 @@ impl NativeGate {
     async fn ask_redis(
         &self,
         mut pending: crate::limiter::Pending,
-        now_ms: u64,
-    ) -> (crate::limiter::Pending, u64) {
+        now: Now,
+    ) -> (crate::limiter::Pending, Now) {
         match &self.store {
             Some(store) => {
                 store.ask(&mut pending, &self.clock).await;
-                (pending, self.clock.now_ms())
+                (pending, self.clock.now())
             }
-            None => (pending, now_ms),
+            None => (pending, now),
         }
+    }
+
+    /// How many times this gate dialled Redis (connections attempted, a
+    /// cluster's counted once), for tests of the dial rate.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn redis_dials(&self) -> u64 {
+        #[cfg(feature = "redis")]
+        if let Some(store) = &self.store {
+            return store.dials();
+        }
+        0
     }
 
     /// How this deployable counts.
@@ -232,29 +358,91 @@ pub fn refusal_response<B: From<String>>(refusal: &Refusal) -> http::Response<B>
     refusal.to_http()
 }
 
+/// The 500 for a request the server handed no peer ([`NoPeerAddress`]): its
+/// body names the event logged, never the fix's details (those are in the log).
+fn no_peer_response<B: From<String>>() -> http::Response<B> {
+    let body = serde_json::json!({ "error": AddressUnknown::EVENT }).to_string();
+    let mut response = http::Response::new(B::from(body));
+    *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 /// The socket peer of a request, as a request extension: the server inserts
-/// it per connection (axum: from `ConnectInfo`), and [`RateLimitLayer`] reads it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// it per connection, and [`RateLimitLayer`] reads it (with the `axum`
+/// feature, axum's `ConnectInfo<SocketAddr>` does as well). It is a key, so
+/// its `Debug` leaves the address out.
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct PeerAddr(pub SocketAddr);
 
+impl std::fmt::Debug for PeerAddr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerAddr(..)")
+    }
+}
+
 /// The signed-in caller of a request, as a request extension inserted by the
-/// application's sign-in before [`RateLimitLayer`] runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// application's sign-in before [`RateLimitLayer`] runs. It is a key, so its
+/// `Debug` leaves the id out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct CallerId(pub String);
+
+impl std::fmt::Debug for CallerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerId(..)")
+    }
+}
+
+/// The socket peer of a request: [`PeerAddr`], or axum's `ConnectInfo`.
+fn peer_of<B>(request: &http::Request<B>) -> Option<SocketAddr> {
+    let extensions = request.extensions();
+    let peer = extensions.get::<PeerAddr>().map(|p| p.0);
+    #[cfg(feature = "axum")]
+    let peer = peer.or_else(|| {
+        extensions
+            .get::<axum::extract::ConnectInfo<SocketAddr>>()
+            .map(|c| c.0)
+    });
+    peer
+}
+
+/// The path a request is limited under: its path as the client sent it
+/// (with the `axum` feature, axum's `OriginalUri`, so a route limit on
+/// `/api/search` matches inside a router nested at `/api`), else the URI's.
+fn limited_path<B>(request: &http::Request<B>) -> &str {
+    #[cfg(feature = "axum")]
+    if let Some(original) = request.extensions().get::<axum::extract::OriginalUri>() {
+        return original.0.path();
+    }
+    request.uri().path()
+}
 
 /// A `tower` layer limiting every request of the service it wraps:
 /// `router.layer(RateLimitLayer::new(gate))`. Wrap the API routes only
-/// (health checks are not limited). A request without [`PeerAddr`] has no
-/// address of its own and shares one count with every such request.
+/// (health checks are not limited). The server hands each request its
+/// socket peer ([`PeerAddr`]; axum's `ConnectInfo` with the `axum`
+/// feature): a request without one, on a deployable whose client address
+/// needs it, is answered 500 and logged once as `rate_limits.address_unknown`,
+/// naming the file and line where this layer was built, rather than counted
+/// with every other such request under one key.
 #[derive(Debug, Clone)]
 pub struct RateLimitLayer {
     gate: Arc<NativeGate>,
+    built_at: &'static Location<'static>,
 }
 
 impl RateLimitLayer {
-    /// The layer deciding through `gate`.
+    /// The layer deciding through `gate` (its place in the code is kept for
+    /// the log line of a request without a peer).
+    #[track_caller]
     pub fn new(gate: Arc<NativeGate>) -> RateLimitLayer {
-        RateLimitLayer { gate }
+        RateLimitLayer {
+            gate,
+            built_at: Location::caller(),
+        }
     }
 }
 
@@ -264,6 +452,7 @@ impl<S> tower_layer::Layer<S> for RateLimitLayer {
     fn layer(&self, inner: S) -> RateLimited<S> {
         RateLimited {
             gate: self.gate.clone(),
+            built_at: self.built_at,
             inner,
         }
     }
@@ -274,6 +463,7 @@ impl<S> tower_layer::Layer<S> for RateLimitLayer {
 #[derive(Debug, Clone)]
 pub struct RateLimited<S> {
     gate: Arc<NativeGate>,
+    built_at: &'static Location<'static>,
     inner: S,
 }
 
@@ -300,11 +490,15 @@ where
         let ready = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, ready);
         let gate = self.gate.clone();
+        let built_at = self.built_at;
         Box::pin(async move {
-            let caller = request.extensions().get::<CallerId>().map(|c| c.0.clone());
-            let peer = request.extensions().get::<PeerAddr>().map(|p| p.0);
-            let subject = gate.subject(caller.as_deref(), peer, request.headers());
-            match gate.decide(&subject, request.uri().path()).await {
+            let caller = request.extensions().get::<CallerId>().map(|c| c.0.as_str());
+            let subject =
+                gate.subject_from(caller, peer_of(&request), request.headers(), Some(built_at));
+            let Ok(subject) = subject else {
+                return Ok(no_peer_response());
+            };
+            match gate.decide(&subject, limited_path(&request)).await {
                 Ok(()) => inner.call(request).await,
                 Err(refusal) => Ok(refusal_response(&refusal)),
             }

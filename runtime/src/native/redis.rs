@@ -10,8 +10,14 @@
 //! would, for [`crate::Limiter::conclude`]: Redis counts, and when it can't
 //! be asked the limiter counts in the process's memory and logs the
 //! connection once.
+//!
+//! Until Redis first answers, each ask dials it once (no connection
+//! manager's background reconnects behind it), and the limiter cools a
+//! Redis found `missing` off like a failed one: a Redis missing from the
+//! start is dialled at most once per cool-off (10 s), not on every request.
 
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
@@ -33,8 +39,9 @@ const DEADLINE: Duration = Duration::from_millis(DEADLINE_MS as u64);
 
 /// Where the store's connection goes.
 enum Target {
-    /// One Redis server, through a reconnecting manager made on first use
-    /// (inside the server's runtime, which the manager needs).
+    /// One Redis server, through a reconnecting manager made once a first
+    /// connection succeeds (inside the server's runtime, which the manager
+    /// needs); until then each ask dials once.
     Single {
         client: redis::Client,
         config: ConnectionManagerConfig,
@@ -62,6 +69,8 @@ pub struct RedisStore {
     target: Target,
     script: redis::Script,
     state: Mutex<State>,
+    /// Connections attempted before one succeeded (a cluster's counted once).
+    dials: AtomicU64,
 }
 
 impl std::fmt::Debug for RedisStore {
@@ -124,7 +133,14 @@ impl RedisStore {
             target,
             script: redis::Script::new(scripts::COUNT_ONE),
             state: Mutex::new(State::default()),
+            dials: AtomicU64::new(0),
         }
+    }
+
+    /// How many times it dialled Redis so far: the rate at which a Redis
+    /// that is not there is tried.
+    pub fn dials(&self) -> u64 {
+        self.dials.load(Ordering::Relaxed)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -138,7 +154,7 @@ impl RedisStore {
     /// pipelined round trip, bounded by the deadline. Never fails: trouble is
     /// a [`BindingAnswer::Unavailable`].
     pub async fn ask(&self, pending: &mut Pending, clock: &Clock) {
-        let now_ms = clock.now_ms();
+        let now_ms = clock.wall_ms();
         let tag = pending
             .checks()
             .first()
@@ -170,7 +186,7 @@ impl RedisStore {
             Ok(result) => result,
             Err(_) => Err(Trouble::Deadline),
         };
-        let done_ms = clock.now_ms();
+        let done_ms = clock.wall_ms();
         let mut state = self.state();
         match result {
             Ok(within) => {
@@ -236,16 +252,22 @@ impl RedisStore {
                 config,
                 manager,
             } => {
+                // One dial per ask until one succeeds (a failed one leaves
+                // the cell empty); then the manager reconnects by itself.
                 let manager = manager
-                    .get_or_try_init(|| async {
-                        ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
+                    .get_or_try_init(|| {
+                        self.dials.fetch_add(1, Ordering::Relaxed);
+                        ConnectionManager::new_with_config(client.clone(), config.clone())
                     })
                     .await?;
                 pipe.query_async(&mut manager.clone()).await?
             }
             Target::Cluster { client, connection } => {
                 let connection = connection
-                    .get_or_try_init(|| client.get_async_connection())
+                    .get_or_try_init(|| {
+                        self.dials.fetch_add(1, Ordering::Relaxed);
+                        client.get_async_connection()
+                    })
                     .await?;
                 pipe.query_async(&mut connection.clone()).await?
             }
@@ -305,10 +327,10 @@ mod tests {
         address: &str,
     ) -> (bool, Decision) {
         let checks = limiter.checks(&Subject::of_request(None, Some(address)), "/api/items");
-        let mut pending = limiter.asks(checks, clock.now_ms());
+        let mut pending = limiter.asks(checks, clock.now());
         let asked = pending.checks()[0].is_asked();
         store.ask(&mut pending, clock).await;
-        (asked, limiter.conclude(pending, clock.now_ms()))
+        (asked, limiter.conclude(pending, clock.now()))
     }
 
     #[tokio::test]
@@ -327,7 +349,7 @@ mod tests {
         );
         // Redis refused 192.0.2.2 earlier in its window: the store remembers it.
         let refused = limiter.checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items");
-        let now = clock.now_ms();
+        let now = clock.wall_ms();
         store
             .state()
             .refused

@@ -17,13 +17,22 @@ use crate::limits::Limit;
 pub const MAX_REFUSED_KEYS: usize = 16_384;
 
 /// Keys Redis refused, each until its window's end (sans-IO: time passed in;
-/// `now_ms` is the instance's clock, the one windows are aligned to).
-#[derive(Debug)]
+/// `now_ms` is the instance's clock, the one windows are aligned to). Its
+/// `Debug` counts the keys and shows none.
 pub struct RefusedCache {
     entries: HashMap<(Limit, String), u64>,
     max: usize,
     /// The earliest window end among the entries: nothing can be swept before it.
     earliest_end_ms: u64,
+}
+
+impl std::fmt::Debug for RefusedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RefusedCache")
+            .field("entries", &self.entries.len())
+            .field("max", &self.max)
+            .finish()
+    }
 }
 
 impl Default for RefusedCache {

@@ -66,11 +66,10 @@ impl Runner<'_> {
         count_calls: bool,
     ) -> Result<(), EngineError> {
         if !count_calls {
-            self.send(step, send).await;
-            return Ok(());
+            return self.send(step, send).await;
         }
         let before = self.redis_calls(step).await?;
-        self.send(step, send).await;
+        self.send(step, send).await?;
         let after = self.redis_calls(step).await?;
         let delta = |a: Option<u64>, b: Option<u64>| Some(a?.saturating_sub(b?));
         self.observation.redis_calls.insert(

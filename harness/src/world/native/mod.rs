@@ -67,8 +67,9 @@ pub struct NativeProcess {
 }
 
 impl NativeProcess {
-    /// Starts `fixture APPLICATION DEPLOYABLE --behind-cloudflare` and waits
-    /// for its listen line. `epoch` is the run's start, for log timestamps.
+    /// Starts `fixture APPLICATION DEPLOYABLE` and waits for its listen line
+    /// (the description's `client_address` says where it takes addresses
+    /// from). `epoch` is the run's start, for log timestamps.
     pub async fn start(
         fixture: &Path,
         application: &Path,
@@ -90,7 +91,6 @@ impl NativeProcess {
         command
             .arg(application)
             .arg(deployable)
-            .arg("--behind-cloudflare")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
