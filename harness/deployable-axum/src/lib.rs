@@ -16,7 +16,7 @@
 //! `LIMITING = "off"` (benchmarks only) leaving the layer out.
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::Rc;
 
 use axum::Router;
@@ -26,9 +26,8 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use runtime::GatePlan;
 use runtime::workers::Gate;
-use runtime::workers_rs::{CallerId, RateLimitLayer};
+use runtime::workers_rs::{CallerId, RateLimitLayer, isolate_gate};
 use tower_service::Service;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::send::SendWrapper;
@@ -38,22 +37,8 @@ use worker::{Context, Env, HttpRequest, Result, event};
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 thread_local! {
-    /// The isolate's gate, built on the first request and kept for the isolate's life.
-    static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
     static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-/// The isolate's gate, built from the `PLAN` text binding the first time.
-fn gate(env: &Env) -> Result<Rc<Gate>> {
-    if let Some(gate) = GATE.with(|g| g.borrow().clone()) {
-        return Ok(gate);
-    }
-    let plan = GatePlan::from_text(&env.var("PLAN")?.to_string())
-        .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let gate = Rc::new(Gate::new(plan).map_err(|e| worker::Error::RustError(e.to_string()))?);
-    GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
-    Ok(gate)
 }
 
 fn limiting_off(env: &Env) -> bool {
@@ -158,7 +143,7 @@ fn start() {
 
 #[event(fetch)]
 async fn fetch(req: HttpRequest, env: Env, _ctx: Context) -> Result<axum::http::Response<Body>> {
-    let gate = gate(&env)?;
+    let gate = isolate_gate(&env)?;
     let limited = !limiting_off(&env);
     Ok(router(gate, env, limited).call(req).await?)
 }

@@ -18,12 +18,10 @@
 //! text binding `LIMITING = "off"` answers `/api/...` without the gate.
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::cell::Cell;
 
-use runtime::GatePlan;
-use runtime::workers::{Gate, HeaderName};
-use runtime::workers_rs::refusal_response;
+use runtime::workers::HeaderName;
+use runtime::workers_rs::{isolate_gate, refusal_response};
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, Request, Response, Result, event};
 
@@ -31,25 +29,11 @@ use worker::{Context, Env, Request, Response, Result, event};
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 thread_local! {
-    /// The isolate's gate, built on the first request and kept for the isolate's life.
-    static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
     static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
     /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
     /// reads it, so the two Workers' costs compare).
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
-}
-
-/// The isolate's gate, built from the `PLAN` text binding the first time.
-fn gate(env: &Env) -> Result<Rc<Gate>> {
-    if let Some(gate) = GATE.with(|g| g.borrow().clone()) {
-        return Ok(gate);
-    }
-    let plan = GatePlan::from_text(&env.var("PLAN")?.to_string())
-        .map_err(|e| worker::Error::RustError(e.to_string()))?;
-    let gate = Rc::new(Gate::new(plan).map_err(|e| worker::Error::RustError(e.to_string()))?);
-    GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
-    Ok(gate)
 }
 
 fn limiting_off(env: &Env) -> bool {
@@ -80,7 +64,7 @@ fn start() {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let gate = gate(&env)?;
+    let gate = isolate_gate(&env)?;
     let path = req.path();
     if path == "/health" {
         let tally = gate.record_health_check();
