@@ -263,7 +263,7 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
     );
     // The default run keeps the harness's own counting core.
     assert!(
-        stdout.contains("(workerd 2020-01-01, counting core harness;"),
+        stdout.contains("(workerd 2020-01-01, counting core harness, Worker wasm-bindgen;"),
         "{stdout}"
     );
     // Trials are named by the scenarios directory as given, not `scenarios/...`.
