@@ -23,7 +23,11 @@
 //!   - `JS gate, in-isolate binding`: the config of `on, in-isolate binding`
 //!     with its entry module replaced by `js-gate-worker.js`, a plain
 //!     JavaScript Worker asking the same binding with its own 500 ms race:
-//!     what asking the binding costs JavaScript, beside the Rust gate.
+//!     what asking the binding costs JavaScript, beside the Rust gate;
+//!   - `workers-rs off`, `workers-rs on, in-isolate binding`, `workers-rs on,
+//!     memory`: the same three for the Worker written with workers-rs
+//!     (`harness/deployable-workers-rs`); `axum off`, `axum on, in-isolate
+//!     binding`: for the axum one (`harness/deployable-axum`).
 //!
 //!   The load generator is the same for all: closed loop, `CONCURRENCY`
 //!   keep-alive HTTP/1.1 connections with one request in flight each
@@ -39,8 +43,12 @@
 //!   too. Each run reports the requests that waited (>= 400 ms: firsts and
 //!   probes) and the others apart.
 //! - `starts`: workerd's spawn to listen (`WorkerdProcess::start_to_listen`)
-//!   and spawn to the first 200 (cold start), one process at a time, for the
-//!   deployable, the binding store (listen only) and the bare Worker.
+//!   and spawn to the first 200 (cold start) through the gate (`GET
+//!   /api/items`, healthy bindings counting in the isolate), for the three
+//!   Rust Workers and the bare Worker, started in turn round after round, one
+//!   process at a time; then how long the first request took beside the
+//!   next [`WARM_REQUESTS`] on the same connection; and the binding store's
+//!   spawn to listen.
 //!
 //! Knobs (environment variables, defaults in brackets): `BENCH_ROUNDS` [6],
 //! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
@@ -58,8 +66,10 @@ use harness::engine::Environment;
 use harness::judge::stats::{self, median};
 use harness::language::scenario::Behaviour;
 use harness::world::proc;
+use harness::world::wasm::{Deployable, WorkerChoice, build_deployable};
 use harness::world::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
-use harness::world::workerd::{EmulatedBinding, WorkerdProcess};
+use harness::world::workerd::reference::CoreChoice;
+use harness::world::workerd::{EmulatedBinding, WorkerdChoice, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
@@ -269,8 +279,12 @@ fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
 
 /// Everything a benchmark needs to start its processes.
 struct Bench {
+    /// workerd, and the wasm-bindgen Worker (`harness/deployable`).
     env: Environment,
-    application_toml: String,
+    /// The other Workers (`harness/deployable-workers-rs`, `harness/deployable-axum`).
+    others: Vec<Deployable>,
+    /// The deployable's plan, as its build step writes it.
+    plan: String,
     app: Application,
     dir: tempfile::TempDir,
     configs: usize,
@@ -278,17 +292,28 @@ struct Bench {
 
 impl Bench {
     fn new() -> Result<Bench, Error> {
-        let env = harness::commands::suite::prepare_environment()?;
+        let env = harness::commands::suite::prepare_environment_with(
+            &WorkerdChoice::from_env(),
+            CoreChoice::Harness,
+            WorkerChoice::WasmBindgen,
+        )?;
+        let others = WorkerChoice::ALL
+            .into_iter()
+            .filter(|w| *w != WorkerChoice::WasmBindgen)
+            .map(build_deployable)
+            .collect::<Result<_, _>>()?;
         let application_toml =
             std::fs::read_to_string(harness::world::paths::repo_root().join(APPLICATION))?;
         let app = Application::from_toml(&application_toml)
             .map_err(|d| d.render(APPLICATION).to_string())?;
+        let plan = runtime::GatePlan::new(&app, DEPLOYABLE)?.to_text()?;
         let dir = tempfile::Builder::new()
             .prefix("harness-bench-")
             .tempdir()?;
         Ok(Bench {
             env,
-            application_toml,
+            others,
+            plan,
             app,
             dir,
             configs: 0,
@@ -302,9 +327,10 @@ impl Bench {
         Ok(dir)
     }
 
-    /// Writes a deployable config; returns its path.
+    /// Writes a config of `worker`; returns its path.
     fn deployable_config(
         &mut self,
+        worker: WorkerChoice,
         initial: &Behaviour,
         store_port: Option<u16>,
         limiting_off: bool,
@@ -312,8 +338,7 @@ impl Bench {
         let dir = self.fresh_dir()?;
         let bindings = bindings(&self.app, initial);
         let config = IsolateConfig {
-            application_toml: &self.application_toml,
-            deployable: DEPLOYABLE,
+            plan: &self.plan,
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",
@@ -323,7 +348,11 @@ impl Bench {
             }),
             limiting_off,
         };
-        Ok(write_config(&dir, &config, &self.env.deployable)?)
+        let deployable = std::iter::once(&self.env.deployable)
+            .chain(&self.others)
+            .find(|d| d.worker == worker)
+            .ok_or("every Worker is built")?;
+        Ok(write_config(&dir, &config, deployable)?)
     }
 
     fn store_config(&mut self) -> Result<PathBuf, Error> {
@@ -358,7 +387,8 @@ const config :Workerd.Config = (
 
     /// The in-isolate deployable config with `js-gate-worker.js` as its entry module.
     fn js_gate_config(&mut self) -> Result<PathBuf, Error> {
-        let config = self.deployable_config(&Behaviour::Healthy, None, false)?;
+        let config =
+            self.deployable_config(WorkerChoice::WasmBindgen, &Behaviour::Healthy, None, false)?;
         let dir = config.parent().ok_or("a config has a directory")?;
         std::fs::write(dir.join("entry.js"), JS_GATE_JS)?;
         Ok(config)
@@ -494,25 +524,47 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
 
 /// Starts the targets `BENCH_TARGETS` names (all when unset), side by side.
 async fn start_targets(bench: &mut Bench, store_port: u16) -> Result<Vec<Target>, Error> {
+    use Behaviour::{Healthy, Missing};
+    use WorkerChoice::{Axum, WasmBindgen, WorkersRs};
     let configs = [
         ("bare", bench.bare_config()?),
         (
             "off",
-            bench.deployable_config(&Behaviour::Healthy, Some(store_port), true)?,
+            bench.deployable_config(WasmBindgen, &Healthy, Some(store_port), true)?,
         ),
         (
             "on, store",
-            bench.deployable_config(&Behaviour::Healthy, Some(store_port), false)?,
+            bench.deployable_config(WasmBindgen, &Healthy, Some(store_port), false)?,
         ),
         (
             "on, in-isolate binding",
-            bench.deployable_config(&Behaviour::Healthy, None, false)?,
+            bench.deployable_config(WasmBindgen, &Healthy, None, false)?,
         ),
         (
             "on, memory",
-            bench.deployable_config(&Behaviour::Missing, None, false)?,
+            bench.deployable_config(WasmBindgen, &Missing, None, false)?,
         ),
         ("JS gate, in-isolate binding", bench.js_gate_config()?),
+        (
+            "workers-rs off",
+            bench.deployable_config(WorkersRs, &Healthy, None, true)?,
+        ),
+        (
+            "workers-rs on, in-isolate binding",
+            bench.deployable_config(WorkersRs, &Healthy, None, false)?,
+        ),
+        (
+            "workers-rs on, memory",
+            bench.deployable_config(WorkersRs, &Missing, None, false)?,
+        ),
+        (
+            "axum off",
+            bench.deployable_config(Axum, &Healthy, None, true)?,
+        ),
+        (
+            "axum on, in-isolate binding",
+            bench.deployable_config(Axum, &Healthy, None, false)?,
+        ),
     ];
     let mut targets = Vec::new();
     let only = std::env::var("BENCH_TARGETS").unwrap_or_default();
@@ -739,7 +791,8 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
     let requests = knob("BENCH_DEADLINE_REQUESTS", 200);
     let paced_seconds = knob("BENCH_DEADLINE_PACED_SECONDS", 25);
     let concurrency = 8;
-    let config = bench.deployable_config(&Behaviour::Hanging, None, false)?;
+    let config =
+        bench.deployable_config(WorkerChoice::WasmBindgen, &Behaviour::Hanging, None, false)?;
     let process = bench.start(&config).await?;
     let next = Arc::new(AtomicU64::new(0));
     eprintln!(
@@ -844,21 +897,37 @@ async fn paced(
     load
 }
 
-/// Spawn to the first `200` on `path`, asking as soon as workerd listens.
-async fn cold_start(
-    bench: &Bench,
-    config: &Path,
-    path: &str,
-) -> Result<(Duration, Duration), Error> {
+/// One start of a workerd: spawn to listen, spawn to the first `200`, and
+/// how long the first request took beside the warm ones after it.
+#[derive(Debug, Clone, Copy)]
+struct Start {
+    listen: Duration,
+    first_200: Duration,
+    /// The request that got the first `200`, from being sent to its answer.
+    first_request: Duration,
+    /// The median of the [`WARM_REQUESTS`] requests after it.
+    warm_request: Duration,
+}
+
+/// Requests timed after the first, on the same connection, for the warm figure.
+const WARM_REQUESTS: u64 = 20;
+
+/// Starts workerd on `config` and asks `path` as soon as it listens, each
+/// request from a new address (through the gate, none refused): spawn to the
+/// first `200`, then [`WARM_REQUESTS`] more.
+async fn cold_start(bench: &Bench, config: &Path, path: &str) -> Result<Start, Error> {
     let spawned = Instant::now();
     let process = bench.start(config).await?;
     let listen = process.start_to_listen;
     let deadline = spawned + Duration::from_secs(30);
-    let answered = loop {
+    let addresses = AtomicU64::new(1);
+    let next = || Some(address(addresses.fetch_add(1, Relaxed)));
+    let (mut sender, first_request, first_200) = loop {
+        let sent = Instant::now();
         if let Ok(mut sender) = connect(process.port).await
-            && let Ok(200) = get(&mut sender, path, None).await
+            && let Ok(200) = get(&mut sender, path, next()).await
         {
-            break spawned.elapsed();
+            break (sender, sent.elapsed(), spawned.elapsed());
         }
         if Instant::now() > deadline {
             drop(process.stop().await);
@@ -866,63 +935,109 @@ async fn cold_start(
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
+    let mut warm = Vec::with_capacity(WARM_REQUESTS as usize);
+    for _ in 0..WARM_REQUESTS {
+        let sent = Instant::now();
+        let status = get(&mut sender, path, next()).await?;
+        if status != 200 {
+            return Err(format!("{path} answered {status} after the first 200").into());
+        }
+        warm.push(ms(sent.elapsed()));
+    }
     drop(process.stop().await);
-    Ok((listen, answered))
+    Ok(Start {
+        listen,
+        first_200,
+        first_request,
+        warm_request: Duration::from_secs_f64(median(&warm) / 1000.0),
+    })
 }
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-async fn starts(bench: &mut Bench) -> Result<(), Error> {
-    let n = knob("BENCH_STARTS", 30) as usize;
-    let store_config = bench.store_config()?;
-    // The deployable as scenarios run it: healthy bindings, counting in a store.
-    let store = bench.start(&store_config).await?;
-    let deployable = bench.deployable_config(&Behaviour::Healthy, Some(store.port), false)?;
-    let bare = bench.bare_config()?;
-    eprintln!("starts: {n} of each, one at a time");
+/// `median (min-max)` of `values`, in ms.
+fn spread(values: &[f64]) -> String {
+    let (lo, hi) = min_max(values);
+    format!("{:.1} ({lo:.1}-{hi:.1})", median(values))
+}
 
-    println!("### workerd start (one process at a time, {n} starts each)\n");
-    println!(
-        "| config | spawn to listen, median ms | min-max | spawn to first 200, median ms | min-max |"
-    );
-    println!("|---|---:|---:|---:|---:|");
-    for (name, config, path) in [
-        ("deployable (`/health`)", &deployable, Some("/health")),
-        ("bare Worker (`/`)", &bare, Some("/")),
-        ("binding store", &store_config, None),
-    ] {
-        let mut listen = Vec::with_capacity(n);
-        let mut answer = Vec::with_capacity(n);
-        for _ in 0..n {
-            match path {
-                Some(path) => {
-                    let (l, a) = cold_start(bench, config, path).await?;
-                    listen.push(ms(l));
-                    answer.push(ms(a));
-                }
-                None => {
-                    let process = bench.start(config).await?;
-                    listen.push(ms(process.start_to_listen));
-                    drop(process.stop().await);
-                }
-            }
+async fn starts(bench: &mut Bench) -> Result<(), Error> {
+    use WorkerChoice::{Axum, WasmBindgen, WorkersRs};
+    let n = knob("BENCH_STARTS", 30) as usize;
+    // Healthy bindings counting in the isolate, as the bare Worker has no
+    // store to reach: the first request is asked through the gate.
+    let configs = [
+        (
+            "wasm-bindgen Worker (`/api/items`)",
+            bench.deployable_config(WasmBindgen, &Behaviour::Healthy, None, false)?,
+            API_PATH,
+        ),
+        (
+            "workers-rs Worker (`/api/items`)",
+            bench.deployable_config(WorkersRs, &Behaviour::Healthy, None, false)?,
+            API_PATH,
+        ),
+        (
+            "axum Worker (`/api/items`)",
+            bench.deployable_config(Axum, &Behaviour::Healthy, None, false)?,
+            API_PATH,
+        ),
+        ("bare Worker (`/`)", bench.bare_config()?, "/"),
+    ];
+    let store_config = bench.store_config()?;
+    eprintln!("starts: {n} rounds, each starting every config once, one process at a time");
+    // starts[config][round]
+    let mut starts: Vec<Vec<Start>> = vec![Vec::with_capacity(n); configs.len()];
+    let mut store_listen = Vec::with_capacity(n);
+    for _ in 0..n {
+        for (c, (_, config, path)) in configs.iter().enumerate() {
+            starts[c].push(cold_start(bench, config, path).await?);
         }
-        let (llo, lhi) = min_max(&listen);
-        let first = if answer.is_empty() {
-            "- | -".to_owned()
-        } else {
-            let (alo, ahi) = min_max(&answer);
-            format!("{:.1} | {alo:.1}-{ahi:.1}", median(&answer))
-        };
+        let store = bench.start(&store_config).await?;
+        store_listen.push(ms(store.start_to_listen));
+        drop(store.stop().await);
+    }
+    let bare = configs.len() - 1;
+    println!(
+        "### workerd start and the first request ({n} rounds, each config started once a round, one process at a time; median (min-max) over the rounds)\n"
+    );
+    println!(
+        "| config | spawn to listen, ms | spawn to first 200, ms | / bare, median of rounds (min-max) | first request, ms | warm request (median of the next {WARM_REQUESTS}), ms | first - warm, median of rounds, ms |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let field = |c: usize, f: fn(&Start) -> Duration| -> Vec<f64> {
+        starts[c].iter().map(|s| ms(f(s))).collect()
+    };
+    for (c, (name, _, _)) in configs.iter().enumerate() {
+        let first = field(c, |s| s.first_200);
+        let to_bare: Vec<f64> = first
+            .iter()
+            .zip(field(bare, |s| s.first_200))
+            .map(|(a, b)| a / b)
+            .collect();
+        let (rlo, rhi) = min_max(&to_bare);
+        let extra: Vec<f64> = field(c, |s| s.first_request)
+            .iter()
+            .zip(field(c, |s| s.warm_request))
+            .map(|(first, warm)| first - warm)
+            .collect();
         println!(
-            "| {name} | {:.1} | {llo:.1}-{lhi:.1} | {first} |",
-            median(&listen)
+            "| {name} | {} | {} | **{:.3}** ({rlo:.3}-{rhi:.3}) | {} | {} | **{:.2}** |",
+            spread(&field(c, |s| s.listen)),
+            spread(&first),
+            median(&to_bare),
+            spread(&field(c, |s| s.first_request)),
+            spread(&field(c, |s| s.warm_request)),
+            median(&extra),
         );
     }
+    println!(
+        "| binding store (listen only) | {} | - | - | - | - | - |",
+        spread(&store_listen)
+    );
     println!();
-    drop(store.stop().await);
     Ok(())
 }
 

@@ -7,12 +7,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use harness::commands::CommandError;
-use harness::commands::application::{self, EntriesFormat};
+use harness::commands::application::{self, EntriesFormat, PlanOutput};
 use harness::commands::cloudflare::{self, CloudflareError, CloudflareRequest};
 use harness::commands::edge::TimingThreshold;
 use harness::commands::edge_compat::{EdgeCompatRequest, edge_compat};
 use harness::commands::run::{RunRequest, run};
 use harness::commands::suite::DEFAULT_JOBS;
+use harness::world::wasm::WorkerChoice;
 use harness::world::workerd::WorkerdChoice;
 use harness::world::workerd::reference::CoreChoice;
 
@@ -30,7 +31,13 @@ struct Cli {
 enum Command {
     /// Validate an application description: every diagnostic as `CODE: file:line:col: message`,
     /// or `ok` and the most memory an isolate takes counting in memory.
-    Check { application: PathBuf },
+    Check {
+        application: PathBuf,
+        /// Also write the plan of a Workers deployable, which its Worker
+        /// builds its gate from (`runtime::GatePlan::from_text`); repeatable.
+        #[arg(long, value_name = "DEPLOYABLE=FILE")]
+        plan: Vec<PlanOutput>,
+    },
     /// Print the Wrangler `ratelimits` entries of an application description,
     /// or write them into a Wrangler file.
     Wrangler {
@@ -62,6 +69,11 @@ enum Command {
         /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
         #[arg(long, value_enum)]
         binding: Option<CoreChoice>,
+        /// The Worker the Workers scenarios run: `harness/deployable`
+        /// (wasm-bindgen), `harness/deployable-workers-rs` or
+        /// `harness/deployable-axum` (also: HARNESS_WORKER).
+        #[arg(long, value_enum)]
+        worker: Option<WorkerChoice>,
         #[command(flatten)]
         workerd: WorkerdArgs,
     },
@@ -200,7 +212,7 @@ impl WorkerdArgs {
 
 fn main() -> ExitCode {
     let done = match Cli::parse().command {
-        Command::Check { application } => application::check(&application),
+        Command::Check { application, plan } => application::check(&application, &plan),
         Command::Wrangler {
             application,
             format,
@@ -218,22 +230,32 @@ fn main() -> ExitCode {
             junit,
             jobs,
             binding,
+            worker,
             workerd,
-        } => match binding.map_or_else(CoreChoice::from_env, Ok) {
-            Ok(core) => run(RunRequest {
-                filter,
-                scenarios,
-                include_slow,
-                junit,
-                jobs,
-                workerd: workerd.choice(),
-                core,
-            }),
-            Err(e) => {
-                eprintln!("harness: {e}");
-                return ExitCode::from(2);
+        } => {
+            let core = binding.map_or_else(CoreChoice::from_env, Ok);
+            let worker = worker.map_or_else(WorkerChoice::from_env, Ok);
+            match (core, worker) {
+                (Ok(core), Ok(worker)) => run(RunRequest {
+                    filter,
+                    scenarios,
+                    include_slow,
+                    junit,
+                    jobs,
+                    workerd: workerd.choice(),
+                    core,
+                    worker,
+                }),
+                (Err(e), _) => {
+                    eprintln!("harness: {e}");
+                    return ExitCode::from(2);
+                }
+                (_, Err(e)) => {
+                    eprintln!("harness: {e}");
+                    return ExitCode::from(2);
+                }
             }
-        },
+        }
         Command::Native {
             application,
             deployable,

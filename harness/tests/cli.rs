@@ -1,4 +1,5 @@
-//! `harness check` and `harness wrangler`: what QA and the nightly job run.
+//! `harness check` (and its `--plan`) and `harness wrangler`: what QA, the
+//! nightly job and a Worker's build step run.
 //! They print nothing but the result.
 
 mod common;
@@ -98,6 +99,101 @@ fn check_reports_malformed_toml_with_its_place() {
         stdout.starts_with("application.invalid_toml: app.toml:1:"),
         "{stdout}"
     );
+}
+
+/// `harness check APP --plan ...` in `dir`, where the description is `app.toml`.
+fn check_plans(dir: &Path, plans: &[&str]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    command.arg("check").arg("app.toml").current_dir(dir);
+    for plan in plans {
+        command.args(["--plan", plan]);
+    }
+    let output = command.output().expect("harness runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (
+        output.status.code(),
+        text(&output.stdout),
+        text(&output.stderr),
+    )
+}
+
+#[test]
+fn check_writes_each_deployables_plan_as_its_worker_reads_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app_toml = format!(
+        "{VALID}\n[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n\
+         [[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 20, window = 10 }}\n"
+    );
+    std::fs::write(dir.path().join("app.toml"), &app_toml).expect("write");
+    let app = runtime::Application::from_toml(&app_toml).expect("valid");
+    let plans = ["edge=edge.plan", "site=plans/site.plan"];
+    std::fs::create_dir(dir.path().join("plans")).expect("mkdir");
+
+    let first = check_plans(dir.path(), &plans);
+    assert_eq!(
+        first,
+        (
+            Some(0),
+            "ok\nedge.plan: written (the plan of deployable `edge`)\n\
+             plans/site.plan: written (the plan of deployable `site`)\n"
+                .into(),
+            String::new()
+        )
+    );
+    for (deployable, file) in [("edge", "edge.plan"), ("site", "plans/site.plan")] {
+        let text = std::fs::read_to_string(dir.path().join(file)).expect("written");
+        assert_eq!(
+            runtime::GatePlan::from_text(&text),
+            Ok(runtime::GatePlan::new(&app, deployable).expect("planned")),
+            "{text}"
+        );
+    }
+    let again = check_plans(dir.path(), &plans);
+    assert_eq!(
+        again.1,
+        "ok\nedge.plan: unchanged\nplans/site.plan: unchanged\n"
+    );
+}
+
+#[test]
+fn check_writes_no_plan_for_an_invalid_description_nor_a_deployable_without_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let invalid = VALID.replace("namespace = 1001", "namespace = 0");
+    std::fs::write(dir.path().join("app.toml"), invalid).expect("write");
+    let (code, stdout, _) = check_plans(dir.path(), &["edge=edge.plan"]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.starts_with("rate_limits.namespace_invalid: "),
+        "{stdout}"
+    );
+
+    std::fs::write(dir.path().join("app.toml"), VALID).expect("write");
+    let (code, stdout, stderr) = check_plans(dir.path(), &["edge=edge.plan", "nope=nope.plan"]);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            Some(2),
+            "",
+            "harness: the application has no deployable named `nope`\n"
+        )
+    );
+
+    let redis = "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
+                 [rate_limits]\nstore = \"cache\"\n\
+                 [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n";
+    std::fs::write(dir.path().join("app.toml"), redis).expect("write");
+    let (code, _, stderr) = check_plans(dir.path(), &["api=api.plan"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("counts in Redis"), "{stderr}");
+    let (code, _, stderr) = check_plans(dir.path(), &["api"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("`api` is not DEPLOYABLE=FILE"), "{stderr}");
+
+    let written: Vec<_> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert_eq!(written, ["app.toml"], "no plan was written");
 }
 
 #[test]
@@ -206,7 +302,7 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
     );
     // The default run keeps the harness's own counting core.
     assert!(
-        stdout.contains("(workerd 2020-01-01, counting core harness;"),
+        stdout.contains("(workerd 2020-01-01, counting core harness, Worker wasm-bindgen;"),
         "{stdout}"
     );
     // Trials are named by the scenarios directory as given, not `scenarios/...`.

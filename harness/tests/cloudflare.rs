@@ -654,22 +654,22 @@ fn assert_upload_is_shaped_as_cloudflare_takes_it(content_type: &str, body: &[u8
     } else {
         assert_eq!(names, ["LIMITS_120_PER_60S", "LIMITS_600_PER_60S"]);
     }
-    let application = bindings
+    let plan = bindings
         .iter()
-        .find(|b| b["name"] == "APPLICATION")
-        .expect("the application as a text binding");
-    assert_eq!(application["type"], "plain_text");
+        .find(|b| b["name"] == "PLAN")
+        .expect("the gate's plan as a text binding");
+    assert_eq!(plan["type"], "plain_text");
+    let plan = plan["text"].as_str().expect("text");
     assert!(
-        application["text"]
-            .as_str()
-            .expect("text")
-            .contains("namespace = 90000")
+        plan.starts_with("rate-limits-plan 1\ndeployable edge\n"),
+        "{plan}"
     );
+    assert!(plan.contains(" 90000"), "{plan}");
     assert!(
-        bindings
+        !bindings
             .iter()
-            .any(|b| b
-                == &serde_json::json!({"type":"plain_text","name":"DEPLOYABLE","text":"edge"}))
+            .any(|b| b["name"] == "APPLICATION" || b["name"] == "DEPLOYABLE"),
+        "the Worker reads its plan, not the description: {bindings:?}"
     );
     let kinds: Vec<(String, Option<String>, Option<String>)> = parts[1..]
         .iter()

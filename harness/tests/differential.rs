@@ -15,6 +15,7 @@ use harness::engine::{self, Environment, Observation};
 use harness::judge::differential::{self, ListedDifferences};
 use harness::language::scenario::Prepared;
 use harness::world::paths::{SCENARIOS_SHOWN_AS, pinned_workerd_dir, scenarios_dir};
+use harness::world::wasm::WorkerChoice;
 use harness::world::workerd::WorkerdChoice;
 use harness::world::workerd::reference::{CoreChoice, CountingCore};
 use libtest_mimic::{Arguments, Failed};
@@ -26,8 +27,12 @@ struct Cores {
 }
 
 fn cores() -> Result<Cores, String> {
-    let harness = suite::prepare_environment_with(&WorkerdChoice::from_env(), CoreChoice::Harness)
-        .map_err(|e| e.to_string())?;
+    let harness = suite::prepare_environment_with(
+        &WorkerdChoice::from_env(),
+        CoreChoice::Harness,
+        WorkerChoice::default(),
+    )
+    .map_err(|e| e.to_string())?;
     let core = CountingCore::prepare(CoreChoice::Reference, &pinned_workerd_dir())
         .map_err(|e| e.to_string())?;
     let reference = Environment {

@@ -125,9 +125,13 @@ fn sigkill_of_the_harness_leaves_no_workerd() {
 fn a_panic_while_workerd_runs_leaves_no_workerd() {
     let env = harness::commands::suite::prepare_environment().expect("environment");
     let dir = tempfile::tempdir().expect("temp dir");
+    let app = runtime::Application::from_toml(APP).expect("a valid application");
+    let plan = runtime::GatePlan::new(&app, "edge")
+        .expect("edge")
+        .to_text()
+        .expect("a Workers plan");
     let config = IsolateConfig {
-        application_toml: APP,
-        deployable: "edge",
+        plan: &plan,
         bindings: &[],
         compatibility_date: &env.workerd.version,
         control_token: "t",

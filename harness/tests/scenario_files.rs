@@ -617,7 +617,7 @@ fn a_marked_scenario_may_send_as_a_caller_wait_for_windows_and_lose_a_binding() 
 fn taplo() -> std::path::PathBuf {
     let dir = harness::world::paths::repo_root().join("tools/fixtures/taplo");
     let bin = dir.join("node_modules/.bin/taplo");
-    harness::world::workerd::find::npm_ci_unless(&dir, &[&bin], "taplo is not installed", &[])
+    harness::world::npm::ci_unless(&dir, &[&bin], "taplo is not installed", &[])
         .unwrap_or_else(|e| panic!("{e}"));
     bin
 }

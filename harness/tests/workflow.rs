@@ -13,7 +13,7 @@ fn lint_dir() -> PathBuf {
 
 fn validator() -> PathBuf {
     let bin = lint_dir().join("node_modules/.bin/action-validator");
-    harness::world::workerd::find::npm_ci_unless(
+    harness::world::npm::ci_unless(
         &lint_dir(),
         &[&bin],
         "action-validator is not installed",

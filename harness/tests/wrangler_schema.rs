@@ -14,7 +14,7 @@ fn wrangler_dir() -> PathBuf {
 /// Wrangler's schema, installing the package (without its install scripts) when missing.
 fn schema() -> serde_json::Value {
     let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
-    harness::world::workerd::find::npm_ci_unless(
+    harness::world::npm::ci_unless(
         &wrangler_dir(),
         &[&path],
         "wrangler is not installed",

@@ -2,13 +2,17 @@
 //! Cloudflare Workers.
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
-//! (with stable diagnostic codes) and [`plan`] turns its limits into
-//! Cloudflare bindings ([`names`]) and Wrangler entries. Request time:
+//! (with stable diagnostic codes), [`plan`] turns its limits into
+//! Cloudflare bindings ([`names`]) and Wrangler entries, and [`gate_plan`]
+//! writes what one deployable's gate needs, so a Worker builds it without
+//! the description's parser. Request time:
 //! [`limiter`] decides each request without doing I/O, under the [`keys`]
 //! of its [`subject`], asking the [`store`]s the I/O layer reaches, counting
 //! in [`counter`] when a store can't be asked, and leaving a troubled store
 //! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
-//! `workers` asks Cloudflare's bindings inside workerd; with the `native`
+//! `workers` asks Cloudflare's bindings inside workerd (and, with the
+//! `workers-rs` feature, `workers_rs` gives it to workers-rs Workers and
+//! axum on Workers); with the `native`
 //! feature, `native` limits a tokio server (and with `redis`, counts in
 //! Redis). The features are listed in the README ("Cargo features").
 
@@ -18,10 +22,17 @@ compile_error!(
      neither: its gate, `runtime::workers`, comes with the target"
 );
 
+#[cfg(all(feature = "workers-rs", not(target_arch = "wasm32")))]
+compile_error!(
+    "runtime's `workers-rs` feature is for a Worker (wasm32): enable it in the Worker's \
+     `[target.'cfg(target_arch = \"wasm32\")'.dependencies]`"
+);
+
 pub mod address;
 pub mod breaker;
 pub mod config;
 pub mod counter;
+pub mod gate_plan;
 pub mod keys;
 pub mod limiter;
 pub mod limits;
@@ -37,9 +48,12 @@ pub mod subject;
 mod wire;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
+#[cfg(all(feature = "workers-rs", target_arch = "wasm32"))]
+pub mod workers_rs;
 
 pub use address::{AddressSource, ClientAddress};
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
+pub use gate_plan::GatePlan;
 pub use limiter::Limiter;
 pub use limits::Limit;
 pub use plan::BindingPlan;

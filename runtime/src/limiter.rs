@@ -32,11 +32,12 @@
 use std::fmt;
 
 use crate::breaker::{Breaker, Outcome, Route};
-use crate::config::{Application, Counting, Deployable};
+use crate::config::{Application, Counting};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
+pub use crate::gate_plan::UnknownDeployable;
+use crate::gate_plan::{GatePlan, RouteLimit};
 use crate::keys;
 use crate::limits::Limit;
-use crate::plan::BindingPlan;
 use crate::store::{BindingAnswer, FallbackReason, StoreId};
 use crate::subject::Subject;
 
@@ -324,6 +325,31 @@ impl Refusal {
         })
         .to_string()
     }
+
+    /// The 429's headers, as every I/O layer sends them: `Retry-After`,
+    /// `RateLimit-Policy`, and the body's JSON content type.
+    pub fn headers(&self) -> [(&'static str, String); 3] {
+        [
+            ("Retry-After", self.retry_after_seconds.to_string()),
+            (Refusal::POLICY_HEADER, self.rate_limit_policy()),
+            ("Content-Type", "application/json".to_owned()),
+        ]
+    }
+
+    /// The 429 as an `http` response, [`Refusal::headers`] and [`Refusal::body`]:
+    /// what a tower layer answers (natively, and on Workers under axum).
+    #[cfg(any(feature = "native", feature = "workers-rs"))]
+    pub fn to_http<B: From<String>>(&self) -> http::Response<B> {
+        let mut response = http::Response::new(B::from(self.body()));
+        *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+        for (name, value) in self.headers() {
+            // The policy's names are escaped to printable ASCII: always a valid value.
+            if let Ok(value) = http::HeaderValue::try_from(value) {
+                response.headers_mut().insert(name, value);
+            }
+        }
+        response
+    }
 }
 
 /// What [`Limiter::conclude`] decided for one request.
@@ -369,14 +395,6 @@ struct StoreState {
     missing_cools_off: bool,
 }
 
-/// A route's own limit, and the store that counts it.
-#[derive(Debug)]
-struct RouteLimit {
-    path: String,
-    limit: Limit,
-    store: Option<StoreId>,
-}
-
 /// What a deployable counts beside its health checks, reported by its health route.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Tally {
@@ -385,11 +403,6 @@ pub struct Tally {
     /// Requests refused: 429s, and API requests to a deployable that serves none.
     pub refused: u64,
 }
-
-/// The error for a deployable that is not in the application.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the application has no deployable named `{0}`")]
-pub struct UnknownDeployable(pub String);
 
 /// Why a gate (the Workers one or the native one) could not be built from
 /// the application description.
@@ -426,49 +439,16 @@ impl Limiter {
         deployable: &str,
         seed: u128,
     ) -> Result<Limiter, UnknownDeployable> {
-        let deployable: &Deployable = app
-            .deployable(deployable)
-            .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
-        let counting = app.counting(deployable);
-        let plan = BindingPlan::for_deployable(app, deployable);
-        let names: Vec<String> = match &counting {
-            Counting::Redis { connection, .. } => vec![connection.clone()],
-            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => {
-                plan.bindings.iter().map(|b| b.name.clone()).collect()
-            }
-        };
-        // A Redis store is asked about every limit; a binding about its own.
-        let store_for = |limit: Limit| match &counting {
-            Counting::Redis { .. } => Some(StoreId::new(0)),
-            Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => plan
-                .bindings
-                .iter()
-                .position(|b| b.limit == limit)
-                .map(StoreId::new),
-        };
-        // A route listed twice (`rate_limits.route_duplicate` in a checked
-        // description) must not count one request twice under one key.
-        let mut routes: Vec<RouteLimit> = Vec::new();
-        for route in &app.routes {
-            if let Some(limit) = route.rate_limit
-                && !routes
-                    .iter()
-                    .any(|r| r.path == route.path && r.limit == limit)
-            {
-                routes.push(RouteLimit {
-                    path: route.path.clone(),
-                    limit,
-                    store: store_for(limit),
-                });
-            }
-        }
-        let route_limits: Vec<Limit> = routes.iter().map(|r| r.limit).collect();
-        let subject_stores = [
-            store_for(crate::limits::CALLER_LIMIT),
-            store_for(crate::limits::ADDRESS_LIMIT),
-        ];
-        let missing_cools_off = matches!(counting, Counting::Redis { .. });
-        let stores = names
+        Ok(Limiter::from_plan(GatePlan::new(app, deployable)?, seed))
+    }
+
+    /// The limiter of a deployable's plan (made at build time, or from the
+    /// application description by [`Limiter::new`]). `seed` as there.
+    pub fn from_plan(plan: GatePlan, seed: u128) -> Limiter {
+        let missing_cools_off = matches!(plan.counting, Counting::Redis { .. });
+        let route_limits: Vec<Limit> = plan.routes.iter().map(|r| r.limit).collect();
+        let stores = plan
+            .stores
             .into_iter()
             .map(|name| StoreState {
                 name,
@@ -477,14 +457,14 @@ impl Limiter {
                 missing_cools_off,
             })
             .collect();
-        Ok(Limiter {
-            counting,
+        Limiter {
+            counting: plan.counting,
             stores,
-            subject_stores,
-            routes,
+            subject_stores: plan.subject_stores,
+            routes: plan.routes,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
             tally: Tally::default(),
-        })
+        }
     }
 
     /// How this deployable counts.

@@ -17,13 +17,14 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use crate::config::{Application, Counting};
+use crate::config::Counting;
+use crate::gate_plan::GatePlan;
 pub use crate::limiter::GateError;
 use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, Tally, url_path};
 use crate::parked::ParkedRequests;
 use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
-use crate::wire::{self, AskList};
+use crate::wire::{self, AskList, Code};
 
 #[wasm_bindgen(module = "/src/ask-bindings.js")]
 extern "C" {
@@ -171,17 +172,22 @@ pub struct Gate {
     /// The one continuation every waiting request resumes through, made
     /// once (a closure per request would be made and freed per request).
     resume: Resume,
+    deployable: String,
 }
 
 impl Gate {
-    /// Builds the gate from the application description, as at build time.
-    pub fn new(application_toml: &str, deployable: &str) -> Result<Gate, GateError> {
-        let app = Application::from_toml(application_toml)?;
+    /// Builds the gate of a deployable's plan: in production the text the
+    /// build step wrote ([`GatePlan::from_text`]), so no description parser
+    /// is linked; a test may plan from the description ([`GatePlan::new`]).
+    /// Call it in a request, not in the global scope: it draws its seed from
+    /// `crypto.getRandomValues`, which the global scope refuses.
+    pub fn new(plan: GatePlan) -> Result<Gate, GateError> {
+        let deployable = plan.deployable().to_owned();
         let mut seed = [0u8; 16];
         get_random_values(&mut seed).map_err(|error| {
             GateError::NoRandomness(error.as_string().unwrap_or_else(|| format!("{error:?}")))
         })?;
-        let limiter = Limiter::new(&app, deployable, u128::from_le_bytes(seed))?;
+        let limiter = Limiter::from_plan(plan, u128::from_le_bytes(seed));
         let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
@@ -195,6 +201,7 @@ impl Gate {
             shared,
             names,
             resume,
+            deployable,
         })
     }
 
@@ -267,6 +274,11 @@ impl Gate {
         outcome
     }
 
+    /// The deployable this gate limits, as its plan names it.
+    pub fn deployable(&self) -> &str {
+        &self.deployable
+    }
+
     /// How this deployable counts: through the binding, in memory, or not at all (no API).
     pub fn counting(&self) -> Counting {
         self.shared.limiter.borrow().counting().clone()
@@ -285,6 +297,51 @@ impl Gate {
     /// Records a health check and returns the tally its response reports.
     pub fn record_health_check(&self) -> Tally {
         self.shared.limiter.borrow_mut().record_health_check()
+    }
+}
+
+/// Runs the request path once on a limiter of its own, so that V8 compiles
+/// its wasm (Liftoff compiles a function on its first call) while the
+/// Worker starts, not on its first request: call it from the Worker's start
+/// function (`#[wasm_bindgen(start)]`, workers-rs's `#[event(start)]`),
+/// which runs in the global scope, before the first request (BENCHMARKS.md,
+/// "Build-time plans"). It reads a request's headers and path, plans, and
+/// decides for a caller and for an IPv4 and an IPv6 address, counting through
+/// a binding that answers and in memory. It touches nothing of the Worker's
+/// gate, asks no binding, draws no random number (the global scope allows
+/// none), and writes no log line.
+pub fn warm_up() {
+    const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
+                        store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
+    let Ok(plan) = GatePlan::from_text(PLAN) else {
+        return;
+    };
+    let mut limiter = Limiter::from_plan(plan, 0);
+    let now = Now::one_clock(js_sys::Date::now() as u64);
+    let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
+    let subjects = [
+        request.as_ref().map_or_else(
+            |_| Subject::of_request(None, None),
+            |request| subject_of(&request.headers(), None),
+        ),
+        Subject::of_request(None, Some("192.0.2.1")),
+        Subject::of_request(None, Some("2001:db8::1")),
+        Subject::of_request(Some("warm-up"), None),
+    ];
+    let path = request.map_or_else(|_| "/warm-up".to_owned(), |r| path_of(&r));
+    // Both asks answered within the limit (two base-8 digits), then left
+    // unanswered, counted in memory.
+    let within_twice = f64::from(Code::Within as u8 * 9);
+    for answered in [true, false] {
+        for subject in &subjects {
+            let checks = limiter.checks(subject, &path);
+            let mut pending = limiter.asks(checks, now);
+            let _ = AskList::of(&mut pending);
+            if answered {
+                wire::answer(&mut pending, within_twice);
+            }
+            let _ = limiter.conclude(pending, now);
+        }
     }
 }
 
@@ -307,12 +364,9 @@ pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue>
     let init = web_sys::ResponseInit::new();
     init.set_status(Refusal::STATUS);
     let response = web_sys::Response::new_with_opt_str_and_init(Some(&refusal.body()), &init)?;
-    response
-        .headers()
-        .set("Retry-After", &refusal.retry_after_seconds.to_string())?;
-    response
-        .headers()
-        .set(Refusal::POLICY_HEADER, &refusal.rate_limit_policy())?;
-    response.headers().set("Content-Type", "application/json")?;
+    let headers = response.headers();
+    for (name, value) in refusal.headers() {
+        headers.set(name, &value)?;
+    }
     Ok(response)
 }

@@ -14,7 +14,8 @@ use runtime::address::{AddressUnknown, TrustedProxies};
 use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
 use runtime::config::{Application, Code, UnknownCode};
 use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
-use runtime::limiter::{GateError, Now, UnknownDeployable};
+use runtime::gate_plan::{GatePlan, UnknownDeployable};
+use runtime::limiter::{GateError, Now};
 use runtime::native::redis::RedisStore;
 use runtime::native::refused::RefusedCache;
 use runtime::native::{CallerId, NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
@@ -111,6 +112,15 @@ fn shown_description() -> Shown {
     ];
     let errors: Vec<String> = gate_errors.iter().map(ToString::to_string).collect();
     let endpoint = redis_endpoint(&counting);
+    // A Redis deployable's plan: the worst case, with the URL in its counting.
+    let gate_plan = GatePlan::new(&app, "server").expect("server");
+    let plan_errors = [
+        gate_plan.to_text().expect_err("a Redis plan has no text"),
+        GatePlan::from_text("x").expect_err("no plan"),
+        GatePlan::from_text(&format!("rate-limits-plan 1\n{PASSWORD} {CALLER}\n"))
+            .expect_err("no plan"),
+    ];
+    let plan_error_texts: Vec<String> = plan_errors.iter().map(ToString::to_string).collect();
     vec![
         (
             "address::AddressSource",
@@ -142,8 +152,13 @@ fn shown_description() -> Shown {
         ),
         ("limiter::GateError", format!("{gate_errors:?} {errors:?}")),
         (
-            "limiter::UnknownDeployable",
+            "gate_plan::UnknownDeployable",
             format!("{0:?} {0}", UnknownDeployable("x".into())),
+        ),
+        ("gate_plan::GatePlan", format!("{gate_plan:?}")),
+        (
+            "gate_plan::PlanError",
+            format!("{plan_errors:?} {plan_error_texts:?}"),
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
         ("plan::BindingPlan", format!("{plan:?}")),
@@ -358,7 +373,7 @@ fn public_types() -> BTreeSet<String> {
 }
 
 /// Public types with no `Debug` to show here, and why.
-const NOT_SHOWN: [(&str, &str); 6] = [
+const NOT_SHOWN: [(&str, &str); 9] = [
     (
         "counter::WindowCounter",
         "has no Debug: it keeps digests of keys, never keys",
@@ -377,6 +392,15 @@ const NOT_SHOWN: [(&str, &str); 6] = [
     ),
     ("workers::Gate", "wasm32 only, and has no Debug"),
     ("workers::HeaderName", "wasm32 only, and has no Debug"),
+    (
+        "workers_rs::CallerId",
+        "wasm32 only; its Debug leaves the id out, as native::CallerId's",
+    ),
+    (
+        "workers_rs::RateLimitLayer",
+        "wasm32 only, and has no Debug",
+    ),
+    ("workers_rs::RateLimited", "wasm32 only, and has no Debug"),
 ];
 
 #[tokio::test]

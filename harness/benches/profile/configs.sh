@@ -1,16 +1,25 @@
 #!/bin/sh
 # Writes the throughput bench's four workerd configs (off, on = in-isolate
-# binding, memory, js = the JavaScript gate) for the deployable glued in
+# binding, memory, js = the JavaScript gate) for a Worker glued in
 # BINDGEN_DIR, each in OUT/VARIANT, shaped as harness/src/world/workerd/config.rs
 # writes them, with `v8Flags = ["--no-liftoff"]` so wasm runs optimised code
-# from the first request (counts are then steady from the start).
+# from the first request (counts are then steady from the start; LIFTOFF=1
+# leaves V8's default, for start.sh).
 #
 #   harness/benches/profile/configs.sh target/harness-wasm/bindgen /tmp/gate-configs
+#   harness/benches/profile/configs.sh target/harness-wasm/bindgen-workers-rs /tmp/rs-configs
 #
-# The deployable is glued by any harness run (`cargo run -p harness -- run zzzz`).
+# The Workers are glued by any harness run (`cargo run -p harness -- run
+# --worker NAME zzzz`). A config binds both the plan (PLAN, written by
+# `harness check --plan`) and the description (APPLICATION, DEPLOYABLE), so
+# a Worker built before plans (which read the description) runs in it too.
 set -e
 B=$(cd "$1" && pwd); OUT=$2
 R=$(cd "$(dirname "$0")/../../.." && pwd)
+PLAN=$(mktemp)
+(cd "$R" && cargo run -q -p harness -- check scenarios/apps/cloudflare.toml --plan "edge=$PLAN" >/dev/null)
+WASM=deployable_opt.wasm; [ -f "$B/$WASM" ] || WASM=deployable_bg.wasm
+V8FLAGS='  v8Flags = ["--no-liftoff"],'; [ "${LIFTOFF:-}" = 1 ] && V8FLAGS=
 bind() { cat <<EOT
     (name = "$1", wrapped = (moduleName = "harness:ratelimit", innerBindings = [
       (name = "name", text = "$1"), (name = "namespace", text = "$2"),
@@ -23,7 +32,9 @@ for V in off on memory js; do
   O=$OUT/$V; rm -rf "$O"; mkdir -p "$O"
   cp "$R/harness/assets/entry.js" "$R/harness/assets/ratelimit-binding.js" "$O/"
   cp "$R/scenarios/apps/cloudflare.toml" "$O/application.toml"
-  cp "$B/deployable.js" "$B/deployable_bg.wasm" "$O/"
+  cp "$PLAN" "$O/gate.plan"
+  cp "$B/deployable.js" "$O/"
+  cp "$B/$WASM" "$O/deployable_bg.wasm"
   cp -r "$B/snippets" "$O/"
   [ "$V" = js ] && cp "$R/harness/benches/js-gate-worker.js" "$O/entry.js"
   SNIPPETS=$(cd "$O" && find snippets -name '*.js' | sed 's/.*/    (name = "&", esModule = embed "&"),/')
@@ -40,7 +51,7 @@ const config :Workerd.Config = (
     (name = "harness:ratelimit", esModule = embed "ratelimit-binding.js", internal = true),
   ]) ],
   logging = (structuredLogging = true),
-  v8Flags = ["--no-liftoff"],
+$V8FLAGS
 );
 const deployable :Workerd.Worker = (
   modules = [
@@ -51,6 +62,7 @@ $SNIPPETS
   ],
   compatibilityDate = "2026-11-17",
   bindings = [
+    (name = "PLAN", text = embed "gate.plan"),
     (name = "APPLICATION", text = embed "application.toml"),
     (name = "DEPLOYABLE", text = "edge"),
     (name = "HARNESS_CONTROL_TOKEN", text = "bench"),

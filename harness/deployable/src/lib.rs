@@ -1,8 +1,10 @@
 //! The small deployable the harness runs inside workerd: limited API routes
 //! under `/api/`, and a health route, wrapping `runtime`'s [`Gate`].
 //!
-//! It reads its application description and its own name from the text
-//! bindings `APPLICATION` and `DEPLOYABLE`. A real application takes the
+//! It builds its gate from the text binding `PLAN`: the plan the harness
+//! wrote for the scenario's deployable (`GatePlan::to_text`), as a
+//! production Worker builds it from the plan its build step wrote, so no
+//! application-description parser is linked. A real application takes the
 //! caller from its sign-in; this test fixture reads it from the
 //! `X-Test-Caller` header, and the address from `CF-Connecting-IP` as the
 //! runtime does.
@@ -28,6 +30,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use js_sys::Reflect;
+use runtime::GatePlan;
 use runtime::workers::{Gate, HeaderName, path_of, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
@@ -59,13 +62,11 @@ fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
     if let Some(gate) = GATE.with(|g| g.borrow().clone()) {
         return Ok(gate);
     }
-    let text = |name: &str| -> Result<String, JsValue> {
-        Reflect::get(env, &JsValue::from_str(name))?
-            .as_string()
-            .ok_or_else(|| JsValue::from_str(&format!("the text binding {name} is missing")))
-    };
-    let gate = Gate::new(&text("APPLICATION")?, &text("DEPLOYABLE")?)
-        .map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let plan = Reflect::get(env, &JsValue::from_str("PLAN"))?
+        .as_string()
+        .ok_or_else(|| JsValue::from_str("the text binding PLAN is missing"))?;
+    let plan = GatePlan::from_text(&plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let gate = Gate::new(plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let gate = Rc::new(gate);
     GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)
@@ -104,6 +105,13 @@ fn passed() -> Result<web_sys::Response, JsValue> {
     PASSED.with(response_json)
 }
 
+/// Compiles the request path while the Worker starts (see
+/// [`runtime::workers::warm_up`]).
+#[wasm_bindgen(start)]
+pub fn start() {
+    runtime::workers::warm_up();
+}
+
 /// The Worker's fetch handler, called by the JavaScript entry module with
 /// the time the request arrived, in ms since the Unix epoch (never going
 /// backwards in an isolate: see [`Gate::decide`]). It returns the response,
@@ -114,12 +122,11 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
     let path = path_of(&request);
     if path == "/health" {
         let tally = gate.record_health_check();
-        let deployable = Reflect::get(&env, &"DEPLOYABLE".into())?.as_string();
         return json_response(
             200,
             &serde_json::json!({
                 "status": "ok",
-                "deployable": deployable,
+                "deployable": gate.deployable(),
                 "counting": gate.counting().name(),
                 "health_checks": tally.health_checks,
                 "refused": tally.refused,

@@ -1,11 +1,14 @@
 //! The commands on an application description: `check` (every diagnostic,
-//! or `ok` and the most memory counting in memory takes), `wrangler` (its
+//! or `ok` and the most memory counting in memory takes; with `--plan`, the
+//! deployables' plans written for their Workers), `wrangler` (its
 //! `ratelimits` entries) and `wrangler --write` (those entries written into a
 //! Wrangler file, [`wrangler_file`]). Each prints what it found on stdout and
 //! says whether the description is valid.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
 
+use runtime::GatePlan;
 use runtime::config::{Application, StoreDriver};
 use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
 use runtime::plan::BindingPlan;
@@ -38,16 +41,70 @@ fn load(path: &Path) -> Result<Option<Application>, CommandError> {
     }
 }
 
+/// Where `check --plan` writes one deployable's plan: `DEPLOYABLE=FILE`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanOutput {
+    /// The deployable of the application.
+    pub deployable: String,
+    /// The file its plan goes into (its Worker embeds it).
+    pub file: PathBuf,
+}
+
+impl FromStr for PlanOutput {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.split_once('=') {
+            Some((deployable, file)) if !deployable.is_empty() && !file.is_empty() => {
+                Ok(PlanOutput {
+                    deployable: deployable.to_owned(),
+                    file: PathBuf::from(file),
+                })
+            }
+            _ => Err(format!("`{s}` is not DEPLOYABLE=FILE")),
+        }
+    }
+}
+
 /// `check`: prints `ok` and the most memory an isolate (or a native
 /// process) of the application takes when it counts in memory, from its
 /// route limits; or every diagnostic. Whether the description is valid.
-pub fn check(path: &Path) -> Result<bool, CommandError> {
+/// A valid one also has each of `plans` written: the plan its
+/// Worker builds its gate from (`runtime::GatePlan`, no description parser
+/// in the Worker). Every plan is made before any is written, and a file
+/// already holding its plan is left untouched (`unchanged`).
+pub fn check(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError> {
     let Some(app) = load(path)? else {
         return Ok(false);
     };
+    let mut texts = Vec::with_capacity(plans.len());
+    for output in plans {
+        let plan = GatePlan::new(&app, &output.deployable)
+            .map_err(|e| CommandError::Plan(e.to_string()))?;
+        texts.push(
+            plan.to_text()
+                .map_err(|e| CommandError::Plan(e.to_string()))?,
+        );
+    }
     let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
     let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 0).bound();
     println!("ok\nmemory (per isolate counting in memory): at most {bound}");
+    for (output, text) in plans.iter().zip(texts) {
+        let file = &output.file;
+        if std::fs::read_to_string(file).is_ok_and(|old| old == text) {
+            println!("{}: unchanged", file.display());
+            continue;
+        }
+        wrangler_file::replace(file, &text).map_err(|source| CommandError::PlanFile {
+            path: file.clone(),
+            source,
+        })?;
+        println!(
+            "{}: written (the plan of deployable `{}`)",
+            file.display(),
+            output.deployable
+        );
+    }
     Ok(true)
 }
 

@@ -14,6 +14,7 @@ use crate::commands::report::{self, Counts};
 use crate::commands::run::{discover, environment};
 use crate::engine::Environment;
 use crate::world::paths::pinned_workerd_dir;
+use crate::world::wasm::WorkerChoice;
 use crate::world::workerd::WorkerdChoice;
 use crate::world::workerd::find::{
     binary_in, install_version, newest_npm_version, pinned_npm_version,
@@ -60,8 +61,12 @@ pub fn edge_compat(request: &EdgeCompatRequest) -> Result<bool, CommandError> {
         npm_version: None,
         edge: true,
     };
-    let pinned_env = environment(&WorkerdChoice::default(), CoreChoice::Harness);
-    let newest_env = environment(&newest_choice, CoreChoice::Harness);
+    let pinned_env = environment(
+        &WorkerdChoice::default(),
+        CoreChoice::Harness,
+        WorkerChoice::default(),
+    );
+    let newest_env = environment(&newest_choice, CoreChoice::Harness, WorkerChoice::default());
     let (pinned_env, newest_env) = (pinned_env?, newest_env?);
 
     eprintln!(

@@ -61,6 +61,17 @@ pub enum CommandError {
         /// The failure.
         source: std::io::Error,
     },
+    /// `check --plan` names a deployable that has no Workers plan.
+    #[error("harness: {0}")]
+    Plan(String),
+    /// `check --plan` could not write a plan.
+    #[error("cannot write {}: {source}", path.display())]
+    PlanFile {
+        /// The plan's file.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
     /// `wrangler --write` could not write its file.
     #[error("harness: {0}")]
     WranglerFile(#[from] WriteError),

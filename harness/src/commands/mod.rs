@@ -1,5 +1,6 @@
 //! The top: what the command line (`main.rs`) and the test targets call. A
-//! scenarios directory as trials run in parallel ([`suite`]), how they went
+//! scenarios directory as trials run in parallel ([`suite`]), the corpus as
+//! the test targets' trials ([`trials`]), how they went
 //! for people and CI ([`report`]), what they need of the machine
 //! ([`preflight`]), and one module per command: [`run`], the
 //! edge-compatibility job ([`edge_compat`], its drift report [`edge`]), the
@@ -19,6 +20,7 @@ pub mod preflight;
 pub mod report;
 pub mod run;
 pub mod suite;
+pub mod trials;
 pub mod wrangler_file;
 
 pub use error::CommandError;

@@ -12,6 +12,7 @@ use crate::commands::suite::{self, Suite};
 use crate::engine::Environment;
 use crate::judge::expectations::Verdict;
 use crate::world::paths;
+use crate::world::wasm::WorkerChoice;
 use crate::world::workerd::WorkerdChoice;
 use crate::world::workerd::reference::CoreChoice;
 
@@ -32,6 +33,8 @@ pub struct RunRequest {
     pub workerd: WorkerdChoice,
     /// Which counting core the emulated bindings wrap.
     pub core: CoreChoice,
+    /// Which Worker the Workers scenarios run.
+    pub worker: WorkerChoice,
 }
 
 /// The suite of `scenarios`, its trials named by the path as given, or of
@@ -47,9 +50,13 @@ pub fn discover(scenarios: Option<PathBuf>) -> Result<Suite, CommandError> {
     suite::discover(&dir, &shown_as).map_err(|source| CommandError::Scenarios { dir, source })
 }
 
-/// The chosen workerd and counting core, and the deployable built.
-pub fn environment(choice: &WorkerdChoice, core: CoreChoice) -> Result<Environment, CommandError> {
-    Ok(suite::prepare_environment_with(choice, core)?)
+/// The chosen workerd and counting core, and the chosen Worker built.
+pub fn environment(
+    choice: &WorkerdChoice,
+    core: CoreChoice,
+    worker: WorkerChoice,
+) -> Result<Environment, CommandError> {
+    Ok(suite::prepare_environment_with(choice, core, worker)?)
 }
 
 /// Runs the suite and prints how it went; whether every scenario passed
@@ -61,7 +68,7 @@ pub fn run(request: RunRequest) -> Result<bool, CommandError> {
             .select(request.filter.as_deref(), request.include_slow)
             .0,
     )?;
-    let env = environment(&request.workerd, request.core)?;
+    let env = environment(&request.workerd, request.core, request.worker)?;
     let result = suite.run_all(
         &env,
         request.filter.as_deref(),
@@ -86,9 +93,10 @@ pub fn run(request: RunRequest) -> Result<bool, CommandError> {
         result.skipped
     );
     println!(
-        "(workerd {}, counting core {}; {} expected failures, {} unexpected passes{})",
+        "(workerd {}, counting core {}, Worker {}; {} expected failures, {} unexpected passes{})",
         env.workerd.version,
         request.core.name(),
+        request.worker.name(),
         counts.expected_failures,
         counts.unexpected_passes,
         if result.skipped > 0 {

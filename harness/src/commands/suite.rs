@@ -10,7 +10,7 @@ use crate::engine::{self, Environment};
 use crate::judge::checks::{self, Failure};
 use crate::judge::expectations::Expectations;
 use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
-use crate::world::wasm;
+use crate::world::wasm::{self, UnknownWorker, WorkerChoice};
 use crate::world::workerd::reference::{
     CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError,
 };
@@ -271,19 +271,28 @@ pub enum EnvironmentError {
     /// The counting core could not be chosen or prepared.
     #[error(transparent)]
     Reference(#[from] ReferenceError),
+    /// `HARNESS_WORKER` names no Worker.
+    #[error(transparent)]
+    Worker(#[from] UnknownWorker),
 }
 
-/// Finds workerd and the counting core as the environment chooses
-/// ([`WorkerdChoice::from_env`], [`CoreChoice::from_env`]) and builds the deployable.
+/// Finds workerd and the counting core, and builds the Worker, as the
+/// environment chooses ([`WorkerdChoice::from_env`], [`CoreChoice::from_env`],
+/// [`WorkerChoice::from_env`]).
 pub fn prepare_environment() -> Result<Environment, EnvironmentError> {
-    prepare_environment_with(&WorkerdChoice::from_env(), CoreChoice::from_env()?)
+    prepare_environment_with(
+        &WorkerdChoice::from_env(),
+        CoreChoice::from_env()?,
+        WorkerChoice::from_env()?,
+    )
 }
 
 /// Finds the chosen workerd, prepares the chosen counting core and builds
-/// the deployable, saying which workerd and core on stderr.
+/// the chosen Worker, saying which workerd, core and Worker on stderr.
 pub fn prepare_environment_with(
     choice: &WorkerdChoice,
     core: CoreChoice,
+    worker: WorkerChoice,
 ) -> Result<Environment, EnvironmentError> {
     let workerd = find_workerd(choice)?;
     eprintln!(
@@ -296,7 +305,10 @@ pub fn prepare_environment_with(
     if let CountingCore::Reference(_) = core {
         eprintln!("harness: counting core: Cloudflare's simulator (miniflare {MINIFLARE_VERSION})");
     }
-    let deployable = wasm::build_deployable()?;
+    if worker != WorkerChoice::default() {
+        eprintln!("harness: Worker: the {} deployable", worker.name());
+    }
+    let deployable = wasm::build_deployable(worker)?;
     Ok(Environment {
         workerd,
         deployable,

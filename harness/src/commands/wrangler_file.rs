@@ -143,8 +143,9 @@ pub fn write(
 /// may set them: root may, a user keeps their own), and is renamed over the
 /// file. Until that rename the file is untouched, and the temporary file is
 /// removed on failure. A symlink is followed: the link stays and the file it
-/// points to is replaced, as an editor saving through it would do.
-fn replace(path: &Path, text: &str) -> std::io::Result<()> {
+/// points to is replaced, as an editor saving through it would do. (Also how
+/// `check --plan` writes a plan: a build never embeds half of one.)
+pub(crate) fn replace(path: &Path, text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
 

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use runtime::GatePlan;
 use runtime::config::Application;
 use runtime::plan::BindingPlan;
 use tokio::sync::Semaphore;
@@ -131,6 +132,9 @@ pub enum EngineError {
     /// The scenario names a deployable the application lacks.
     #[error("the application has no deployable `{0}`")]
     UnknownDeployable(String),
+    /// The deployable's plan has no text form for a Worker.
+    #[error("the deployable's plan: {0}")]
+    Plan(runtime::gate_plan::PlanError),
     /// The scenario names a binding the plan does not have.
     #[error("the scenario names binding `{name}`, which the plan does not have; it has: [{known}]")]
     UnknownBinding {
@@ -430,7 +434,13 @@ impl<'a> Runner<'a> {
             self.start_native(&app, scenario.isolates).await?;
         } else {
             let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
-            self.start_isolates(&bindings, scenario.isolates).await?;
+            // What the framework's build step would write for the deployable.
+            let plan = GatePlan::new(&app, &self.prepared.deployable)
+                .map_err(|e| EngineError::UnknownDeployable(e.0))?
+                .to_text()
+                .map_err(EngineError::Plan)?;
+            self.start_isolates(&plan, &bindings, scenario.isolates)
+                .await?;
         }
         self.start_clock().await?;
         for (index, step) in scenario.steps.iter().enumerate() {
@@ -630,6 +640,7 @@ impl<'a> Runner<'a> {
 
     async fn start_isolates(
         &mut self,
+        plan: &str,
         bindings: &[EmulatedBinding],
         count: usize,
     ) -> Result<(), EngineError> {
@@ -683,8 +694,7 @@ impl<'a> Runner<'a> {
             }
         };
         let config = IsolateConfig {
-            application_toml: &self.prepared.application_toml,
-            deployable: &self.prepared.deployable,
+            plan,
             bindings,
             compatibility_date: &date,
             control_token: &self.token,

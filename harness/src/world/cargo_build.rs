@@ -11,12 +11,14 @@ use crate::world::paths::repo_root;
 
 /// Files a build reads that cargo's dep-info does not list: the manifests
 /// (profiles, features, dependencies) and the lockfile.
-pub const MANIFESTS: [&str; 6] = [
+pub const MANIFESTS: [&str; 8] = [
     "Cargo.toml",
     "Cargo.lock",
     "runtime/Cargo.toml",
     "harness/Cargo.toml",
     "harness/deployable/Cargo.toml",
+    "harness/deployable-workers-rs/Cargo.toml",
+    "harness/deployable-axum/Cargo.toml",
     "harness/bench-native/Cargo.toml",
 ];
 

@@ -31,3 +31,8 @@ pub fn assets_dir() -> PathBuf {
 pub fn wasm_target_dir() -> PathBuf {
     repo_root().join("target/harness-wasm")
 }
+
+/// The npm folder that pins binaryen, whose `wasm-opt` shrinks the deployables.
+pub fn binaryen_dir() -> PathBuf {
+    repo_root().join("tools/fixtures/binaryen")
+}

@@ -1,17 +1,108 @@
-//! Builds the deployable for wasm32 and glues it with wasm-bindgen, run as a
-//! library so nothing extra has to be installed.
+//! Builds a deployable for wasm32, glues it with wasm-bindgen (run as a
+//! library so nothing extra has to be installed) and shrinks it with
+//! binaryen's `wasm-opt`, as workers-rs's `worker-build` does.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::world::cargo_build::{self, is_newer};
-use crate::world::paths::{repo_root, wasm_target_dir};
+use crate::world::npm::{self, NpmError};
+use crate::world::paths::{binaryen_dir, repo_root, wasm_target_dir};
 
 const TARGET: &str = "wasm32-unknown-unknown";
-const CRATE: &str = "harness-deployable";
 /// The file stem wasm-bindgen gives its outputs (`deployable.js`, `deployable_bg.wasm`).
 pub const STEM: &str = "deployable";
+
+/// The environment variable that picks the Worker under `cargo test`.
+pub const WORKER_VARIABLE: &str = "HARNESS_WORKER";
+
+/// Which Rust Worker the harness builds and runs: one deployable written the
+/// ways people write a Rust Worker, the same routes, the same gate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum WorkerChoice {
+    /// `harness/deployable`: raw wasm-bindgen, `runtime::workers::Gate::decide`.
+    #[default]
+    WasmBindgen,
+    /// `harness/deployable-workers-rs`: workers-rs's `#[event(fetch)]`,
+    /// `runtime::workers_rs` (`Gate::check`).
+    WorkersRs,
+    /// `harness/deployable-axum`: an axum `Router` on Workers (workers-rs's
+    /// `http` feature), `runtime::workers_rs::RateLimitLayer`.
+    Axum,
+}
+
+impl WorkerChoice {
+    /// Every Worker, in the order runs and reports list them.
+    pub const ALL: [WorkerChoice; 3] = [
+        WorkerChoice::WasmBindgen,
+        WorkerChoice::WorkersRs,
+        WorkerChoice::Axum,
+    ];
+
+    /// Its name on the command line (`run --worker`) and in `HARNESS_WORKER`.
+    pub fn name(self) -> &'static str {
+        match self {
+            WorkerChoice::WasmBindgen => "wasm-bindgen",
+            WorkerChoice::WorkersRs => "workers-rs",
+            WorkerChoice::Axum => "axum",
+        }
+    }
+
+    /// `HARNESS_WORKER`: unset or `wasm-bindgen` is `harness/deployable`,
+    /// `workers-rs` and `axum` the workers-rs ones.
+    pub fn from_env() -> Result<WorkerChoice, UnknownWorker> {
+        match std::env::var(WORKER_VARIABLE) {
+            Err(std::env::VarError::NotPresent) => Ok(WorkerChoice::WasmBindgen),
+            Ok(value) => WorkerChoice::parse(&value),
+            Err(std::env::VarError::NotUnicode(value)) => {
+                WorkerChoice::parse(&value.to_string_lossy())
+            }
+        }
+    }
+
+    fn parse(value: &str) -> Result<WorkerChoice, UnknownWorker> {
+        match value {
+            "" => Ok(WorkerChoice::WasmBindgen),
+            other => WorkerChoice::ALL
+                .into_iter()
+                .find(|w| w.name() == other)
+                .ok_or_else(|| UnknownWorker(other.to_owned())),
+        }
+    }
+
+    /// Its crate's folder in the repository.
+    pub fn crate_dir(self) -> &'static str {
+        match self {
+            WorkerChoice::WasmBindgen => "harness/deployable",
+            WorkerChoice::WorkersRs => "harness/deployable-workers-rs",
+            WorkerChoice::Axum => "harness/deployable-axum",
+        }
+    }
+
+    /// Its crate.
+    fn crate_name(self) -> &'static str {
+        match self {
+            WorkerChoice::WasmBindgen => "harness-deployable",
+            WorkerChoice::WorkersRs => "harness-deployable-workers-rs",
+            WorkerChoice::Axum => "harness-deployable-axum",
+        }
+    }
+
+    /// The folder of the wasm target directory its glued outputs go into.
+    fn out_dir(self) -> &'static str {
+        match self {
+            WorkerChoice::WasmBindgen => "bindgen",
+            WorkerChoice::WorkersRs => "bindgen-workers-rs",
+            WorkerChoice::Axum => "bindgen-axum",
+        }
+    }
+}
+
+/// The error for a `HARNESS_WORKER` that names no Worker.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{WORKER_VARIABLE}={0:?} names no Worker; use `wasm-bindgen`, `workers-rs` or `axum`")]
+pub struct UnknownWorker(pub String);
 
 /// Why the deployable could not be built.
 #[derive(Debug, thiserror::Error)]
@@ -51,20 +142,25 @@ pub enum BuildError {
 /// JavaScript snippets the glue imports (`#[wasm_bindgen(module = ...)]`).
 #[derive(Debug, Clone)]
 pub struct Deployable {
+    /// Which Worker it is.
+    pub worker: WorkerChoice,
     /// The JS module workerd loads: wasm-bindgen's glue.
     pub glue_js: PathBuf,
-    /// The wasm module the glue instantiates.
+    /// The wasm module the glue instantiates: `wasm-opt`'s output, or
+    /// wasm-bindgen's when `wasm-opt` could not be had.
     pub wasm: PathBuf,
     /// Each snippet as (its module name beside the glue, e.g.
     /// `snippets/runtime-HASH/src/ask-bindings.js`, and its file).
     pub snippets: Vec<(String, PathBuf)>,
 }
 
-/// Builds the deployable when its sources changed (cargo decides, unless no
-/// file it read changed since it was last asked: [`built_from_current_sources`])
-/// and re-runs wasm-bindgen when the wasm is newer than its glue. Several harness
-/// processes may call this at once: a file lock serialises them.
-pub fn build_deployable() -> Result<Deployable, BuildError> {
+/// Builds the chosen Worker when its sources changed (cargo decides, unless
+/// no file it read changed since it was last asked:
+/// [`built_from_current_sources`]), re-runs wasm-bindgen when the wasm is
+/// newer than its glue, and `wasm-opt` when the glued wasm is newer than
+/// its output. Several harness processes may call this at once: a file lock
+/// serialises them.
+pub fn build_deployable(worker: WorkerChoice) -> Result<Deployable, BuildError> {
     let target_dir = wasm_target_dir();
     std::fs::create_dir_all(&target_dir).map_err(|source| BuildError::Io {
         path: target_dir.clone(),
@@ -80,11 +176,12 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
         source,
     })?;
 
+    let crate_name = worker.crate_name();
     let raw = target_dir
         .join(TARGET)
         .join("release")
-        .join(format!("{}.wasm", CRATE.replace('-', "_")));
-    let stamp = target_dir.join(CARGO_STAMP);
+        .join(format!("{}.wasm", crate_name.replace('-', "_")));
+    let stamp = target_dir.join(format!("{crate_name}{CARGO_STAMP}"));
     if !built_from_current_sources(&raw, &stamp) {
         let asked_at = std::time::SystemTime::now();
         ensure_target()?;
@@ -95,7 +192,7 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
                     "--quiet",
                     "--release",
                     "-p",
-                    CRATE,
+                    crate_name,
                     "--target",
                     TARGET,
                     "--target-dir",
@@ -116,10 +213,10 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
                 source,
             })?;
     }
-    let out_dir = target_dir.join("bindgen");
+    let out_dir = target_dir.join(worker.out_dir());
     let glue_js = out_dir.join(format!("{STEM}.js"));
-    let wasm = out_dir.join(format!("{STEM}_bg.wasm"));
-    if is_newer(&raw, &wasm) {
+    let glued = out_dir.join(format!("{STEM}_bg.wasm"));
+    if is_newer(&raw, &glued) {
         // Snippets live in folders named by a hash: drop the old ones so only
         // those the new glue imports are carried.
         let snippets = out_dir.join(SNIPPETS);
@@ -133,6 +230,9 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
         bindgen
             .input_path(&raw)
             .out_name(STEM)
+            // What a deployed Worker ships: no function names, no producers.
+            .remove_name_section(true)
+            .remove_producers_section(true)
             .web(true)
             .map_err(|e| BuildError::Bindgen(e.to_string()))?
             .generate(&out_dir)
@@ -140,11 +240,88 @@ pub fn build_deployable() -> Result<Deployable, BuildError> {
     }
     let mut snippets = Vec::new();
     collect_files(&out_dir, Path::new(SNIPPETS), &mut snippets)?;
+    let optimised = out_dir.join(format!("{STEM}_opt.wasm"));
+    let wasm = if !is_newer(&glued, &optimised) {
+        optimised
+    } else {
+        match wasm_opt(&glued, &optimised) {
+            Ok(()) => optimised,
+            Err(why) => {
+                eprintln!(
+                    "harness: the {} Worker is used as wasm-bindgen wrote it ({} bytes), not \
+                     shrunk by wasm-opt: {why}",
+                    worker.name(),
+                    std::fs::metadata(&glued).map_or(0, |m| m.len())
+                );
+                glued
+            }
+        }
+    };
     Ok(Deployable {
+        worker,
         glue_js,
         wasm,
         snippets,
     })
+}
+
+/// The flags `wasm-opt` is run with: optimise for size (BENCHMARKS.md,
+/// "Build-time plans": `-Oz` beside `-O` and `-Os`).
+pub const WASM_OPT_FLAGS: [&str; 1] = ["-Oz"];
+
+/// Why `wasm-opt` did not shrink the wasm (the build goes on without it).
+#[derive(Debug, thiserror::Error)]
+pub enum WasmOptError {
+    /// binaryen's npm folder could not be installed.
+    #[error("{0}")]
+    Install(#[from] NpmError),
+    /// `wasm-opt` could not be run.
+    #[error("could not run {path}: {source}")]
+    Spawn {
+        /// The binary.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// `wasm-opt` ran and failed.
+    #[error("wasm-opt failed ({status}): {stderr}")]
+    Failed {
+        /// Its exit status.
+        status: String,
+        /// What it said.
+        stderr: String,
+    },
+}
+
+/// Runs binaryen's `wasm-opt` (pinned in `tools/fixtures/binaryen`,
+/// installed with `npm ci` when missing) on `input`, writing `output`.
+fn wasm_opt(input: &Path, output: &Path) -> Result<(), WasmOptError> {
+    let dir = binaryen_dir();
+    let binary = dir.join("node_modules/.bin/wasm-opt");
+    npm::ci_unless(
+        &dir,
+        &[&binary],
+        "wasm-opt is not installed",
+        &["--ignore-scripts"],
+    )?;
+    let out = Command::new(&binary)
+        .args(WASM_OPT_FLAGS)
+        .arg(input)
+        .arg("-o")
+        .arg(output)
+        .output()
+        .map_err(|source| WasmOptError::Spawn {
+            path: binary.clone(),
+            source,
+        })?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(WasmOptError::Failed {
+            status: out.status.to_string(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        })
+    }
 }
 
 /// The folder wasm-bindgen writes the crates' JavaScript snippets into, beside the glue.
@@ -224,9 +401,10 @@ fn run(command: &mut Command, what: &str) -> Result<(), BuildError> {
     }
 }
 
-/// A file in the wasm target directory dated when cargo was last asked to
-/// build the deployable, and succeeded.
-const CARGO_STAMP: &str = "deployable-built.stamp";
+/// The end of a file's name in the wasm target directory (after the
+/// crate's) dated when cargo was last asked to build that deployable, and
+/// succeeded.
+const CARGO_STAMP: &str = "-built.stamp";
 
 /// Whether cargo, last asked at `stamp`'s date, saw every file the build of
 /// the wasm at `raw` reads ([`cargo_build::up_to_date`]). Then cargo would

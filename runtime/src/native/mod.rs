@@ -355,22 +355,7 @@ fn log_fallback(log: &FallbackLog) {
 
 /// The 429 response for a refusal, with `Retry-After` and `RateLimit-Policy`.
 pub fn refusal_response<B: From<String>>(refusal: &Refusal) -> http::Response<B> {
-    let mut response = http::Response::new(B::from(refusal.body()));
-    *response.status_mut() =
-        http::StatusCode::from_u16(Refusal::STATUS).unwrap_or(http::StatusCode::TOO_MANY_REQUESTS);
-    let headers = response.headers_mut();
-    headers.insert(
-        http::header::RETRY_AFTER,
-        refusal.retry_after_seconds.into(),
-    );
-    if let Ok(policy) = http::HeaderValue::from_str(&refusal.rate_limit_policy()) {
-        headers.insert(Refusal::POLICY_HEADER, policy);
-    }
-    headers.insert(
-        http::header::CONTENT_TYPE,
-        http::HeaderValue::from_static("application/json"),
-    );
-    response
+    refusal.to_http()
 }
 
 /// The 500 for a request the server handed no peer ([`NoPeerAddress`]): its

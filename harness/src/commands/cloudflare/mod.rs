@@ -26,7 +26,7 @@ use crate::world::cloudflare::credentials::{self, Credentials, CredentialsError}
 use crate::world::cloudflare::retry::RetryPolicy;
 use crate::world::cloudflare::{Created, worker_url_template_from_env};
 use crate::world::paths;
-use crate::world::wasm::{self, BuildError};
+use crate::world::wasm::{self, BuildError, WorkerChoice};
 use crate::world::workerd::find::{FindError, pinned_version};
 
 /// The default start of every script's name.
@@ -324,9 +324,10 @@ async fn plan_run(request: &CloudflareRequest) -> Result<RunPlan, CloudflareErro
     };
     let suite = suite::discover(&dir, &shown_as)
         .map_err(|source| CloudflareError::Scenarios { dir, source })?;
-    let deployable = tokio::task::spawn_blocking(wasm::build_deployable)
-        .await
-        .map_err(|e| CloudflareError::Runtime(std::io::Error::other(e.to_string())))??;
+    let deployable =
+        tokio::task::spawn_blocking(|| wasm::build_deployable(WorkerChoice::WasmBindgen))
+            .await
+            .map_err(|e| CloudflareError::Runtime(std::io::Error::other(e.to_string())))??;
     let modules = plan::modules(&deployable)?;
     let compatibility_date = pinned_version(&paths::pinned_workerd_dir())?;
     Ok(plan::plan(

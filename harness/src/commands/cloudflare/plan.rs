@@ -10,6 +10,7 @@ use std::hash::{BuildHasher, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use runtime::GatePlan;
 use runtime::config::{Application, StoreDriver};
 use runtime::plan::BindingPlan;
 
@@ -63,7 +64,8 @@ pub enum PlanError {
         /// The deployable named.
         deployable: String,
     },
-    /// A scenario's application could not be given its namespace.
+    /// A scenario's application could not be given its namespace, or
+    /// planned as its Worker's gate.
     #[error("{trial}: {detail}")]
     Rebase {
         /// The scenario.
@@ -350,13 +352,18 @@ fn plan_scenario(
             });
         }
     }
+    // The Worker builds its gate from the plan the build step writes, as
+    // the local run's Workers do (`harness check --plan`).
+    let plan = GatePlan::new(&app, &prepared.deployable)
+        .map_err(|e| e.to_string())
+        .and_then(|plan| plan.to_text().map_err(|e| e.to_string()))
+        .map_err(|detail| PlanError::Rebase {
+            trial: trial(),
+            detail,
+        })?;
     bindings.push(Binding::PlainText {
-        name: "APPLICATION".to_owned(),
-        text: application_toml.clone(),
-    });
-    bindings.push(Binding::PlainText {
-        name: "DEPLOYABLE".to_owned(),
-        text: prepared.deployable.clone(),
+        name: "PLAN".to_owned(),
+        text: plan,
     });
     let namespaces = planned.bindings.iter().map(|b| b.namespace_id).fold(
         None,

@@ -192,8 +192,8 @@ mod tests {
                         },
                     },
                     Binding::PlainText {
-                        name: "DEPLOYABLE".into(),
-                        text: "edge".into(),
+                        name: "PLAN".into(),
+                        text: "rate-limits-plan 1\ndeployable edge\n".into(),
                     },
                 ],
             },
@@ -222,7 +222,7 @@ mod tests {
         );
         assert_eq!(
             json["bindings"][1],
-            serde_json::json!({"type":"plain_text","name":"DEPLOYABLE","text":"edge"})
+            serde_json::json!({"type":"plain_text","name":"PLAN","text":"rate-limits-plan 1\ndeployable edge\n"})
         );
         assert_eq!(json["main_module"], "entry.js");
     }

@@ -29,10 +29,9 @@ pub struct EmulatedBinding {
 /// Everything one generated config holds.
 #[derive(Debug, Clone)]
 pub struct IsolateConfig<'a> {
-    /// The application description the deployable reads.
-    pub application_toml: &'a str,
-    /// Which of its deployables this isolate serves.
-    pub deployable: &'a str,
+    /// The plan of the deployable this isolate serves, in its text form
+    /// (`runtime::GatePlan::to_text`): the deployable builds its gate from it.
+    pub plan: &'a str,
     /// The emulated bindings, with their starting behaviour.
     pub bindings: &'a [EmulatedBinding],
     /// workerd's compatibility date: the run's workerd's release date.
@@ -70,6 +69,9 @@ pub enum Counting<'a> {
         simulator: &'a Simulator,
     },
 }
+
+/// The file the deployable's plan is embedded from, as its `PLAN` text binding.
+const PLAN_FILE: &str = "gate.plan";
 
 const ENTRY_JS: &str = include_str!("../../../assets/entry.js");
 const RATELIMIT_JS: &str = include_str!("../../../assets/ratelimit-binding.js");
@@ -114,7 +116,7 @@ pub fn write_config(
         std::fs::write(dir.join("ratelimit.worker.js"), &simulator.client_js)?;
         std::fs::write(dir.join("reference-forward.js"), FORWARD_JS)?;
     }
-    std::fs::write(dir.join("application.toml"), config.application_toml)?;
+    std::fs::write(dir.join(PLAN_FILE), config.plan)?;
     std::fs::copy(&deployable.glue_js, dir.join(format!("{STEM}.js")))?;
     std::fs::copy(&deployable.wasm, dir.join(format!("{STEM}_bg.wasm")))?;
     let mut snippets = Vec::with_capacity(deployable.snippets.len());
@@ -194,8 +196,10 @@ fn bindings(config: &IsolateConfig<'_>) -> String {
     let text = |name: &str, value: &str| {
         format!("    (name = {}, text = {}),\n", quote(name), quote(value))
     };
-    bindings.push_str("    (name = \"APPLICATION\", text = embed \"application.toml\"),\n");
-    bindings.push_str(&text("DEPLOYABLE", config.deployable));
+    let _ = writeln!(
+        bindings,
+        "    (name = \"PLAN\", text = embed \"{PLAN_FILE}\"),"
+    );
     bindings.push_str(&text("HARNESS_CONTROL_TOKEN", config.control_token));
     bindings.push_str(&text(
         "HARNESS_BINDINGS",
@@ -339,8 +343,7 @@ mod tests {
             },
         ];
         let text = render(&IsolateConfig {
-            application_toml: "",
-            deployable: "edge",
+            plan: "",
             bindings: &bindings,
             compatibility_date: "2026-11-17",
             control_token: "t",
@@ -384,8 +387,7 @@ mod tests {
     #[test]
     fn the_glues_snippets_are_modules_beside_it() {
         let config = IsolateConfig {
-            application_toml: "",
-            deployable: "edge",
+            plan: "",
             bindings: &[],
             compatibility_date: "2026-11-17",
             control_token: "t",
@@ -415,8 +417,7 @@ mod tests {
             in_config: true,
         }];
         let text = render(&IsolateConfig {
-            application_toml: "",
-            deployable: "edge",
+            plan: "",
             bindings: &bindings,
             compatibility_date: "2026-11-17",
             control_token: "t",

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use crate::world::npm::{self, NpmError};
 use crate::world::paths::{pinned_workerd_dir, repo_root};
 
 /// The npm package that ships workerd for this platform.
@@ -14,31 +15,14 @@ pub enum FindError {
     /// `WORKERD` names no executable: a typo would otherwise fall back silently.
     #[error("WORKERD={0} is not an executable file")]
     EnvNotExecutable(PathBuf),
-    /// `npm ci` of a pinned folder failed.
-    #[error(
-        "`npm ci` in {dir} failed ({status}); install Node.js and npm, or set WORKERD:\n{stderr}"
-    )]
-    NpmFailed {
-        /// The npm folder.
+    /// npm could not install workerd.
+    #[error("{0}; or set WORKERD")]
+    Npm(#[from] NpmError),
+    /// The folder for a workerd release could not be made.
+    #[error("could not make {dir}: {source}")]
+    VersionDir {
+        /// The folder.
         dir: PathBuf,
-        /// npm's exit status.
-        status: String,
-        /// What npm said.
-        stderr: String,
-    },
-    /// npm could not be run at all (not installed).
-    #[error("could not run npm in {dir}: {source}; install Node.js and npm, or set WORKERD")]
-    NpmMissing {
-        /// The npm folder.
-        dir: PathBuf,
-        /// Why it could not run.
-        source: std::io::Error,
-    },
-    /// Another process installing the same folder could not be waited for.
-    #[error("could not take the install lock {path}: {source}")]
-    InstallLock {
-        /// The lock file.
-        path: PathBuf,
         /// The failure.
         source: std::io::Error,
     },
@@ -191,12 +175,12 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
         "harness: installing {PLATFORM_PACKAGE}@{npm_version} into {}",
         dir.display()
     );
-    std::fs::create_dir_all(dir).map_err(|source| FindError::NpmMissing {
+    std::fs::create_dir_all(dir).map_err(|source| FindError::VersionDir {
         dir: dir.to_owned(),
         source,
     })?;
     let package = format!("{PLATFORM_PACKAGE}@{npm_version}");
-    npm(
+    Ok(npm::run(
         dir,
         &[
             "install",
@@ -206,7 +190,7 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
             &dir.to_string_lossy(),
             &package,
         ],
-    )
+    )?)
 }
 
 /// Runs `npm ci --ignore-scripts` in the pinned folder unless workerd and
@@ -216,73 +200,12 @@ pub fn install_version(dir: &Path, npm_version: &str) -> Result<(), FindError> {
 pub fn install_pinned(dir: &Path) -> Result<(), FindError> {
     let workerd = binary_in(dir);
     let miniflare = dir.join("node_modules/miniflare/package.json");
-    npm_ci_unless(
+    Ok(npm::ci_unless(
         dir,
         &[&workerd, &miniflare],
         "workerd is not installed",
         &["--ignore-scripts"],
-    )
-}
-
-/// The lock file `npm_ci_unless` holds in an npm folder while it looks and installs.
-pub const INSTALL_LOCK: &str = ".npm-ci.lock";
-
-/// Runs `npm ci` (with `extra` flags) in an npm folder of the repository
-/// unless every file of `ready` is there, saying why on stderr: the harness
-/// and its tests install what they need. Tests run at once, so the look and
-/// the install happen under an exclusive lock on [`INSTALL_LOCK`] in `dir`:
-/// one of them installs, and none runs a file another is still writing.
-pub fn npm_ci_unless(
-    dir: &Path,
-    ready: &[&Path],
-    why: &str,
-    extra: &[&str],
-) -> Result<(), FindError> {
-    let lock_path = dir.join(INSTALL_LOCK);
-    let lock = std::fs::File::options()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .and_then(|file| file.lock().map(|()| file))
-        .map_err(|source| FindError::InstallLock {
-            path: lock_path.clone(),
-            source,
-        })?;
-    if ready.iter().all(|path| path.exists()) {
-        return Ok(());
-    }
-    let mut args = vec!["ci"];
-    args.extend_from_slice(extra);
-    eprintln!(
-        "harness: {why}; running `npm {}` in {}",
-        args.join(" "),
-        dir.display()
-    );
-    let installed = npm(dir, &args);
-    drop(lock);
-    installed
-}
-
-fn npm(dir: &Path, args: &[&str]) -> Result<(), FindError> {
-    let output = Command::new("npm")
-        .args(args)
-        .args(["--no-audit", "--no-fund"])
-        .current_dir(dir)
-        .output()
-        .map_err(|source| FindError::NpmMissing {
-            dir: dir.to_owned(),
-            source,
-        })?;
-    if output.status.success() {
-        Ok(())
-    } else {
-        Err(FindError::NpmFailed {
-            dir: dir.to_owned(),
-            status: output.status.to_string(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        })
-    }
+    )?)
 }
 
 /// Where npm puts the workerd binary inside an npm folder.

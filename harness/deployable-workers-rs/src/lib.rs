@@ -1,0 +1,97 @@
+//! The harness's deployable written as people write a Rust Worker with
+//! workers-rs: an `#[event(fetch)]` handler taking a `worker::Request` and
+//! `worker::Env`, the gate asked through `runtime::workers_rs`
+//! ([`Gate::check`]). It serves the same routes as `harness/deployable`, so
+//! the whole scenario corpus runs against it (`harness run --worker
+//! workers-rs`):
+//!
+//! - `GET /health`: 200 with `{"status":"ok","deployable","counting","health_checks","refused"}`.
+//! - `/api/...`: 200 `{"ok":true}` when within the limits, else 429 with
+//!   `Retry-After`; 404 (counted as refused) when the deployable serves no API.
+//! - anything else: 404.
+//!
+//! It builds its gate from the text binding `PLAN` (the plan the harness
+//! wrote for the scenario's deployable), takes the signed-in caller from
+//! `X-Test-Caller` as the other deployable does, and the time from
+//! `Date.now()` shifted by the scenario clock's offset, which the harness's
+//! entry module sets through [`set_clock_offset_ms`]. Benchmarks only: the
+//! text binding `LIMITING = "off"` answers `/api/...` without the gate.
+#![cfg(target_arch = "wasm32")]
+
+use std::cell::Cell;
+
+use runtime::workers::HeaderName;
+use runtime::workers_rs::{isolate_gate, refusal_response};
+use wasm_bindgen::prelude::wasm_bindgen;
+use worker::{Context, Env, Request, Response, Result, event};
+
+/// The header this fixture takes the signed-in caller's id from.
+pub const CALLER_HEADER: &str = "X-Test-Caller";
+
+thread_local! {
+    /// Whether the `LIMITING` text binding says `off`, read on the first request.
+    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
+    /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
+    /// reads it, so the two Workers' costs compare).
+    static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
+}
+
+fn limiting_off(env: &Env) -> bool {
+    if let Some(off) = LIMITING_OFF.with(Cell::get) {
+        return off;
+    }
+    let off = env.var("LIMITING").is_ok_and(|v| v.to_string() == "off");
+    LIMITING_OFF.with(|l| l.set(Some(off)));
+    off
+}
+
+/// The scenario clock: the harness's entry module calls this on `POST /clock`.
+#[wasm_bindgen]
+pub fn set_clock_offset_ms(offset_ms: f64) {
+    runtime::workers_rs::set_clock_offset_ms(offset_ms as i64);
+}
+
+fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
+    Ok(Response::from_json(body)?.with_status(status))
+}
+
+/// Compiles the request path while the Worker starts (see
+/// [`runtime::workers::warm_up`]).
+#[event(start)]
+fn start() {
+    runtime::workers::warm_up();
+}
+
+#[event(fetch)]
+async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
+    let gate = isolate_gate(&env)?;
+    let path = req.path();
+    if path == "/health" {
+        let tally = gate.record_health_check();
+        return json(
+            200,
+            &serde_json::json!({
+                "status": "ok",
+                "deployable": gate.deployable(),
+                "counting": gate.counting().name(),
+                "health_checks": tally.health_checks,
+                "refused": tally.refused,
+            }),
+        );
+    }
+    if !path.starts_with("/api/") {
+        return json(404, &serde_json::json!({ "error": "not_found" }));
+    }
+    if !gate.serves_api() {
+        gate.record_refused();
+        return json(404, &serde_json::json!({ "error": "no_api" }));
+    }
+    if limiting_off(&env) {
+        return json(200, &serde_json::json!({ "ok": true }));
+    }
+    let caller = CALLER.with(|name| name.read(&req.headers().0));
+    if let Err(refusal) = gate.check(&req, &env, caller.as_deref()).await {
+        return refusal_response(&refusal);
+    }
+    json(200, &serde_json::json!({ "ok": true }))
+}

@@ -1,0 +1,55 @@
+//! An axum service limited by runtime's tower layer (runtime's `axum`
+//! feature): its API nested under `/api` (`Router::nest`), the client's
+//! address from where the deployable's `client_address` says (axum's
+//! `ConnectInfo` for the peer), `/health` left unlimited.
+//! `runtime/tests/axum_example.rs` runs it over real HTTP with each address
+//! source (peer, cloudflare, trusted proxies).
+//!
+//! ```sh
+//! cargo run -p runtime --example axum_service -- APP.toml DEPLOYABLE
+//! ```
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::get;
+use runtime::native::{NativeGate, RateLimitLayer};
+
+/// The service: the API nested under `/api` and limited, `/health` not.
+pub fn app(gate: Arc<NativeGate>) -> Router {
+    // Inside the nest the layer still matches the whole path
+    // (`/api/search`, which the application's routes name): it reads
+    // axum's `OriginalUri`.
+    let api = Router::new()
+        .route("/search", get(|| async { "results" }))
+        .route("/items", get(|| async { "items" }))
+        .layer(RateLimitLayer::new(gate));
+    Router::new()
+        .nest("/api", api)
+        .route("/health", get(|| async { "ok" }))
+}
+
+/// Serves `app` on `listener` until the task is dropped, with each
+/// connection's peer as `ConnectInfo` (the layer's peer address).
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    gate: Arc<NativeGate>,
+) -> std::io::Result<()> {
+    let service = app(gate).into_make_service_with_connect_info::<SocketAddr>();
+    axum::serve(listener, service).await
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let mut args = std::env::args().skip(1);
+    let (Some(file), Some(deployable)) = (args.next(), args.next()) else {
+        return Err("usage: axum_service APP.toml DEPLOYABLE".into());
+    };
+    // Every diagnostic of the description, at startup.
+    let gate = NativeGate::from_toml(&std::fs::read_to_string(file)?, &deployable)?;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
+    println!("listening on {}", listener.local_addr()?);
+    serve(listener, Arc::new(gate)).await?;
+    Ok(())
+}

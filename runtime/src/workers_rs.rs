@@ -1,0 +1,251 @@
+//! The gate in a Worker written with workers-rs (the `worker` crate; the
+//! `workers-rs` feature, wasm32 only): [`Gate::check`] from an
+//! `#[event(fetch)]` handler, with a `worker::Request` or (workers-rs's
+//! `http` feature) an `http::Request`, and [`RateLimitLayer`], a tower layer
+//! for axum on Workers.
+//!
+//! It is the same gate as [`crate::workers`]: the same decision, the same
+//! fallback and 500 ms deadline, the same one log line per binding, the same
+//! 429. The bindings are still asked from JavaScript (`ask-bindings.js`, the
+//! fast path), not through `worker::RateLimiter`, whose every call goes
+//! through `serde_wasm_bindgen` and a Rust future per binding; the handler's
+//! future waits only when a binding has to be waited for. The deadline is
+//! the isolate's own `setTimeout`, so no tokio timer is needed (tokio's panic
+//! on wasm32) and the layer works under axum.
+//!
+//! `harness/deployable-workers-rs` (the fetch handler) and
+//! `harness/deployable-axum` (the layer) are such Workers; the README shows
+//! both, and the scenario corpus runs against both.
+
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use js_sys::futures::JsFuture;
+use wasm_bindgen::{JsCast, JsValue};
+use worker::send::{SendFuture, SendWrapper};
+
+use crate::gate_plan::GatePlan;
+use crate::limiter::{ADDRESS_HEADER, Refusal};
+use crate::subject::Subject;
+use crate::workers::{Gate, subject_of};
+
+/// A request the gate can limit: the path it is limited under, and its subject.
+pub trait Limited {
+    /// The path it is limited under: its URL's path.
+    fn limited_path(&self) -> String;
+
+    /// Who it is counted for: `caller_id` (the caller the application signed
+    /// in), else the address in `CF-Connecting-IP`.
+    fn subject(&self, caller_id: Option<&str>) -> Subject;
+}
+
+impl Limited for worker::Request {
+    /// workers-rs read it from the URL when it made the request.
+    fn limited_path(&self) -> String {
+        self.path()
+    }
+
+    fn subject(&self, caller_id: Option<&str>) -> Subject {
+        subject_of(&self.headers().0, caller_id)
+    }
+}
+
+impl<B> Limited for http::Request<B> {
+    fn limited_path(&self) -> String {
+        self.uri().path().to_owned()
+    }
+
+    fn subject(&self, caller_id: Option<&str>) -> Subject {
+        let address = self
+            .headers()
+            .get(ADDRESS_HEADER)
+            .and_then(|v| v.to_str().ok());
+        Subject::of_request(caller_id, address)
+    }
+}
+
+/// The text binding the build step puts the deployable's plan in
+/// (`harness check --plan`; in Wrangler, a `vars` entry).
+pub const PLAN_BINDING: &str = "PLAN";
+
+thread_local! {
+    /// The isolate's gate (see [`isolate_gate`]).
+    static ISOLATE_GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
+}
+
+/// The isolate's gate: built on its first request from the plan in the
+/// [`PLAN_BINDING`] text binding, and kept for the isolate's life (not in
+/// the global scope, which refuses the random seed it draws).
+pub fn isolate_gate(env: &worker::Env) -> worker::Result<Rc<Gate>> {
+    if let Some(gate) = ISOLATE_GATE.with(|g| g.borrow().clone()) {
+        return Ok(gate);
+    }
+    let error = |e: &dyn std::fmt::Display| worker::Error::RustError(e.to_string());
+    let plan = GatePlan::from_text(&env.var(PLAN_BINDING)?.to_string()).map_err(|e| error(&e))?;
+    let gate = Rc::new(Gate::new(plan).map_err(|e| error(&e))?);
+    ISOLATE_GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
+    Ok(gate)
+}
+
+#[cfg(feature = "testing")]
+thread_local! {
+    /// The scenario clock's offset (see [`set_clock_offset_ms`]).
+    static CLOCK_OFFSET_MS: Cell<i64> = const { Cell::new(0) };
+}
+
+/// From now on this isolate's workers-rs gates read the clock as
+/// `Date.now()` plus `offset_ms`: a test hook (the harness's scenario
+/// clock), so only with the `testing` feature. Timers (the 500 ms deadline)
+/// stay real.
+#[cfg(feature = "testing")]
+pub fn set_clock_offset_ms(offset_ms: i64) {
+    CLOCK_OFFSET_MS.with(|offset| offset.set(offset_ms));
+}
+
+/// The clock a workers-rs gate reads, in ms since the Unix epoch.
+fn now_ms() -> u64 {
+    let now = js_sys::Date::now() as u64;
+    #[cfg(feature = "testing")]
+    let now = now.saturating_add_signed(CLOCK_OFFSET_MS.with(Cell::get));
+    now
+}
+
+impl Gate {
+    /// Decides `request`: `Ok` to pass it on, `Err` with the refusal to answer
+    /// ([`refusal_response`], or [`Refusal::to_http`]). Never fails for the
+    /// binding's sake: every binding problem falls back to memory. The
+    /// future is ready at once unless a binding has to be waited for (at
+    /// most the 500 ms deadline). `caller_id` is the caller the application
+    /// signed in, if any; the time is `Date.now()`.
+    pub async fn check(
+        &self,
+        request: &impl Limited,
+        env: &worker::Env,
+        caller_id: Option<&str>,
+    ) -> Result<(), Refusal> {
+        let subject = request.subject(caller_id);
+        let verdict = Rc::new(Cell::new(None));
+        let decided = verdict.clone();
+        let outcome = self.decide(
+            env,
+            &subject,
+            &request.limited_path(),
+            now_ms(),
+            move |result| {
+                decided.set(Some(result));
+                Ok(JsValue::UNDEFINED)
+            },
+        );
+        if let Ok(promise) = outcome
+            && !promise.is_undefined()
+        {
+            // Settles once every asked binding answered or the deadline passed.
+            let _ = JsFuture::from(promise.unchecked_into::<js_sys::Promise>()).await;
+        }
+        // No verdict only if the gate itself failed (never the binding's
+        // doing): the request is not failed for it.
+        verdict.take().unwrap_or(Ok(()))
+    }
+}
+
+/// The 429 for a refusal, as a workers-rs response: `Retry-After`,
+/// `RateLimit-Policy` and the JSON body.
+pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
+    let headers = worker::Headers::new();
+    for (name, value) in refusal.headers() {
+        headers.set(name, &value)?;
+    }
+    Ok(worker::Response::error(refusal.body(), Refusal::STATUS)?.with_headers(headers))
+}
+
+/// The signed-in caller of a request, as a request extension the
+/// application's sign-in inserts before [`RateLimitLayer`] runs. It is a
+/// key, so its `Debug` leaves the id out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CallerId(pub String);
+
+impl std::fmt::Debug for CallerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerId(..)")
+    }
+}
+
+/// A tower layer limiting every request of the service it wraps, for axum
+/// on Workers: `router.layer(RateLimitLayer::new(gate, env))`, the router
+/// built per request as workers-rs's axum support has it (the `env` is the
+/// request's). Wrap the API routes only. A refused request gets the 429 and
+/// never reaches the inner service.
+#[derive(Clone)]
+pub struct RateLimitLayer {
+    gate: SendWrapper<Rc<Gate>>,
+    env: worker::Env,
+}
+
+impl RateLimitLayer {
+    /// The layer deciding through `gate` (the isolate's), asking the bindings of `env`.
+    pub fn new(gate: Rc<Gate>, env: worker::Env) -> RateLimitLayer {
+        RateLimitLayer {
+            gate: SendWrapper::new(gate),
+            env,
+        }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> RateLimited<S> {
+        RateLimited {
+            layer: self.clone(),
+            inner,
+        }
+    }
+}
+
+/// A service limited by [`RateLimitLayer`].
+#[derive(Clone)]
+pub struct RateLimited<S> {
+    layer: RateLimitLayer,
+    inner: S,
+}
+
+/// The future of a [`RateLimited`] service: `Send`, as axum asks, since a
+/// Worker runs on one thread.
+pub type Limiting<R, E> = SendFuture<Pin<Box<dyn Future<Output = Result<R, E>>>>>;
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for RateLimited<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>> + Clone + 'static,
+    B: 'static,
+    R: From<String> + 'static,
+{
+    type Response = http::Response<R>;
+    type Error = S::Error;
+    type Future = Limiting<http::Response<R>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        // The inner service that was polled ready is the one that is called.
+        let ready = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, ready);
+        let layer = self.layer.clone();
+        SendFuture::new(Box::pin(async move {
+            let caller = request.extensions().get::<CallerId>().map(|c| c.0.clone());
+            let verdict = layer
+                .gate
+                .0
+                .check(&request, &layer.env, caller.as_deref())
+                .await;
+            match verdict {
+                Ok(()) => inner.call(request).await,
+                Err(refusal) => Ok(refusal.to_http()),
+            }
+        }))
+    }
+}

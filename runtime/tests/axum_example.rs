@@ -1,0 +1,190 @@
+//! The axum example (`examples/axum_service.rs`) over real HTTP on
+//! loopback, with each address source a deployable's `client_address` can
+//! name (`runtime::address::AddressSource`): its nested API is limited under
+//! the whole path, by the address that source gives, and `/health` is not
+//! limited.
+
+#[allow(dead_code)] // Its `main` is the example's, not this test's.
+#[path = "../examples/axum_service.rs"]
+mod example;
+
+use std::sync::Arc;
+
+use runtime::address::AddressSource;
+use runtime::config::Application;
+use runtime::native::NativeGate;
+
+/// A native deployable counting in memory, with a route of its own under
+/// the nest, its address from `client_address` (a TOML value).
+fn app(client_address: &str) -> String {
+    format!(
+        r#"
+[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+client_address = {client_address}
+
+[[routes]]
+path = "/api/search"
+rate_limit = {{ requests = 3, window = 60 }}
+"#
+    )
+}
+
+/// Every address source there is, as a description names it: a source
+/// added to `AddressSource` stops this from compiling until the example and
+/// these tests show it. The trusted proxies are the loopback client itself.
+fn every_source() -> [&'static str; 3] {
+    let sources = [
+        r#""peer""#,
+        r#""cloudflare""#,
+        r#"{ trusted_proxies = ["127.0.0.1/32", "::1"] }"#,
+    ];
+    for source in sources {
+        let app = Application::from_toml(&app(source)).expect("valid");
+        match app.deployable("server").expect("server").client_address {
+            AddressSource::Peer
+            | AddressSource::CloudflareHeader
+            | AddressSource::TrustedProxies(_) => {}
+        }
+    }
+    sources
+}
+
+/// The example served on a free loopback port with `client_address`; its base URL.
+async fn serve(client_address: &str) -> String {
+    let gate = NativeGate::from_toml(&app(client_address), "server").expect("gate");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a free port");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
+    tokio::spawn(example::serve(listener, Arc::new(gate)));
+    url
+}
+
+/// `GET url` with each of `headers`: its status and `RateLimit-Policy`.
+async fn get(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    let mut request = client.get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("an answer");
+    let policy = response
+        .headers()
+        .get("RateLimit-Policy")
+        .map(|v| v.to_str().expect("ascii").to_owned())
+        .unwrap_or_default();
+    (response.status().as_u16(), policy)
+}
+
+#[tokio::test]
+async fn by_the_peer_every_header_is_ignored_and_the_loopback_client_is_one_caller() {
+    let url = serve(r#""peer""#).await;
+    let client = reqwest::Client::new();
+    let mut statuses = Vec::new();
+    for n in 0..121 {
+        // A client on a native server can write any header: each a new "address".
+        let forged = format!("203.0.113.{}", n % 250);
+        let headers = [
+            ("CF-Connecting-IP", forged.as_str()),
+            ("X-Forwarded-For", forged.as_str()),
+        ];
+        statuses.push(get(&client, &format!("{url}/api/items"), &headers).await);
+    }
+    assert!(
+        statuses[..120].iter().all(|(s, _)| *s == 200),
+        "{statuses:?}"
+    );
+    assert_eq!(statuses[120], (429, "\"address\";q=120;w=60".to_owned()));
+    assert_eq!(get(&client, &format!("{url}/health"), &[]).await.0, 200);
+}
+
+/// Behind Cloudflare (`CF-Connecting-IP`) and behind a trusted proxy
+/// (`X-Forwarded-For` from a peer in `trusted_proxies`), each client the
+/// header names counts apart, and one client is refused after 120.
+#[tokio::test]
+async fn behind_cloudflare_or_a_trusted_proxy_each_named_client_counts_apart() {
+    for (source, header) in [
+        (r#""cloudflare""#, "CF-Connecting-IP"),
+        (
+            r#"{ trusted_proxies = ["127.0.0.1/32", "::1"] }"#,
+            "X-Forwarded-For",
+        ),
+    ] {
+        let url = serve(source).await;
+        let client = reqwest::Client::new();
+        let items = format!("{url}/api/items");
+        for n in 0..130 {
+            let address = format!("198.51.100.{n}");
+            assert_eq!(
+                get(&client, &items, &[(header, &address)]).await.0,
+                200,
+                "{source}: {address}"
+            );
+        }
+        let one = [(header, "192.0.2.7")];
+        for _ in 0..120 {
+            assert_eq!(get(&client, &items, &one).await.0, 200, "{source}");
+        }
+        assert_eq!(get(&client, &items, &one).await.0, 429, "{source}");
+        assert_eq!(
+            get(&client, &items, &[(header, "192.0.2.8")]).await.0,
+            200,
+            "{source}"
+        );
+        assert_eq!(get(&client, &format!("{url}/health"), &one).await.0, 200);
+    }
+}
+
+/// Trusted proxies that do not include the peer: the header is the client's
+/// own writing, ignored, and the peer is the address.
+#[tokio::test]
+async fn a_peer_that_is_no_trusted_proxy_is_the_client_whatever_it_forwards() {
+    let url = serve(r#"{ trusted_proxies = ["10.0.0.0/8"] }"#).await;
+    let client = reqwest::Client::new();
+    let items = format!("{url}/api/items");
+    let mut statuses = Vec::new();
+    for n in 0..121 {
+        let forged = format!("203.0.113.{}", n % 250);
+        statuses.push(
+            get(&client, &items, &[("X-Forwarded-For", &forged)])
+                .await
+                .0,
+        );
+    }
+    assert!(statuses[..120].iter().all(|s| *s == 200), "{statuses:?}");
+    assert_eq!(statuses[120], 429);
+}
+
+#[tokio::test]
+async fn a_route_under_the_nest_is_limited_by_its_whole_path() {
+    for source in every_source() {
+        let url = serve(source).await;
+        let client = reqwest::Client::new();
+        let search = format!("{url}/api/search");
+        let headers = [
+            ("CF-Connecting-IP", "192.0.2.1"),
+            ("X-Forwarded-For", "192.0.2.1"),
+        ];
+        let mut got = Vec::new();
+        for _ in 0..4 {
+            got.push(get(&client, &search, &headers).await);
+        }
+        assert_eq!(
+            got,
+            [
+                (200, String::new()),
+                (200, String::new()),
+                (200, String::new()),
+                (429, "\"/api/search\";q=3;w=60".to_owned()),
+            ],
+            "{source}"
+        );
+        // The nest's other route has no limit of its own.
+        assert_eq!(
+            get(&client, &format!("{url}/api/items"), &headers).await.0,
+            200
+        );
+    }
+}
