@@ -129,14 +129,16 @@ fn check_writes_each_deployables_plan_as_its_worker_reads_it() {
     let plans = ["edge=edge.plan", "site=plans/site.plan"];
     std::fs::create_dir(dir.path().join("plans")).expect("mkdir");
 
+    let ok = format!("ok\n{}", memory_line(&[Limit::new(20, 10)]));
     let first = check_plans(dir.path(), &plans);
     assert_eq!(
         first,
         (
             Some(0),
-            "ok\nedge.plan: written (the plan of deployable `edge`)\n\
-             plans/site.plan: written (the plan of deployable `site`)\n"
-                .into(),
+            format!(
+                "{ok}edge.plan: written (the plan of deployable `edge`)\n\
+                 plans/site.plan: written (the plan of deployable `site`)\n"
+            ),
             String::new()
         )
     );
@@ -151,7 +153,7 @@ fn check_writes_each_deployables_plan_as_its_worker_reads_it() {
     let again = check_plans(dir.path(), &plans);
     assert_eq!(
         again.1,
-        "ok\nedge.plan: unchanged\nplans/site.plan: unchanged\n"
+        format!("{ok}edge.plan: unchanged\nplans/site.plan: unchanged\n")
     );
 }
 
