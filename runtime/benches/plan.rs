@@ -3,7 +3,7 @@
 //! a Worker runs), beside from the application description (parse and
 //! validate the TOML, plan, `Limiter::new`: what it ran before plans), for
 //! the corpus's `scenarios/apps/cloudflare.toml`, deployable `edge`.
-//! Natively; in workerd the same code runs as wasm (BENCHMARKS.md, "Build-time
+//! Natively; in workerd the same code runs as wasm (BENCHMARKS-log.md, "Build-time
 //! plans", counts the whole first request there).
 //!
 //! Run: `cargo bench -p runtime --bench plan -- --warm-up-time 1 --measurement-time 3`

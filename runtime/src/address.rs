@@ -79,7 +79,7 @@ impl ClientAddress {
     /// nothing for [`ClientAddress::Unknown`]; never logged: it is a key): an
     /// IPv4 address digit by digit, since the formatting machinery costs the
     /// gate more per request than the rest of building its checks
-    /// (BENCHMARKS.md, "The cost of asking, third round").
+    /// (BENCHMARKS-log.md, "The cost of asking, third round").
     pub fn push_key(&self, out: &mut String) {
         match self {
             ClientAddress::V4(v4) => {

@@ -4,7 +4,7 @@
 //! A [`Pending`] request's asks go to `askBindings` as numbers and one
 //! string ([`AskList`]); the answers come back as one number, a base-8
 //! digit per ask in the same order ([`answer`]), so no array crosses either
-//! way (BENCHMARKS.md, "The cost of asking, third round"). The digits are
+//! way (BENCHMARKS-log.md, "The cost of asking, third round"). The digits are
 //! [`Code`]s, at most [`MAX_ASKS`] of them. The tests below run the script
 //! itself in Node.js against this module: its `ANSWER` table and `MAX_ASKS`
 //! must read as they are defined here, every kind of answer it gives must

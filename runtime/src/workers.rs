@@ -10,7 +10,7 @@
 //! from wasm (wasm-bindgen-futures' `JsFuture`, its task queue's
 //! `queueMicrotask` on every wake-up, an `async` export's
 //! `future_to_promise`) cost more CPU than the whole binding call does in
-//! JavaScript (BENCHMARKS.md, "The cost of asking, second round").
+//! JavaScript (BENCHMARKS-log.md, "The cost of asking, second round").
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -304,7 +304,7 @@ impl Gate {
 /// its wasm (Liftoff compiles a function on its first call) while the
 /// Worker starts, not on its first request: call it from the Worker's start
 /// function (`#[wasm_bindgen(start)]`, workers-rs's `#[event(start)]`),
-/// which runs in the global scope, before the first request (BENCHMARKS.md,
+/// which runs in the global scope, before the first request (BENCHMARKS-log.md,
 /// "Build-time plans"). It reads a request's headers and path, plans, and
 /// decides for a caller and for an IPv4 and an IPv6 address, counting through
 /// a binding that answers and in memory. It touches nothing of the Worker's

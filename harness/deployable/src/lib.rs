@@ -85,7 +85,7 @@ extern "C" {
     /// `Response.json(data)`: workerd serialises `data` and builds the 200
     /// with its JSON content type itself, where `new Response(body, init)`
     /// has the body's type and the init's fields and headers read back from
-    /// JavaScript objects on every response (BENCHMARKS.md, "The cost of
+    /// JavaScript objects on every response (BENCHMARKS-log.md, "The cost of
     /// asking, third round").
     #[wasm_bindgen(catch, js_namespace = Response, js_name = json)]
     fn response_json(data: &JsValue) -> Result<web_sys::Response, JsValue>;

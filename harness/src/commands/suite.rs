@@ -22,7 +22,7 @@ use crate::world::workerd::{WorkerdChoice, find_workerd};
 /// waiting (500 ms deadlines, probes, process starts) rather than
 /// computing; on 2 cores the default suite took a median of ~10 s with 4
 /// at once against ~14 s with 2, and 6 gained nothing clear over 4
-/// (BENCHMARKS.md, issue 11).
+/// (BENCHMARKS-log.md, issue 11).
 pub const DEFAULT_JOBS: usize = 4;
 
 /// One trial: a scenario ready to run, or a file that could not be read

@@ -1,7 +1,7 @@
 // What a deadline costs workerd: GET /api/VARIANT does K of one timer
 // primitive per request, `/api/none` none (the baseline). Measured with
 // instructions.sh (timers.sh runs every variant); (variant - none) / K is
-// the cost of one, in instructions (BENCHMARKS.md, "Issue 10, fourth pass").
+// the cost of one, in instructions (BENCHMARKS-log.md, "Issue 10, fourth pass").
 const K = 20;
 const noop = () => {};
 
