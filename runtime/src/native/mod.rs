@@ -353,11 +353,6 @@ fn log_fallback(log: &FallbackLog) {
     );
 }
 
-/// The 429 response for a refusal, with `Retry-After` and `RateLimit-Policy`.
-pub fn refusal_response<B: From<String>>(refusal: &Refusal) -> http::Response<B> {
-    refusal.to_http()
-}
-
 /// The 500 for a request the server handed no peer ([`NoPeerAddress`]): its
 /// body names the event logged, never the fix's details (those are in the log).
 fn no_peer_response<B: From<String>>() -> http::Response<B> {
@@ -500,7 +495,7 @@ where
             };
             match gate.decide(&subject, limited_path(&request)).await {
                 Ok(()) => inner.call(request).await,
-                Err(refusal) => Ok(refusal_response(&refusal)),
+                Err(refusal) => Ok(refusal.to_http()),
             }
         })
     }
