@@ -45,10 +45,15 @@
 //! - `starts`: workerd's spawn to listen (`WorkerdProcess::start_to_listen`)
 //!   and spawn to the first 200 (cold start) through the gate (`GET
 //!   /api/items`, healthy bindings counting in the isolate), for the three
-//!   Rust Workers and the bare Worker, started in turn round after round, one
-//!   process at a time; then how long the first request took beside the
-//!   next [`WARM_REQUESTS`] on the same connection; and the binding store's
-//!   spawn to listen.
+//!   Rust Workers (each with limiting on and off), the wasm-bindgen one with
+//!   its bindings missing, the JS gate, and two baselines: the bare Worker,
+//!   and the bare Worker in the deployable's config (its bindings, the
+//!   emulated binding's module, no other module), which is what a Worker
+//!   starts with before any gate. Started in turn round after round, one
+//!   process at a time; then how long the first request took (on a
+//!   connection made before it, as the warm ones are) beside the next
+//!   [`WARM_REQUESTS`] on the same connection; and the binding store's spawn
+//!   to listen.
 //!
 //! Knobs (environment variables, defaults in brackets): `BENCH_ROUNDS` [6],
 //! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
@@ -383,6 +388,36 @@ const config :Workerd.Config = (
             ),
         )?;
         Ok(path)
+    }
+
+    /// The bare Worker in the deployable's config: the same bindings (the
+    /// emulated binding module and its three bindings, the text bindings),
+    /// `bare-worker.js` its only module. What a Worker costs to start in
+    /// this config before any gate is added: the baseline the gate's cold
+    /// start is judged against (the emulated binding is a JavaScript module
+    /// workerd evaluates, where Cloudflare's binding is its own).
+    fn bare_with_bindings_config(&mut self) -> Result<PathBuf, Error> {
+        let config =
+            self.deployable_config(WorkerChoice::WasmBindgen, &Behaviour::Healthy, None, false)?;
+        let dir = config.parent().ok_or("a config has a directory")?;
+        std::fs::write(dir.join("entry.js"), BARE_JS)?;
+        let text = std::fs::read_to_string(&config)?;
+        // The deployable's other modules go: a listed wasm module is compiled
+        // when workerd loads the config, imported or not.
+        let bare: String = text
+            .lines()
+            .filter(|line| {
+                !(line.contains("esModule = embed") || line.contains("wasm = embed"))
+                    || line.contains("\"entry.js\"")
+                    || line.contains("internal = true")
+            })
+            .map(|line| format!("{line}\n"))
+            .collect();
+        if bare.matches("embed").count() >= text.matches("embed").count() {
+            return Err("the deployable's config lists no module to leave out".into());
+        }
+        std::fs::write(&config, bare)?;
+        Ok(config)
     }
 
     /// The in-isolate deployable config with `js-gate-worker.js` as its entry module.
@@ -738,7 +773,7 @@ fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load]) {
     println!(
         "| target | workerd serving it | of which its busiest thread | binding store | load generator | sum | cores in use |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (t, target) in targets.iter().enumerate() {
         let n = pooled[t].answered().max(1) as f64;
         let us = |ns: u64| ns as f64 / 1000.0 / n;
@@ -922,19 +957,26 @@ async fn cold_start(bench: &Bench, config: &Path, path: &str) -> Result<Start, E
     let deadline = spawned + Duration::from_secs(30);
     let addresses = AtomicU64::new(1);
     let next = || Some(address(addresses.fetch_add(1, Relaxed)));
-    let (mut sender, first_request, first_200) = loop {
-        let sent = Instant::now();
-        if let Ok(mut sender) = connect(process.port).await
-            && let Ok(200) = get(&mut sender, path, next()).await
-        {
-            break (sender, sent.elapsed(), spawned.elapsed());
+    // The connection is made first, so the first request is timed on an
+    // open connection, as the warm ones are: what the Worker takes, not the
+    // TCP and HTTP/1.1 handshakes.
+    let mut sender = loop {
+        if let Ok(sender) = connect(process.port).await {
+            break sender;
         }
         if Instant::now() > deadline {
             drop(process.stop().await);
-            return Err(format!("no 200 on {path} within 30 s").into());
+            return Err("no connection within 30 s".into());
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
     };
+    let sent = Instant::now();
+    let status = get(&mut sender, path, next()).await?;
+    let (first_request, first_200) = (sent.elapsed(), spawned.elapsed());
+    if status != 200 {
+        drop(process.stop().await);
+        return Err(format!("the first request to {path} answered {status}").into());
+    }
     let mut warm = Vec::with_capacity(WARM_REQUESTS as usize);
     for _ in 0..WARM_REQUESTS {
         let sent = Instant::now();
@@ -963,12 +1005,13 @@ fn spread(values: &[f64]) -> String {
     format!("{:.1} ({lo:.1}-{hi:.1})", median(values))
 }
 
-async fn starts(bench: &mut Bench) -> Result<(), Error> {
+/// The configs `starts` starts, with their names and the path asked: the
+/// bindings healthy and counting in the isolate (the bare Workers have no
+/// store to reach), so the first request is asked through the gate. The two
+/// bare Workers come last, the one with the deployable's bindings first.
+fn start_configs(bench: &mut Bench) -> Result<Vec<(&'static str, PathBuf, &'static str)>, Error> {
     use WorkerChoice::{Axum, WasmBindgen, WorkersRs};
-    let n = knob("BENCH_STARTS", 30) as usize;
-    // Healthy bindings counting in the isolate, as the bare Worker has no
-    // store to reach: the first request is asked through the gate.
-    let configs = [
+    Ok(vec![
         (
             "wasm-bindgen Worker (`/api/items`)",
             bench.deployable_config(WasmBindgen, &Behaviour::Healthy, None, false)?,
@@ -984,8 +1027,39 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
             bench.deployable_config(Axum, &Behaviour::Healthy, None, false)?,
             API_PATH,
         ),
+        (
+            "wasm-bindgen Worker, limiting off (`/api/items`)",
+            bench.deployable_config(WasmBindgen, &Behaviour::Healthy, None, true)?,
+            API_PATH,
+        ),
+        (
+            "workers-rs Worker, limiting off (`/api/items`)",
+            bench.deployable_config(WorkersRs, &Behaviour::Healthy, None, true)?,
+            API_PATH,
+        ),
+        (
+            "axum Worker, limiting off (`/api/items`)",
+            bench.deployable_config(Axum, &Behaviour::Healthy, None, true)?,
+            API_PATH,
+        ),
+        (
+            "wasm-bindgen Worker, bindings missing (`/api/items`, counted in memory)",
+            bench.deployable_config(WasmBindgen, &Behaviour::Missing, None, false)?,
+            API_PATH,
+        ),
+        ("JS gate (`/api/items`)", bench.js_gate_config()?, API_PATH),
+        (
+            "bare Worker, the deployable's bindings (`/api/items`)",
+            bench.bare_with_bindings_config()?,
+            API_PATH,
+        ),
         ("bare Worker (`/`)", bench.bare_config()?, "/"),
-    ];
+    ])
+}
+
+async fn starts(bench: &mut Bench) -> Result<(), Error> {
+    let n = knob("BENCH_STARTS", 30) as usize;
+    let configs = start_configs(bench)?;
     let store_config = bench.store_config()?;
     eprintln!("starts: {n} rounds, each starting every config once, one process at a time");
     // starts[config][round]
@@ -1000,41 +1074,46 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
         drop(store.stop().await);
     }
     let bare = configs.len() - 1;
+    let bare_with_bindings = configs.len() - 2;
     println!(
         "### workerd start and the first request ({n} rounds, each config started once a round, one process at a time; median (min-max) over the rounds)\n"
     );
     println!(
-        "| config | spawn to listen, ms | spawn to first 200, ms | / bare, median of rounds (min-max) | first request, ms | warm request (median of the next {WARM_REQUESTS}), ms | first - warm, median of rounds, ms |"
+        "| config | spawn to listen, ms | spawn to first 200, ms | / bare, median of rounds (min-max) | / bare with the bindings, median of rounds (min-max) | first request, ms | warm request (median of the next {WARM_REQUESTS}), ms | first - warm, median of rounds, ms |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     let field = |c: usize, f: fn(&Start) -> Duration| -> Vec<f64> {
         starts[c].iter().map(|s| ms(f(s))).collect()
     };
     for (c, (name, _, _)) in configs.iter().enumerate() {
         let first = field(c, |s| s.first_200);
-        let to_bare: Vec<f64> = first
-            .iter()
-            .zip(field(bare, |s| s.first_200))
-            .map(|(a, b)| a / b)
-            .collect();
-        let (rlo, rhi) = min_max(&to_bare);
+        let ratio_to = |base: usize| -> (f64, f64, f64) {
+            let ratios: Vec<f64> = first
+                .iter()
+                .zip(field(base, |s| s.first_200))
+                .map(|(a, b)| a / b)
+                .collect();
+            let (lo, hi) = min_max(&ratios);
+            (median(&ratios), lo, hi)
+        };
+        let (to_bare, lo, hi) = ratio_to(bare);
+        let (to_bindings, blo, bhi) = ratio_to(bare_with_bindings);
         let extra: Vec<f64> = field(c, |s| s.first_request)
             .iter()
             .zip(field(c, |s| s.warm_request))
             .map(|(first, warm)| first - warm)
             .collect();
         println!(
-            "| {name} | {} | {} | **{:.3}** ({rlo:.3}-{rhi:.3}) | {} | {} | **{:.2}** |",
+            "| {name} | {} | {} | **{to_bare:.3}** ({lo:.3}-{hi:.3}) | **{to_bindings:.3}** ({blo:.3}-{bhi:.3}) | {} | {} | **{:.2}** |",
             spread(&field(c, |s| s.listen)),
             spread(&first),
-            median(&to_bare),
             spread(&field(c, |s| s.first_request)),
             spread(&field(c, |s| s.warm_request)),
             median(&extra),
         );
     }
     println!(
-        "| binding store (listen only) | {} | - | - | - | - | - |",
+        "| binding store (listen only) | {} | - | - | - | - | - | - |",
         spread(&store_listen)
     );
     println!();

@@ -83,10 +83,13 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
     }
   }
   if (first === null) return resume(ticket, codes, -1);
-  return new Promise((resolve, reject) => {
+  // The functions below are in parentheses: V8 compiles a parenthesised
+  // function with the one around it (`warm_up` runs this one while the
+  // Worker starts) instead of on its first call, a Worker's first request.
+  return new Promise(((resolve, reject) => {
     let left = others === null ? 1 : 1 + (others.length >> 1);
     let done = false;
-    const finish = () => {
+    const finish = (() => {
       if (done) return;
       done = true;
       clearTimeout(timer);
@@ -96,13 +99,13 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
       } catch (error) {
         reject(error);
       }
-    };
-    const settle = (scale, code) => {
+    });
+    const settle = ((scale, code) => {
       if (done) return;
       codes += (code - ANSWER.TIMED_OUT) * scale;
       if (code === ANSWER.FAILED) troubled = true;
       if (--left === 0) finish();
-    };
+    });
     const timer = setTimeout(finish, deadlineMs);
     Promise.resolve(first).then(
       (value) => settle(firstScale, judge(value)),
@@ -116,5 +119,5 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
         () => settle(scale, ANSWER.FAILED),
       );
     }
-  });
+  }));
 }

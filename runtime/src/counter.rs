@@ -230,7 +230,7 @@ impl WindowCounter {
 
         let sketch = self.sketch_of(limit);
         if !self.has_room(now_ms) {
-            return self.sketches[sketch].hit(digest, now_ms, ends_at_s);
+            return self.hit_sketch(sketch, digest, now_ms, ends_at_s);
         }
         // A key counted in its sketch this window keeps that count.
         let (count, ends_at_s) = self.sketches[sketch]
@@ -242,6 +242,20 @@ impl WindowCounter {
             .entry(digest)
             .or_insert(Slot { ends_at_s, count });
         count_into(slot, limit)
+    }
+
+    /// Keys the digest with `seed` from now on, forgetting every count
+    /// (counts keyed by the old seed would be found no more). Meant for a
+    /// counter made before randomness could be drawn (a Worker's global
+    /// scope refuses it) and reseeded before its first [`Self::hit`]; the
+    /// table keeps its allocation, and no sketch has one yet.
+    pub fn reseed(&mut self, seed: u128) {
+        self.hasher = SipHasher13::new_with_keys(seed as u64, (seed >> 64) as u64);
+        self.tracked.clear();
+        for sketch in &mut self.sketches {
+            *sketch = LimitSketch::new(sketch.limit(), sketch.keys());
+        }
+        self.earliest_end_ms = u64::MAX;
     }
 
     /// How many keys are tracked one by one right now.
@@ -319,6 +333,23 @@ impl WindowCounter {
         if now_ms < self.earliest_end_ms {
             return false;
         }
+        self.sweep(now_ms)
+    }
+
+    /// Counts a key the full table has no room for in its limit's sketch.
+    /// Out of line, as is [`Self::sweep`]: neither runs until the table is
+    /// full, and V8 compiles a wasm function whole on its first call, so the
+    /// first request of a Worker compiles [`Self::hit`] without them.
+    #[cold]
+    #[inline(never)]
+    fn hit_sketch(&mut self, sketch: usize, digest: u64, now_ms: u64, ends_at_s: u32) -> Verdict {
+        self.sketches[sketch].hit(digest, now_ms, ends_at_s)
+    }
+
+    /// Reclaims the full table's ended windows; whether there is room now.
+    #[cold]
+    #[inline(never)]
+    fn sweep(&mut self, now_ms: u64) -> bool {
         // Clear and refill rather than `retain`, so no deleted markers are
         // left behind to make the table grow past its allocation later.
         // Sized exactly, so the sweep never holds more than the live entries.

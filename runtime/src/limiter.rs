@@ -74,12 +74,30 @@ impl Now {
 /// The path of an absolute URL as the WHATWG URL parser serialises it (a
 /// Worker's `request.url`): what `new URL(url).pathname` gives, read off the
 /// string instead of parsed again (the authority of a serialised URL holds no
-/// `/`, `?` or `#`). Without one, the path is `/`.
+/// `/`, `?` or `#`). Without one, the path is `/`. It scans bytes (every
+/// delimiter is ASCII, so each cut is on a character boundary): a
+/// substring search would link a searcher that the Worker's first request
+/// has V8 compile.
 pub fn url_path(url: &str) -> &str {
-    let rest = url.find("://").map_or(url, |i| &url[i + 3..]);
-    let path = rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]);
-    let path = path.find(['?', '#']).map_or(path, |i| &path[..i]);
-    if path.is_empty() { "/" } else { path }
+    let bytes = url.as_bytes();
+    let after_scheme = bytes
+        .windows(3)
+        .position(|w| w == b"://")
+        .map_or(0, |i| i + 3);
+    let rest = &bytes[after_scheme..];
+    let Some(start) = rest.iter().position(|b| matches!(b, b'/' | b'?' | b'#')) else {
+        return "/";
+    };
+    let path = &rest[start..];
+    let end = path
+        .iter()
+        .position(|b| matches!(b, b'?' | b'#'))
+        .unwrap_or(path.len());
+    let start = after_scheme + start;
+    match &url[start..start + end] {
+        "" => "/",
+        path => path,
+    }
 }
 
 /// One limit that counts a request, the key it is counted under, the store
@@ -465,6 +483,13 @@ impl Limiter {
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
             tally: Tally::default(),
         }
+    }
+
+    /// Keys the in-memory counter's digest with `seed`, forgetting what it
+    /// counted (see [`WindowCounter::reseed`]): for a limiter built before
+    /// its seed could be drawn.
+    pub fn reseed(&mut self, seed: u128) {
+        self.memory.reseed(seed);
     }
 
     /// How this deployable counts.

@@ -12,13 +12,13 @@
 //! `future_to_promise`) cost more CPU than the whole binding call does in
 //! JavaScript (BENCHMARKS-log.md, "The cost of asking, second round").
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
 use crate::config::Counting;
-use crate::gate_plan::GatePlan;
+use crate::gate_plan::{GatePlan, PlanError};
 pub use crate::limiter::GateError;
 use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, Tally, url_path};
 use crate::parked::ParkedRequests;
@@ -50,6 +50,14 @@ extern "C" {
         resume: &Resume,
         ticket: u32,
     ) -> Result<JsValue, JsValue>;
+}
+
+#[wasm_bindgen(module = "cloudflare:workers")]
+extern "C" {
+    /// The Worker's bindings outside any handler (`import { env } from
+    /// "cloudflare:workers"`): how a gate is built in the global scope.
+    #[wasm_bindgen(thread_local_v2, js_name = env)]
+    static WORKER_ENV: JsValue;
 }
 
 #[wasm_bindgen]
@@ -120,6 +128,8 @@ struct Waiting {
 struct Shared {
     limiter: RefCell<Limiter>,
     waiting: RefCell<ParkedRequests<Waiting>>,
+    /// Whether fallback lines are written: always, but for [`warm_up`]'s gate.
+    writes_logs: bool,
 }
 
 impl Shared {
@@ -152,8 +162,10 @@ impl Shared {
             .limiter
             .borrow_mut()
             .conclude(pending, Now::one_clock(now_ms));
-        for log in &decision.logs {
-            console_warn(&log.to_json_line());
+        if self.writes_logs {
+            for log in &decision.logs {
+                console_warn(&log.to_json_line());
+            }
         }
         match decision.refusal {
             Some(refusal) => Err(refusal),
@@ -173,36 +185,129 @@ pub struct Gate {
     /// once (a closure per request would be made and freed per request).
     resume: Resume,
     deployable: String,
+    /// Whether the in-memory counter's digest is keyed by a random seed yet
+    /// (drawn on the first decision: see [`Gate::new`]).
+    seeded: Cell<bool>,
+}
+
+/// The text binding the build step puts the deployable's plan in
+/// (`harness check --plan`; in Wrangler, a `vars` entry).
+pub const PLAN_BINDING: &str = "PLAN";
+
+/// Why a Worker has no gate: its plan could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanBindingError {
+    /// The `PLAN` text binding is absent, or not text.
+    #[error("the text binding {PLAN_BINDING} is missing")]
+    Missing,
+    /// It holds no plan this runtime reads.
+    #[error("the text binding {PLAN_BINDING}: {0}")]
+    Invalid(#[from] PlanError),
+}
+
+/// The error of a decision that found no random seed for the counter.
+#[cold]
+#[inline(never)]
+fn no_randomness(error: JsValue) -> JsValue {
+    let reason = error.as_string().unwrap_or_else(|| format!("{error:?}"));
+    JsValue::from_str(&GateError::NoRandomness(reason).to_string())
+}
+
+thread_local! {
+    /// The isolate's gate (see [`isolate_gate`]).
+    static ISOLATE_GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
+}
+
+/// The isolate's gate: built by [`start`] in the global scope, or else on the
+/// isolate's first request from that request's `env`, then kept for the
+/// isolate's life. Its plan is the [`PLAN_BINDING`] text binding.
+pub fn isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
+    match ISOLATE_GATE.with(|g| g.borrow().clone()) {
+        Some(gate) => Ok(gate),
+        None => build_isolate_gate(env),
+    }
+}
+
+/// Builds the isolate's gate, once: out of line, so the code of every
+/// request after the first (which V8 compiles whole on its first call)
+/// carries none of it.
+#[cold]
+#[inline(never)]
+fn build_isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
+    let plan = js_sys::Reflect::get(env, &JsValue::from_str(PLAN_BINDING))
+        .ok()
+        .and_then(|plan| plan.as_string())
+        .ok_or(PlanBindingError::Missing)?;
+    let gate = Rc::new(Gate::new(GatePlan::from_text(&plan)?));
+    ISOLATE_GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
+    Ok(gate)
+}
+
+/// What a Worker's start function calls (`#[wasm_bindgen(start)]`,
+/// workers-rs's `#[event(start)]`), in the global scope: [`warm_up`], then
+/// the isolate's gate built from the plan in `env` as `cloudflare:workers`
+/// gives it there. Cloudflare pre-warms a Worker while the TLS handshake of
+/// its first request is under way (its blog, "Eliminating cold starts with
+/// Cloudflare Workers"), so this work is off that request's path
+/// (BENCHMARKS-log.md, "Cold start, function by function").
+/// Without a readable plan here, the first request builds the gate and
+/// reports why it could not.
+pub fn start() {
+    warm_up();
+    let env = WORKER_ENV.with(JsValue::clone);
+    if !env.is_undefined() {
+        let _ = isolate_gate(&env);
+    }
 }
 
 impl Gate {
     /// Builds the gate of a deployable's plan: in production the text the
     /// build step wrote ([`GatePlan::from_text`]), so no description parser
     /// is linked; a test may plan from the description ([`GatePlan::new`]).
-    /// Call it in a request, not in the global scope: it draws its seed from
-    /// `crypto.getRandomValues`, which the global scope refuses.
-    pub fn new(plan: GatePlan) -> Result<Gate, GateError> {
+    /// It may be built in the global scope (see [`start`]): the seed of its
+    /// in-memory counter, from `crypto.getRandomValues`, which the global
+    /// scope refuses, is drawn on its first decision.
+    pub fn new(plan: GatePlan) -> Gate {
+        let gate = Gate::with_seed(plan, 0, true);
+        gate.seeded.set(false);
+        gate
+    }
+
+    /// The gate of `plan`, its in-memory count keyed by `seed`.
+    fn with_seed(plan: GatePlan, seed: u128, writes_logs: bool) -> Gate {
         let deployable = plan.deployable().to_owned();
-        let mut seed = [0u8; 16];
-        get_random_values(&mut seed).map_err(|error| {
-            GateError::NoRandomness(error.as_string().unwrap_or_else(|| format!("{error:?}")))
-        })?;
-        let limiter = Limiter::from_plan(plan, u128::from_le_bytes(seed));
+        let limiter = Limiter::from_plan(plan, seed);
         let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(ParkedRequests::new()),
+            writes_logs,
         });
         let resumed = Rc::clone(&shared);
         let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
             resumed.resume(ticket, codes, settled_at_ms)
         });
-        Ok(Gate {
+        Gate {
             shared,
             names,
             resume,
             deployable,
-        })
+            seeded: Cell::new(true),
+        }
+    }
+
+    /// Keys the in-memory counter by a random seed, on the first decision.
+    #[cold]
+    #[inline(never)]
+    fn draw_seed(&self) -> Result<(), JsValue> {
+        let mut seed = [0u8; 16];
+        get_random_values(&mut seed).map_err(no_randomness)?;
+        self.shared
+            .limiter
+            .borrow_mut()
+            .reseed(u128::from_le_bytes(seed));
+        self.seeded.set(true);
+        Ok(())
     }
 
     /// Decides one request to `path` and answers it with `respond`, which is
@@ -234,6 +339,22 @@ impl Gate {
     where
         F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
     {
+        self.decide_boxed(env, subject, path, now_ms, Box::new(respond))
+    }
+
+    /// [`Gate::decide`], one function whatever `respond` is: the code
+    /// [`warm_up`] has V8 compile is the code every Worker's requests run.
+    fn decide_boxed(
+        &self,
+        env: &JsValue,
+        subject: &Subject,
+        path: &str,
+        now_ms: u64,
+        respond: Respond,
+    ) -> Result<JsValue, JsValue> {
+        if !self.seeded.get() {
+            self.draw_seed()?;
+        }
         let mut pending = {
             let mut limiter = self.shared.limiter.borrow_mut();
             let checks = limiter.checks(subject, path);
@@ -247,7 +368,7 @@ impl Gate {
         let waiting = Waiting {
             pending,
             now_ms,
-            respond: Box::new(respond),
+            respond,
         };
         let ticket = self
             .shared
@@ -300,24 +421,24 @@ impl Gate {
     }
 }
 
-/// Runs the request path once on a limiter of its own, so that V8 compiles
-/// its wasm (Liftoff compiles a function on its first call) while the
-/// Worker starts, not on its first request: call it from the Worker's start
-/// function (`#[wasm_bindgen(start)]`, workers-rs's `#[event(start)]`),
-/// which runs in the global scope, before the first request (BENCHMARKS-log.md,
-/// "Build-time plans"). It reads a request's headers and path, plans, and
-/// decides for a caller and for an IPv4 and an IPv6 address, counting through
-/// a binding that answers and in memory. It touches nothing of the Worker's
-/// gate, asks no binding, draws no random number (the global scope allows
-/// none), and writes no log line.
-pub fn warm_up() {
+/// Runs the request path once on a gate of its own, so that V8 compiles its
+/// wasm (Liftoff compiles a function on its first call) and the JavaScript
+/// it calls while the Worker starts ([`start`]), not on its first request.
+///
+/// It reads a request's headers and path, builds a gate, and decides for a
+/// caller and for an IPv4 and an IPv6 address: through [`Gate::decide`] with
+/// its binding missing (answered at once, as no timer can be set in the
+/// global scope), and through the limiter with the binding answering. The
+/// throw-away gate is keyed by a fixed seed (the global scope refuses random
+/// numbers) and writes no log line; the Worker's gate is untouched.
+fn warm_up() {
     const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
                         store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
     let Ok(plan) = GatePlan::from_text(PLAN) else {
         return;
     };
-    let mut limiter = Limiter::from_plan(plan, 0);
-    let now = Now::one_clock(js_sys::Date::now() as u64);
+    let gate = Gate::with_seed(plan, 0, false);
+    let now_ms = js_sys::Date::now() as u64;
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
     let subjects = [
         request.as_ref().map_or_else(
@@ -329,19 +450,24 @@ pub fn warm_up() {
         Subject::of_request(Some("warm-up"), None),
     ];
     let path = request.map_or_else(|_| "/warm-up".to_owned(), |r| path_of(&r));
-    // Both asks answered within the limit (two base-8 digits), then left
-    // unanswered, counted in memory.
+    // No `WARM_UP` in this `env`: every ask is answered "missing" before
+    // `decide` returns, and the request is counted in memory.
+    let env = JsValue::from(js_sys::Object::new());
+    for subject in &subjects {
+        let _ = gate.decide(&env, subject, &path, now_ms, |_| Ok(JsValue::UNDEFINED));
+    }
+    // The binding answering within the limit (two base-8 digits).
     let within_twice = f64::from(Code::Within as u8 * 9);
-    for answered in [true, false] {
-        for subject in &subjects {
+    let now = Now::one_clock(now_ms);
+    for subject in &subjects {
+        let mut pending = {
+            let mut limiter = gate.shared.limiter.borrow_mut();
             let checks = limiter.checks(subject, &path);
-            let mut pending = limiter.asks(checks, now);
-            let _ = AskList::of(&mut pending);
-            if answered {
-                wire::answer(&mut pending, within_twice);
-            }
-            let _ = limiter.conclude(pending, now);
-        }
+            limiter.asks(checks, now)
+        };
+        let _ = AskList::of(&mut pending);
+        wire::answer(&mut pending, within_twice);
+        let _ = gate.shared.conclude(pending, now_ms);
     }
 }
 

@@ -17,7 +17,7 @@
 //! `harness/deployable-axum` (the layer) are such Workers; the README shows
 //! both, and the scenario corpus runs against both.
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -27,7 +27,6 @@ use js_sys::futures::JsFuture;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::send::{SendFuture, SendWrapper};
 
-use crate::gate_plan::GatePlan;
 use crate::limiter::{ADDRESS_HEADER, Refusal};
 use crate::subject::Subject;
 use crate::workers::{Gate, subject_of};
@@ -67,27 +66,11 @@ impl<B> Limited for http::Request<B> {
     }
 }
 
-/// The text binding the build step puts the deployable's plan in
-/// (`harness check --plan`; in Wrangler, a `vars` entry).
-pub const PLAN_BINDING: &str = "PLAN";
-
-thread_local! {
-    /// The isolate's gate (see [`isolate_gate`]).
-    static ISOLATE_GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
-}
-
-/// The isolate's gate: built on its first request from the plan in the
-/// [`PLAN_BINDING`] text binding, and kept for the isolate's life (not in
-/// the global scope, which refuses the random seed it draws).
+/// The isolate's gate, as [`crate::workers::isolate_gate`] keeps it (built
+/// by [`crate::workers::start`] from the Worker's `#[event(start)]`, or else
+/// on the first request), for a workers-rs handler.
 pub fn isolate_gate(env: &worker::Env) -> worker::Result<Rc<Gate>> {
-    if let Some(gate) = ISOLATE_GATE.with(|g| g.borrow().clone()) {
-        return Ok(gate);
-    }
-    let error = |e: &dyn std::fmt::Display| worker::Error::RustError(e.to_string());
-    let plan = GatePlan::from_text(&env.var(PLAN_BINDING)?.to_string()).map_err(|e| error(&e))?;
-    let gate = Rc::new(Gate::new(plan).map_err(|e| error(&e))?);
-    ISOLATE_GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
-    Ok(gate)
+    crate::workers::isolate_gate(env.as_ref()).map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
 #[cfg(feature = "testing")]

@@ -383,3 +383,18 @@ fn a_requests_path_is_read_off_its_url_as_url_pathname_gives_it() {
         assert_eq!(url_path(url), path, "{url}");
     }
 }
+
+proptest::proptest! {
+    /// The byte scan cuts where a search for the delimiters cuts, on any
+    /// string (multi-byte characters included).
+    #[test]
+    fn a_urls_path_is_cut_where_a_search_for_its_delimiters_cuts(
+        url in "(https?://[a-z.]{0,6})?[a:/?#é%]{0,24}"
+    ) {
+        let rest = url.find("://").map_or(url.as_str(), |i| &url[i + 3..]);
+        let path = rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]);
+        let path = path.find(['?', '#']).map_or(path, |i| &path[..i]);
+        let expected = if path.is_empty() { "/" } else { path };
+        proptest::prop_assert_eq!(runtime::limiter::url_path(&url), expected);
+    }
+}

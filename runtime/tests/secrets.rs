@@ -373,7 +373,7 @@ fn public_types() -> BTreeSet<String> {
 }
 
 /// Public types with no `Debug` to show here, and why.
-const NOT_SHOWN: [(&str, &str); 9] = [
+const NOT_SHOWN: [(&str, &str); 10] = [
     (
         "counter::WindowCounter",
         "has no Debug: it keeps digests of keys, never keys",
@@ -392,6 +392,10 @@ const NOT_SHOWN: [(&str, &str); 9] = [
     ),
     ("workers::Gate", "wasm32 only, and has no Debug"),
     ("workers::HeaderName", "wasm32 only, and has no Debug"),
+    (
+        "workers::PlanBindingError",
+        "wasm32 only: says the PLAN binding is missing or which plan line is wrong (a plan holds binding names and limits, no key or secret)",
+    ),
     (
         "workers_rs::CallerId",
         "wasm32 only; its Debug leaves the id out, as native::CallerId's",

@@ -134,11 +134,11 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
         })
 }
 
-/// Compiles the request path while the Worker starts (see
-/// [`runtime::workers::warm_up`]).
+/// Compiles the request path and builds the isolate's gate while the
+/// Worker starts (see [`runtime::workers::start`]).
 #[event(start)]
 fn start() {
-    runtime::workers::warm_up();
+    runtime::workers::start();
 }
 
 #[event(fetch)]

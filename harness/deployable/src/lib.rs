@@ -26,20 +26,16 @@
 //! scenarios never set it (`IsolateConfig::limiting_off`).
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::cell::Cell;
 
 use js_sys::Reflect;
-use runtime::GatePlan;
-use runtime::workers::{Gate, HeaderName, path_of, refusal_response, subject_of};
+use runtime::workers::{Gate, HeaderName, isolate_gate, path_of, refusal_response, subject_of};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 thread_local! {
-    /// The isolate's gate, built on the first request and kept for the isolate's life.
-    static GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
     /// [`CALLER_HEADER`], read on every API request.
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
     /// Whether the `LIMITING` text binding says `off`, read on the first request.
@@ -58,26 +54,13 @@ fn limiting_off(env: &JsValue) -> bool {
     off
 }
 
-fn gate(env: &JsValue) -> Result<Rc<Gate>, JsValue> {
-    if let Some(gate) = GATE.with(|g| g.borrow().clone()) {
-        return Ok(gate);
-    }
-    let plan = Reflect::get(env, &JsValue::from_str("PLAN"))?
-        .as_string()
-        .ok_or_else(|| JsValue::from_str("the text binding PLAN is missing"))?;
-    let plan = GatePlan::from_text(&plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let gate = Gate::new(plan).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    let gate = Rc::new(gate);
-    GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
-    Ok(gate)
-}
-
-fn json_response(status: u16, body: &serde_json::Value) -> Result<web_sys::Response, JsValue> {
+#[inline(never)]
+fn json_response(status: u16, body: &serde_json::Value) -> Result<JsValue, JsValue> {
     let init = web_sys::ResponseInit::new();
     init.set_status(status);
     let response = web_sys::Response::new_with_opt_str_and_init(Some(&body.to_string()), &init)?;
     response.headers().set("Content-Type", "application/json")?;
-    Ok(response)
+    Ok(response.into())
 }
 
 #[wasm_bindgen]
@@ -105,11 +88,33 @@ fn passed() -> Result<web_sys::Response, JsValue> {
     PASSED.with(response_json)
 }
 
-/// Compiles the request path while the Worker starts (see
-/// [`runtime::workers::warm_up`]).
+/// `GET /health`: the gate's state, counting the check.
+#[inline(never)]
+fn health(gate: &Gate) -> Result<JsValue, JsValue> {
+    let tally = gate.record_health_check();
+    json_response(
+        200,
+        &serde_json::json!({
+            "status": "ok",
+            "deployable": gate.deployable(),
+            "counting": gate.counting().name(),
+            "health_checks": tally.health_checks,
+            "refused": tally.refused,
+        }),
+    )
+}
+
+/// `404 {"error": error}`.
+#[inline(never)]
+fn not_found(error: &str) -> Result<JsValue, JsValue> {
+    json_response(404, &serde_json::json!({ "error": error }))
+}
+
+/// Compiles the request path and builds the isolate's gate while the
+/// Worker starts (see [`runtime::workers::start`]).
 #[wasm_bindgen(start)]
 pub fn start() {
-    runtime::workers::warm_up();
+    runtime::workers::start();
 }
 
 /// The Worker's fetch handler, called by the JavaScript entry module with
@@ -118,28 +123,17 @@ pub fn start() {
 /// or a promise of it when the gate waits for a binding.
 #[wasm_bindgen]
 pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
-    let gate = gate(&env)?;
+    let gate = isolate_gate(&env).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let path = path_of(&request);
     if path == "/health" {
-        let tally = gate.record_health_check();
-        return json_response(
-            200,
-            &serde_json::json!({
-                "status": "ok",
-                "deployable": gate.deployable(),
-                "counting": gate.counting().name(),
-                "health_checks": tally.health_checks,
-                "refused": tally.refused,
-            }),
-        )
-        .map(JsValue::from);
+        return health(&gate);
     }
     if !path.starts_with("/api/") {
-        return json_response(404, &serde_json::json!({ "error": "not_found" })).map(JsValue::from);
+        return not_found("not_found");
     }
     if !gate.serves_api() {
         gate.record_refused();
-        return json_response(404, &serde_json::json!({ "error": "no_api" })).map(JsValue::from);
+        return not_found("no_api");
     }
     if limiting_off(&env) {
         return passed().map(JsValue::from);

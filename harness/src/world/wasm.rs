@@ -240,23 +240,7 @@ pub fn build_deployable(worker: WorkerChoice) -> Result<Deployable, BuildError> 
     }
     let mut snippets = Vec::new();
     collect_files(&out_dir, Path::new(SNIPPETS), &mut snippets)?;
-    let optimised = out_dir.join(format!("{STEM}_opt.wasm"));
-    let wasm = if !is_newer(&glued, &optimised) {
-        optimised
-    } else {
-        match wasm_opt(&glued, &optimised) {
-            Ok(()) => optimised,
-            Err(why) => {
-                eprintln!(
-                    "harness: the {} Worker is used as wasm-bindgen wrote it ({} bytes), not \
-                     shrunk by wasm-opt: {why}",
-                    worker.name(),
-                    std::fs::metadata(&glued).map_or(0, |m| m.len())
-                );
-                glued
-            }
-        }
-    };
+    let wasm = optimised(worker, glued, &out_dir);
     Ok(Deployable {
         worker,
         glue_js,
@@ -265,9 +249,49 @@ pub fn build_deployable(worker: WorkerChoice) -> Result<Deployable, BuildError> 
     })
 }
 
+/// The wasm a Worker ships: `glued` shrunk by `wasm-opt` into `out_dir`
+/// (again when it is newer than the shrunk one, or was shrunk with other
+/// flags), or `glued` itself, said on stderr, when `wasm-opt` fails.
+fn optimised(worker: WorkerChoice, glued: PathBuf, out_dir: &Path) -> PathBuf {
+    let optimised = out_dir.join(format!("{STEM}_opt.wasm"));
+    // The flags it was shrunk with are kept beside it.
+    let flags_file = out_dir.join(format!("{STEM}_opt.flags"));
+    let flags = WASM_OPT_FLAGS.join(" ");
+    let same_flags = std::fs::read_to_string(&flags_file).is_ok_and(|f| f == flags);
+    if same_flags && !is_newer(&glued, &optimised) {
+        return optimised;
+    }
+    let shrunk = wasm_opt(&glued, &optimised).and_then(|()| {
+        std::fs::write(&flags_file, &flags).map_err(|source| WasmOptError::Record {
+            path: flags_file.clone(),
+            source,
+        })
+    });
+    match shrunk {
+        Ok(()) => optimised,
+        Err(why) => {
+            eprintln!(
+                "harness: the {} Worker is used as wasm-bindgen wrote it ({} bytes), not \
+                 shrunk by wasm-opt: {why}",
+                worker.name(),
+                std::fs::metadata(&glued).map_or(0, |m| m.len())
+            );
+            glued
+        }
+    }
+}
+
 /// The flags `wasm-opt` is run with: optimise for size (BENCHMARKS-log.md,
-/// "Build-time plans": `-Oz` beside `-O` and `-Os`).
-pub const WASM_OPT_FLAGS: [&str; 1] = ["-Oz"];
+/// "Build-time plans": `-Oz` beside `-O` and `-Os`), but inline a function
+/// called from one place only when it is small. V8 compiles a Worker's wasm
+/// lazily, a whole function on its first call: a cold path inlined into the
+/// function that calls it (a fixture's `/health` answer, the gate's
+/// construction, a table sweep) is compiled with it on the first request
+/// whether it runs or not. `#[inline(never)]` keeps such paths apart in
+/// LLVM, and this keeps them apart in `wasm-opt` (BENCHMARKS-log.md, "Cold
+/// start, function by function": the first request's instructions 8.8 →
+/// 7.6 million, the module 0.4 % bigger).
+pub const WASM_OPT_FLAGS: [&str; 2] = ["-Oz", "--one-caller-inline-max-function-size=200"];
 
 /// Why `wasm-opt` did not shrink the wasm (the build goes on without it).
 #[derive(Debug, thiserror::Error)]
@@ -279,6 +303,14 @@ pub enum WasmOptError {
     #[error("could not run {path}: {source}")]
     Spawn {
         /// The binary.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The flags the wasm was shrunk with could not be written beside it.
+    #[error("could not write {path}: {source}")]
+    Record {
+        /// The file.
         path: PathBuf,
         /// Why.
         source: std::io::Error,
