@@ -253,7 +253,13 @@ fn build_isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
 /// Without a readable plan here, the first request builds the gate and
 /// reports why it could not.
 pub fn start() {
-    warm_up();
+    drop(warm_up());
+    build_isolate_gate_in_global_scope();
+}
+
+/// The second half of [`start`]: the isolate's gate from the plan in the
+/// global scope's `env`, when there is one.
+pub(crate) fn build_isolate_gate_in_global_scope() {
     let env = WORKER_ENV.with(JsValue::clone);
     if !env.is_undefined() {
         let _ = isolate_gate(&env);
@@ -430,13 +436,12 @@ impl Gate {
 /// its binding missing (answered at once, as no timer can be set in the
 /// global scope), and through the limiter with the binding answering. The
 /// throw-away gate is keyed by a fixed seed (the global scope refuses random
-/// numbers) and writes no log line; the Worker's gate is untouched.
-fn warm_up() {
+/// numbers) and writes no log line; the Worker's gate is untouched. The
+/// gate is returned for the workers-rs adapter's own warm-up.
+pub(crate) fn warm_up() -> Option<Gate> {
     const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
                         store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
-    let Ok(plan) = GatePlan::from_text(PLAN) else {
-        return;
-    };
+    let plan = GatePlan::from_text(PLAN).ok()?;
     let gate = Gate::with_seed(plan, 0, false);
     let now_ms = js_sys::Date::now() as u64;
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
@@ -469,6 +474,7 @@ fn warm_up() {
         wire::answer(&mut pending, within_twice);
         let _ = gate.shared.conclude(pending, now_ms);
     }
+    Some(gate)
 }
 
 /// The path a request is limited under: its URL's path, as

@@ -21,7 +21,7 @@ use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 
 use js_sys::futures::JsFuture;
 use wasm_bindgen::{JsCast, JsValue};
@@ -71,6 +71,31 @@ impl<B> Limited for http::Request<B> {
 /// on the first request), for a workers-rs handler.
 pub fn isolate_gate(env: &worker::Env) -> worker::Result<Rc<Gate>> {
     crate::workers::isolate_gate(env.as_ref()).map_err(|e| worker::Error::RustError(e.to_string()))
+}
+
+/// What a workers-rs Worker's `#[event(start)]` calls, in the global scope:
+/// [`crate::workers::start`] (the gate's request path compiled, the
+/// isolate's gate built), and the adapter's own path run once on the
+/// throw-away gate: a `worker::Request` made from a request (workers-rs
+/// parses its URL then) and [`Gate::check`] on it, so V8 compiles them
+/// there too and not on the first request.
+pub fn start() {
+    if let Some(gate) = crate::workers::warm_up() {
+        warm_up_check(&gate);
+    }
+    crate::workers::build_isolate_gate_in_global_scope();
+}
+
+/// [`Gate::check`] once on `gate` with a `worker::Request`, its binding
+/// missing from `env`: ready at its first poll, so no waker is needed.
+fn warm_up_check(gate: &Gate) {
+    let Ok(request) = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up") else {
+        return;
+    };
+    let request = worker::Request::from(request);
+    let env: worker::Env = js_sys::Object::new().unchecked_into();
+    let check = std::pin::pin!(gate.check(&request, &env, None));
+    let _ = check.poll(&mut Context::from_waker(Waker::noop()));
 }
 
 #[cfg(feature = "testing")]

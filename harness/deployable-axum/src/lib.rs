@@ -135,10 +135,10 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
 }
 
 /// Compiles the request path and builds the isolate's gate while the
-/// Worker starts (see [`runtime::workers::start`]).
+/// Worker starts (see [`runtime::workers_rs::start`]).
 #[event(start)]
 fn start() {
-    runtime::workers::start();
+    runtime::workers_rs::start();
 }
 
 #[event(fetch)]

@@ -56,10 +56,10 @@ fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
 }
 
 /// Compiles the request path and builds the isolate's gate while the
-/// Worker starts (see [`runtime::workers::start`]).
+/// Worker starts (see [`runtime::workers_rs::start`]).
 #[event(start)]
 fn start() {
-    runtime::workers::start();
+    runtime::workers_rs::start();
 }
 
 /// `GET /health`: the gate's state, counting the check. Out of line, as is
