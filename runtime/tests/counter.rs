@@ -334,3 +334,25 @@ proptest! {
         }
     }
 }
+
+/// A Worker's gate is built in the global scope, where no random seed can be
+/// drawn, and reseeded on its first decision: whatever was counted under the
+/// first seed, in the table or in a sketch, is gone, and counting goes on.
+#[test]
+fn a_reseeded_counter_forgets_its_counts_and_counts_again() {
+    let limit = Limit::new(2, 60);
+    let mut c = past_a_full_table(&[limit]);
+    let no_sketch_in_use = c.heap_bytes();
+    // "in the sketch" is counted in its limit's sketch: the table is full.
+    assert_eq!(within(&mut c, limit, "in the sketch", HOUR, 3), 2);
+    assert!(c.heap_bytes() > no_sketch_in_use);
+    c.reseed(11);
+    assert_eq!(c.tracked_keys(), 0, "the table is emptied");
+    assert_eq!(
+        c.heap_bytes(),
+        no_sketch_in_use,
+        "the sketch's storage is dropped"
+    );
+    assert_eq!(within(&mut c, limit, "in the sketch", HOUR, 3), 2);
+    assert_eq!(c.tracked_keys(), 1, "the key is in the emptied table now");
+}
