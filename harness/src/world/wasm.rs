@@ -262,9 +262,11 @@ fn optimised(worker: WorkerChoice, glued: PathBuf, out_dir: &Path) -> PathBuf {
         return optimised;
     }
     let shrunk = wasm_opt(&glued, &optimised).and_then(|()| {
-        std::fs::write(&flags_file, &flags).map_err(|source| WasmOptError::Record {
-            path: flags_file.clone(),
-            source,
+        std::fs::write(&flags_file, &flags).map_err(|source| {
+            WasmOptError::Build(BuildError::Io {
+                path: flags_file.clone(),
+                source,
+            })
         })
     });
     match shrunk {
@@ -299,30 +301,10 @@ pub enum WasmOptError {
     /// binaryen's npm folder could not be installed.
     #[error("{0}")]
     Install(#[from] NpmError),
-    /// `wasm-opt` could not be run.
-    #[error("could not run {path}: {source}")]
-    Spawn {
-        /// The binary.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The flags the wasm was shrunk with could not be written beside it.
-    #[error("could not write {path}: {source}")]
-    Record {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// `wasm-opt` ran and failed.
-    #[error("wasm-opt failed ({status}): {stderr}")]
-    Failed {
-        /// Its exit status.
-        status: String,
-        /// What it said.
-        stderr: String,
-    },
+    /// `wasm-opt` could not be run, failed, or its flags could not be
+    /// recorded beside its output.
+    #[error(transparent)]
+    Build(#[from] BuildError),
 }
 
 /// Runs binaryen's `wasm-opt` (pinned in `tools/fixtures/binaryen`,
@@ -336,24 +318,15 @@ fn wasm_opt(input: &Path, output: &Path) -> Result<(), WasmOptError> {
         "wasm-opt is not installed",
         &["--ignore-scripts"],
     )?;
-    let out = Command::new(&binary)
-        .args(WASM_OPT_FLAGS)
-        .arg(input)
-        .arg("-o")
-        .arg(output)
-        .output()
-        .map_err(|source| WasmOptError::Spawn {
-            path: binary.clone(),
-            source,
-        })?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(WasmOptError::Failed {
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        })
-    }
+    run(
+        Command::new(&binary)
+            .args(WASM_OPT_FLAGS)
+            .arg(input)
+            .arg("-o")
+            .arg(output),
+        "wasm-opt",
+    )?;
+    Ok(())
 }
 
 /// The folder wasm-bindgen writes the crates' JavaScript snippets into, beside the glue.
