@@ -243,6 +243,29 @@ fn build_isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
     Ok(gate)
 }
 
+#[cfg(feature = "testing")]
+thread_local! {
+    /// What the `LIMITING` text binding says (see [`limiting_off`]).
+    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether the text binding `LIMITING` says `off`: the benchmarks' switch
+/// (`harness/benches/workerd.rs`, `IsolateConfig::limiting_off`) that has
+/// each harness Worker answer its API without asking the gate. Read on the
+/// first request and kept. A harness hook, so only with the `testing` feature.
+#[cfg(feature = "testing")]
+pub fn limiting_off(env: &JsValue) -> bool {
+    if let Some(off) = LIMITING_OFF.with(Cell::get) {
+        return off;
+    }
+    let off = js_sys::Reflect::get(env, &JsValue::from_str("LIMITING"))
+        .ok()
+        .and_then(|v| v.as_string())
+        .is_some_and(|v| v == "off");
+    LIMITING_OFF.with(|l| l.set(Some(off)));
+    off
+}
+
 /// What a Worker's start function calls (`#[wasm_bindgen(start)]`,
 /// workers-rs's `#[event(start)]`), in the global scope: [`warm_up`], then
 /// the isolate's gate built from the plan in `env` as `cloudflare:workers`
@@ -274,15 +297,14 @@ impl Gate {
     /// in-memory counter, from `crypto.getRandomValues`, which the global
     /// scope refuses, is drawn on its first decision.
     pub fn new(plan: GatePlan) -> Gate {
-        let gate = Gate::with_seed(plan, 0, true);
-        gate.seeded.set(false);
-        gate
+        Gate::build(plan, None, true)
     }
 
-    /// The gate of `plan`, its in-memory count keyed by `seed`.
-    fn with_seed(plan: GatePlan, seed: u128, writes_logs: bool) -> Gate {
+    /// The gate of `plan`, its in-memory count keyed by `seed`, or by one
+    /// drawn on its first decision when `None`.
+    fn build(plan: GatePlan, seed: Option<u128>, writes_logs: bool) -> Gate {
         let deployable = plan.deployable().to_owned();
-        let limiter = Limiter::from_plan(plan, seed);
+        let limiter = Limiter::from_plan(plan, seed.unwrap_or(0));
         let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
@@ -298,7 +320,7 @@ impl Gate {
             names,
             resume,
             deployable,
-            seeded: Cell::new(true),
+            seeded: Cell::new(seed.is_some()),
         }
     }
 
@@ -442,7 +464,7 @@ pub(crate) fn warm_up() -> Option<Gate> {
     const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
                         store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
     let plan = GatePlan::from_text(PLAN).ok()?;
-    let gate = Gate::with_seed(plan, 0, false);
+    let gate = Gate::build(plan, Some(0), false);
     let now_ms = js_sys::Date::now() as u64;
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
     let subjects = [

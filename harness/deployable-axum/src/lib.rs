@@ -16,7 +16,6 @@
 //! `LIMITING = "off"` (benchmarks only) leaving the layer out.
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::Cell;
 use std::rc::Rc;
 
 use axum::Router;
@@ -26,7 +25,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use runtime::workers::Gate;
+use runtime::workers::{Gate, limiting_off};
 use runtime::workers_rs::{CallerId, RateLimitLayer, isolate_gate};
 use tower_service::Service;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -35,20 +34,6 @@ use worker::{Context, Env, HttpRequest, Result, event};
 
 /// The header this fixture takes the signed-in caller's id from.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
-
-thread_local! {
-    /// Whether the `LIMITING` text binding says `off`, read on the first request.
-    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-fn limiting_off(env: &Env) -> bool {
-    if let Some(off) = LIMITING_OFF.with(Cell::get) {
-        return off;
-    }
-    let off = env.var("LIMITING").is_ok_and(|v| v.to_string() == "off");
-    LIMITING_OFF.with(|l| l.set(Some(off)));
-    off
-}
 
 /// The scenario clock: the harness's entry module calls this on `POST /clock`.
 #[wasm_bindgen]
@@ -144,6 +129,6 @@ fn start() {
 #[event(fetch)]
 async fn fetch(req: HttpRequest, env: Env, _ctx: Context) -> Result<axum::http::Response<Body>> {
     let gate = isolate_gate(&env)?;
-    let limited = !limiting_off(&env);
+    let limited = !limiting_off(env.as_ref());
     Ok(router(gate, env, limited).call(req).await?)
 }

@@ -18,9 +18,7 @@
 //! text binding `LIMITING = "off"` answers `/api/...` without the gate.
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::Cell;
-
-use runtime::workers::{Gate, HeaderName};
+use runtime::workers::{Gate, HeaderName, limiting_off};
 use runtime::workers_rs::{isolate_gate, refusal_response};
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, Request, Response, Result, event};
@@ -29,20 +27,9 @@ use worker::{Context, Env, Request, Response, Result, event};
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 thread_local! {
-    /// Whether the `LIMITING` text binding says `off`, read on the first request.
-    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
     /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
     /// reads it, so the two Workers' costs compare).
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
-}
-
-fn limiting_off(env: &Env) -> bool {
-    if let Some(off) = LIMITING_OFF.with(Cell::get) {
-        return off;
-    }
-    let off = env.var("LIMITING").is_ok_and(|v| v.to_string() == "off");
-    LIMITING_OFF.with(|l| l.set(Some(off)));
-    off
 }
 
 /// The scenario clock: the harness's entry module calls this on `POST /clock`.
@@ -100,7 +87,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         gate.record_refused();
         return not_found("no_api");
     }
-    if limiting_off(&env) {
+    if limiting_off(env.as_ref()) {
         return json(200, &serde_json::json!({ "ok": true }));
     }
     let caller = CALLER.with(|name| name.read(&req.headers().0));

@@ -26,10 +26,10 @@
 //! scenarios never set it (`IsolateConfig::limiting_off`).
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::Cell;
-
 use js_sys::Reflect;
-use runtime::workers::{Gate, HeaderName, isolate_gate, path_of, refusal_response, subject_of};
+use runtime::workers::{
+    Gate, HeaderName, isolate_gate, limiting_off, path_of, refusal_response, subject_of,
+};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
@@ -38,20 +38,6 @@ pub const CALLER_HEADER: &str = "X-Test-Caller";
 thread_local! {
     /// [`CALLER_HEADER`], read on every API request.
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
-    /// Whether the `LIMITING` text binding says `off`, read on the first request.
-    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-fn limiting_off(env: &JsValue) -> bool {
-    if let Some(off) = LIMITING_OFF.with(Cell::get) {
-        return off;
-    }
-    let off = Reflect::get(env, &JsValue::from_str("LIMITING"))
-        .ok()
-        .and_then(|v| v.as_string())
-        .is_some_and(|v| v == "off");
-    LIMITING_OFF.with(|l| l.set(Some(off)));
-    off
 }
 
 #[inline(never)]
