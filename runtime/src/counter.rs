@@ -251,7 +251,11 @@ impl WindowCounter {
     /// table keeps its allocation, and no sketch has one yet.
     pub fn reseed(&mut self, seed: u128) {
         self.hasher = SipHasher13::new_with_keys(seed as u64, (seed >> 64) as u64);
-        self.tracked.clear();
+        // Clearing rewrites every control byte even of an empty table, and a
+        // Worker's gate is reseeded on its first request, empty.
+        if !self.tracked.is_empty() {
+            self.tracked.clear();
+        }
         for sketch in &mut self.sketches {
             *sketch = LimitSketch::new(sketch.limit(), sketch.keys());
         }
