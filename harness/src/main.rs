@@ -211,6 +211,9 @@ impl WorkerdArgs {
 }
 
 fn main() -> ExitCode {
+    if let Err(error) = harness::world::process::stop_on_interrupt() {
+        eprintln!("harness: could not restore Ctrl-C's default action: {error}");
+    }
     let done = match Cli::parse().command {
         Command::Check { application, plan } => application::check(&application, &plan),
         Command::Wrangler {

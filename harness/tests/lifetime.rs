@@ -2,7 +2,10 @@
 //! workerd runs, SIGINT in the middle of a run, and SIGKILL of the harness.
 //!
 //! Each test marks the processes it starts with an environment variable of
-//! its own and looks for workerd processes carrying it in /proc.
+//! its own and looks for workerd processes carrying it in /proc. Each starts
+//! the harness as a script's background job starts it: with SIGINT ignored
+//! ([`harness_command`]), so a SIGINT test proves the harness stops on Ctrl-C
+//! however it was started, not only from a terminal.
 
 mod common;
 
@@ -57,8 +60,20 @@ impl Drop for Harness {
 /// Two isolates and the binding store.
 const PROCESSES: usize = 3;
 
+/// The harness, started with SIGINT ignored, as a shell without job control
+/// starts a background command (`cargo test ... &` in a CI script): `trap ''
+/// INT` ignores it, and an ignored signal stays ignored across `exec`. The
+/// process signalled is the harness itself (`exec` keeps the shell's pid).
+fn harness_command() -> Command {
+    let mut command = Command::new("sh");
+    command
+        .args(["-c", "trap '' INT; exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_harness"));
+    command
+}
+
 fn harness_run(dir: &Path, mark: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_harness"))
+    harness_command()
         .args(["run", "--scenarios"])
         .arg(dir)
         .env(MARKER, mark)
@@ -191,7 +206,7 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
     let app = dir.path().join("app.toml");
     std::fs::write(&app, NATIVE_APP).expect("write app");
     let mut harness = Harness(
-        Command::new(env!("CARGO_BIN_EXE_harness"))
+        harness_command()
             .arg("native")
             .arg(&app)
             .args(["server", "--instances", "2", "--redis"])

@@ -1,11 +1,12 @@
 //! What every child process of the harness has in common (workerd,
 //! `native-fixture`, `redis-server`): it never outlives the harness
-//! ([`die_with_harness`]), and what it writes is kept line by line with the
-//! time since the scenario started ([`Log`]), read to its end once it is
-//! gone ([`LogReaders`]).
+//! ([`die_with_harness`], and Ctrl-C stops the harness however it was
+//! started: [`stop_on_interrupt`]), and what it writes is kept line by line
+//! with the time since the scenario started ([`Log`]), read to its end once
+//! it is gone ([`LogReaders`]).
 #![allow(
     unsafe_code,
-    reason = "die_with_harness sets PR_SET_PDEATHSIG in the child between fork and exec (pre_exec), which only unsafe code can"
+    reason = "die_with_harness sets PR_SET_PDEATHSIG in the child between fork and exec (pre_exec), and stop_on_interrupt sets a signal's disposition: only unsafe code can"
 )]
 
 use std::sync::{Arc, Mutex};
@@ -57,6 +58,21 @@ pub fn die_with_harness(command: &mut Command) {
             Ok(())
         });
     }
+}
+
+/// Makes SIGINT (Ctrl-C, `kill -INT`) stop the harness with its default
+/// action, whatever disposition it inherited; its children then die by
+/// `PR_SET_PDEATHSIG` ([`die_with_harness`]). A shell without job control
+/// (a CI script's `cargo test ... &`) starts a background command with
+/// SIGINT ignored, and ignored signals stay ignored across `exec`, down to
+/// the harness: it would then run its scenarios to the end, children and
+/// all, after being told to stop. Commands that wait for Ctrl-C (`harness
+/// native`, `harness cloudflare`) install their own handler on top of this.
+pub fn stop_on_interrupt() -> nix::Result<()> {
+    use nix::sys::signal::{SigHandler, Signal, signal};
+    // SAFETY: the default action installs no handler: no code of ours runs
+    // in a signal's context.
+    unsafe { signal(Signal::SIGINT, SigHandler::SigDfl) }.map(drop)
 }
 
 /// Everything on stderr so far, as one text.
