@@ -11,45 +11,79 @@ use toml::Spanned;
 
 use super::Report;
 use crate::config::raw::{RawApplication, RawConnection};
-use crate::config::{Code, MAX_NAMESPACE_ID, RedisEndpoint, Route};
+use crate::config::{Code, MAX_NAMESPACE_ID, RedisEndpoint, Route, Store, StoreDriver};
 use crate::limits::{BUILT_IN_LIMITS, Limit};
 use crate::names::{binding_name, binding_prefix};
 
 pub(super) const CLOUDFLARE_DRIVER: &str = "cloudflare_rate_limits";
 pub(super) const REDIS_DRIVER: &str = "redis";
 
-/// What rate limits know of one connection.
-pub(super) enum ConnectionKind {
+/// What rate limits know of one connection: its driver, and for the two
+/// they count with, what the model's [`StoreDriver`] is made of.
+pub(super) enum Connection {
     /// Cloudflare's binding, with its namespace (and the namespace's place)
-    /// when that is a whole number of at least 1.
-    Cloudflare {
-        namespace: Option<(u64, Range<usize>)>,
-    },
+    /// when that is a whole number of at least 1: when it is not (reported),
+    /// the rules that depend only on the driver still run.
+    Cloudflare { namespace: Option<Spanned<u64>> },
     /// Redis, and where it is.
     Redis(RedisEndpoint),
     /// Another driver (`None`: no usable driver, already reported).
     Other(Option<String>),
 }
 
-/// The store `rate_limits.store` names, as far as it could be checked.
-pub(super) enum StoreCheck {
+impl Connection {
+    /// The driver of a store on this connection, once its settings are valid.
+    fn store_driver(&self) -> Option<StoreDriver> {
+        match self {
+            Connection::Cloudflare {
+                namespace: Some(namespace),
+            } => Some(StoreDriver::CloudflareRateLimits {
+                namespace: *namespace.get_ref(),
+            }),
+            Connection::Redis(endpoint) => Some(StoreDriver::Redis(endpoint.clone())),
+            Connection::Cloudflare { namespace: None } | Connection::Other(_) => None,
+        }
+    }
+}
+
+/// What `rate_limits.store` names, as the rules after it need it.
+pub(super) enum NamedStore<'a> {
     /// No `rate_limits.store`.
     Absent,
-    /// A store that is no usable connection (already reported).
+    /// No connection of Cloudflare's binding or of Redis (already reported).
     Invalid,
-    /// A store whose driver is known; a Cloudflare one's namespace may still be invalid.
-    Known {
-        connection: String,
-        driver: KnownDriver,
+    /// The connection of that name, Cloudflare's binding or Redis (never
+    /// [`Connection::Other`]); a Cloudflare one's namespace may still be invalid.
+    Named {
+        name: &'a str,
+        connection: &'a Connection,
     },
 }
 
-/// A store's driver, known even when its settings are not valid, so the
-/// rules that depend only on the driver still run.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum KnownDriver {
-    Cloudflare { namespace: Option<u64> },
-    Redis,
+impl NamedStore<'_> {
+    /// Whether the store is Cloudflare's binding, its namespace valid or not.
+    pub(super) fn is_binding(&self) -> bool {
+        matches!(
+            self,
+            NamedStore::Named {
+                connection: Connection::Cloudflare { .. },
+                ..
+            }
+        )
+    }
+
+    /// The model's store, once its connection's settings are valid.
+    pub(super) fn to_store(&self) -> Option<Store> {
+        match self {
+            NamedStore::Named { name, connection } => {
+                connection.store_driver().map(|driver| Store {
+                    connection: (*name).to_owned(),
+                    driver,
+                })
+            }
+            NamedStore::Absent | NamedStore::Invalid => None,
+        }
+    }
 }
 
 /// What each connection is to rate limits, reporting what rate limits own:
@@ -57,7 +91,7 @@ pub(super) enum KnownDriver {
 pub(super) fn validate_connections(
     report: &mut Report<'_>,
     connections: &BTreeMap<String, Spanned<RawConnection>>,
-) -> BTreeMap<String, ConnectionKind> {
+) -> BTreeMap<String, Connection> {
     let mut kinds = BTreeMap::new();
     for (name, connection) in connections {
         let span = connection.span();
@@ -104,7 +138,7 @@ pub(super) fn validate_connections(
                     }
                 }
                 check_binding_name(report, name, span.clone());
-                ConnectionKind::Cloudflare {
+                Connection::Cloudflare {
                     namespace: namespace(report, name, span, setting("namespace").map(|(_, v)| v)),
                 }
             }
@@ -123,14 +157,14 @@ pub(super) fn validate_connections(
                         ),
                     );
                 }
-                ConnectionKind::Redis(redis_endpoint(
+                Connection::Redis(redis_endpoint(
                     report,
                     name,
                     setting("url"),
                     setting("nodes"),
                 ))
             }
-            other => ConnectionKind::Other(other.map(str::to_owned)),
+            other => Connection::Other(other.map(str::to_owned)),
         };
         kinds.insert(name.clone(), kind);
     }
@@ -143,7 +177,7 @@ fn namespace(
     name: &str,
     connection_span: Range<usize>,
     value: Option<&Spanned<toml::Value>>,
-) -> Option<(u64, Range<usize>)> {
+) -> Option<Spanned<u64>> {
     let Some(value) = value else {
         report.add(
             Code::NamespaceInvalid,
@@ -156,7 +190,7 @@ fn namespace(
         return None;
     };
     match value.get_ref() {
-        toml::Value::Integer(n) if *n >= 1 => Some((n.unsigned_abs(), value.span())),
+        toml::Value::Integer(n) if *n >= 1 => Some(Spanned::new(value.span(), n.unsigned_abs())),
         other => {
             report.add(
                 Code::NamespaceInvalid,
@@ -243,17 +277,19 @@ fn redis_endpoint(
     }
 }
 
-pub(super) fn validate_store(
+/// The connection `rate_limits.store` names, which must be one of
+/// Cloudflare's binding or of Redis.
+pub(super) fn validate_store<'a>(
     report: &mut Report<'_>,
-    raw: &RawApplication,
-    connections: &BTreeMap<String, ConnectionKind>,
-) -> StoreCheck {
+    raw: &'a RawApplication,
+    connections: &'a BTreeMap<String, Connection>,
+) -> NamedStore<'a> {
     let Some(store) = raw.rate_limits.as_ref().and_then(|r| r.store.as_ref()) else {
-        return StoreCheck::Absent;
+        return NamedStore::Absent;
     };
     let known: Vec<&str> = connections
         .iter()
-        .filter(|(_, kind)| !matches!(kind, ConnectionKind::Other(_)))
+        .filter(|(_, connection)| !matches!(connection, Connection::Other(_)))
         .map(|(name, _)| name.as_str())
         .collect();
     let hint = if known.is_empty() {
@@ -270,24 +306,23 @@ pub(super) fn validate_store(
                 store.get_ref().type_str()
             ),
         );
-        return StoreCheck::Invalid;
+        return NamedStore::Invalid;
     };
-    let Some(kind) = connections.get(name) else {
+    let Some(connection) = connections.get(name) else {
         report.add(
             Code::StoreInvalid,
             Some(store.span()),
             format!("`rate_limits.store` names `{name}`, which is no connection; {hint}"),
         );
-        return StoreCheck::Invalid;
+        return NamedStore::Invalid;
     };
-    let driver = match kind {
-        ConnectionKind::Cloudflare { namespace } => KnownDriver::Cloudflare {
-            namespace: namespace.as_ref().map(|(n, _)| *n),
-        },
-        ConnectionKind::Redis(_) => KnownDriver::Redis,
+    match connection {
+        Connection::Cloudflare { .. } | Connection::Redis(_) => {
+            NamedStore::Named { name, connection }
+        }
         // Its driver's problem is already reported.
-        ConnectionKind::Other(None) => return StoreCheck::Invalid,
-        ConnectionKind::Other(Some(other)) => {
+        Connection::Other(None) => NamedStore::Invalid,
+        Connection::Other(Some(other)) => {
             report.add(
                 Code::StoreInvalid,
                 Some(store.span()),
@@ -296,12 +331,8 @@ pub(super) fn validate_store(
                      is {REDIS_DRIVER} or {CLOUDFLARE_DRIVER}"
                 ),
             );
-            return StoreCheck::Invalid;
+            NamedStore::Invalid
         }
-    };
-    StoreCheck::Known {
-        connection: name.clone(),
-        driver,
     }
 }
 
@@ -309,7 +340,7 @@ pub(super) fn validate_store(
 /// must be at most [`MAX_NAMESPACE_ID`].
 pub(super) fn validate_namespace_ids(
     report: &mut Report<'_>,
-    connections: &BTreeMap<String, ConnectionKind>,
+    connections: &BTreeMap<String, Connection>,
     routes: &[Route],
 ) {
     let bindings: BTreeSet<Limit> = BUILT_IN_LIMITS
@@ -317,18 +348,19 @@ pub(super) fn validate_namespace_ids(
         .chain(routes.iter().filter_map(|r| r.rate_limit))
         .collect();
     let more = bindings.len() as u64 - 1;
-    for (name, kind) in connections {
-        let ConnectionKind::Cloudflare {
-            namespace: Some((namespace, span)),
-        } = kind
+    for (name, connection) in connections {
+        let Connection::Cloudflare {
+            namespace: Some(namespace),
+        } = connection
         else {
             continue;
         };
+        let (namespace, span) = (*namespace.get_ref(), namespace.span());
         let last = namespace.saturating_add(more);
         if last > MAX_NAMESPACE_ID {
             report.add(
                 Code::NamespaceInvalid,
-                Some(span.clone()),
+                Some(span),
                 format!(
                     "connection `{name}` has namespace {namespace}, so its {} bindings are \
                      numbered up to {last}, above 2^53 - 1 = {MAX_NAMESPACE_ID}, the largest id \

@@ -8,7 +8,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::Report;
-use super::connections::{CLOUDFLARE_DRIVER, KnownDriver, REDIS_DRIVER, StoreCheck};
+use super::connections::{CLOUDFLARE_DRIVER, Connection, NamedStore, REDIS_DRIVER};
 use crate::address::{AddressSource, TrustedProxies};
 use crate::config::raw::{RawClientAddress, RawDeployable, RawList};
 use crate::config::{Code, Deployable, Target};
@@ -16,7 +16,7 @@ use crate::config::{Code, Deployable, Target};
 pub(super) fn validate_deployables(
     report: &mut Report<'_>,
     raw: &[Spanned<RawDeployable>],
-    store: &StoreCheck,
+    store: &NamedStore<'_>,
 ) -> Vec<Deployable> {
     let mut seen = BTreeSet::new();
     let mut deployables = Vec::new();
@@ -210,11 +210,11 @@ fn check_api_store(
     name: &str,
     target: Target,
     declines: &[Code],
-    store: &StoreCheck,
+    store: &NamedStore<'_>,
     span: Range<usize>,
 ) {
     match (target, store) {
-        (Target::Workers, StoreCheck::Absent) => report.add(
+        (Target::Workers, NamedStore::Absent) => report.add(
             Code::StoreRequired,
             Some(span),
             format!(
@@ -225,31 +225,31 @@ fn check_api_store(
         ),
         (
             Target::Native,
-            StoreCheck::Known {
-                connection,
-                driver: KnownDriver::Cloudflare { .. },
+            NamedStore::Named {
+                name: store,
+                connection: Connection::Cloudflare { .. },
             },
         ) => report.add(
             Code::TargetUnsupported,
             Some(span),
             format!(
                 "deployable `{name}` is native and serves an API, but the store \
-                 `{connection}` is Cloudflare's binding, which runs only on Workers; \
+                 `{store}` is Cloudflare's binding, which runs only on Workers; \
                  use a Redis connection as the store for a native deployable"
             ),
         ),
         (
             Target::Workers,
-            StoreCheck::Known {
-                connection,
-                driver: KnownDriver::Redis,
+            NamedStore::Named {
+                name: store,
+                connection: Connection::Redis(_),
             },
         ) if !declines.contains(&Code::CountedInMemory) => report.add(
             Code::CountedInMemory,
             Some(span),
             format!(
                 "deployable `{name}` is built for Workers and serves an API with the \
-                 Redis store `{connection}`, which counts in each instance's own memory \
+                 Redis store `{store}`, which counts in each instance's own memory \
                  until Redis's driver comes with caches, and Workers' instances share no \
                  memory. Either make the store a connection with driver \
                  {CLOUDFLARE_DRIVER} (Cloudflare's binding), or keep Redis by adding \
@@ -257,12 +257,12 @@ fn check_api_store(
                 Code::CountedInMemory
             ),
         ),
-        (Target::Workers, StoreCheck::Known { .. } | StoreCheck::Invalid)
-        | (Target::Native, StoreCheck::Absent | StoreCheck::Invalid)
+        (Target::Workers, NamedStore::Named { .. } | NamedStore::Invalid)
+        | (Target::Native, NamedStore::Absent | NamedStore::Invalid)
         | (
             Target::Native,
-            StoreCheck::Known {
-                driver: KnownDriver::Redis,
+            NamedStore::Named {
+                connection: Connection::Redis(_) | Connection::Other(_),
                 ..
             },
         ) => {}

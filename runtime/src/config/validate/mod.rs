@@ -9,18 +9,13 @@
 use std::ops::Range;
 
 use super::raw::RawApplication;
-use super::{
-    Application, Code, Diagnostic, Diagnostics, Location, RedisEndpoint, Store, StoreDriver,
-};
+use super::{Application, Code, Diagnostic, Diagnostics, Location};
 
 mod connections;
 mod deployables;
 mod routes;
 
-use connections::{
-    ConnectionKind, KnownDriver, StoreCheck, validate_connections, validate_namespace_ids,
-    validate_store,
-};
+use connections::{validate_connections, validate_namespace_ids, validate_store};
 use deployables::validate_deployables;
 use routes::validate_routes;
 
@@ -50,53 +45,15 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
     let connections = validate_connections(&mut report, &raw.connections);
     let store = validate_store(&mut report, &raw, &connections);
     let deployables = validate_deployables(&mut report, &raw.deployables, &store);
-    let binding_store = matches!(
-        store,
-        StoreCheck::Known {
-            driver: KnownDriver::Cloudflare { .. },
-            ..
-        }
-    );
+    let binding_store = store.is_binding();
     let routes = validate_routes(&mut report, &raw.routes, binding_store);
     validate_namespace_ids(&mut report, &connections, &routes);
 
     if !report.diagnostics.is_empty() {
         return Err(Diagnostics(report.diagnostics));
     }
-    let store = match store {
-        StoreCheck::Known {
-            connection,
-            driver:
-                KnownDriver::Cloudflare {
-                    namespace: Some(namespace),
-                },
-        } => Some(Store {
-            connection,
-            driver: StoreDriver::CloudflareRateLimits { namespace },
-        }),
-        StoreCheck::Known {
-            connection,
-            driver: KnownDriver::Redis,
-        } => {
-            let endpoint = match connections.get(&connection) {
-                Some(ConnectionKind::Redis(endpoint)) => endpoint.clone(),
-                _ => RedisEndpoint::Single { url: None },
-            };
-            Some(Store {
-                connection,
-                driver: StoreDriver::Redis(endpoint),
-            })
-        }
-        // A store without a valid namespace, or invalid, was reported.
-        StoreCheck::Known {
-            driver: KnownDriver::Cloudflare { namespace: None },
-            ..
-        }
-        | StoreCheck::Absent
-        | StoreCheck::Invalid => None,
-    };
     Ok(Application {
-        store,
+        store: store.to_store(),
         deployables,
         routes,
     })
