@@ -192,11 +192,7 @@ impl Application {
 
     /// Every distinct limit the application counts, ordered by window and then by requests.
     pub fn limits(&self) -> Vec<Limit> {
-        let set: BTreeSet<Limit> = BUILT_IN_LIMITS
-            .into_iter()
-            .chain(self.routes.iter().filter_map(|r| r.rate_limit))
-            .collect();
-        set.into_iter().collect()
+        limits_of(&self.routes)
     }
 
     /// How a deployable of this application counts its requests.
@@ -228,4 +224,14 @@ impl Application {
             | None => Counting::InMemory,
         }
     }
+}
+
+/// The built-in limits and the routes' own, each once, ordered by window and
+/// then by requests: a Cloudflare connection's bindings, one a limit.
+pub(super) fn limits_of(routes: &[Route]) -> Vec<Limit> {
+    let set: BTreeSet<Limit> = BUILT_IN_LIMITS
+        .into_iter()
+        .chain(routes.iter().filter_map(|r| r.rate_limit))
+        .collect();
+    set.into_iter().collect()
 }

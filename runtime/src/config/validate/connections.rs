@@ -4,15 +4,16 @@
 //! whether a Cloudflare connection's bindings are numbered within what JSON
 //! reads exactly.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use toml::Spanned;
 
 use super::Report;
+use crate::config::model::limits_of;
 use crate::config::raw::{RawApplication, RawConnection};
 use crate::config::{Code, MAX_NAMESPACE_ID, RedisEndpoint, Route, Store, StoreDriver};
-use crate::limits::{BUILT_IN_LIMITS, Limit};
+use crate::limits::BUILT_IN_LIMITS;
 use crate::names::{binding_name, binding_prefix};
 
 pub(super) const CLOUDFLARE_DRIVER: &str = "cloudflare_rate_limits";
@@ -343,10 +344,7 @@ pub(super) fn validate_namespace_ids(
     connections: &BTreeMap<String, Connection>,
     routes: &[Route],
 ) {
-    let bindings: BTreeSet<Limit> = BUILT_IN_LIMITS
-        .into_iter()
-        .chain(routes.iter().filter_map(|r| r.rate_limit))
-        .collect();
+    let bindings = limits_of(routes);
     let more = bindings.len() as u64 - 1;
     for (name, connection) in connections {
         let Connection::Cloudflare {
