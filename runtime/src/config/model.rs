@@ -1,6 +1,7 @@
-//! The validated description: an [`Application`] of deployables, routes and
-//! the store, and how each deployable counts ([`Counting`]). Everything here
-//! holds valid settings only; the rules that make it are in `validate/`.
+//! The validated description, as [`Application::from_toml`] returns it: an
+//! [`Application`] of deployables, routes and the store, and how each
+//! deployable counts ([`Counting`]). It holds valid settings only; the rules
+//! that make it are in `validate/`.
 
 use std::collections::BTreeSet;
 use std::fmt;

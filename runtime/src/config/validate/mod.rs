@@ -36,6 +36,8 @@ impl Report<'_> {
     }
 }
 
+/// Every rule over the description as written, in order; the model only when
+/// none of them reported a diagnostic.
 pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostics> {
     let mut report = Report {
         source,
