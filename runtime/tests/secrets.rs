@@ -131,23 +131,32 @@ fn shown_description() -> Shown {
             format!("{:?}", AddressUnknown::NoPeer),
         ),
         ("address::TrustedProxies", format!("{proxies:?}")),
-        ("config::Application", format!("{app:?}")),
-        ("config::Code", format!("{0:?} {0}", Code::StoreInvalid)),
-        ("config::Counting", format!("{counting:?}")),
-        ("config::Deployable", format!("{deployable:?}")),
-        ("config::Diagnostic", format!("{diagnostic:?}")),
+        ("config::model::Application", format!("{app:?}")),
         (
-            "config::Diagnostics",
+            "config::diagnostics::Code",
+            format!("{0:?} {0}", Code::StoreInvalid),
+        ),
+        ("config::model::Counting", format!("{counting:?}")),
+        ("config::model::Deployable", format!("{deployable:?}")),
+        ("config::diagnostics::Diagnostic", format!("{diagnostic:?}")),
+        (
+            "config::diagnostics::Diagnostics",
             format!("{invalid:?} {invalid} {}", invalid.render("app.toml")),
         ),
-        ("config::Location", format!("{:?}", diagnostic.location)),
-        ("config::RedisEndpoint", format!("{endpoint:?} {cluster:?}")),
-        ("config::Route", format!("{:?}", app.routes)),
-        ("config::Store", format!("{store:?}")),
-        ("config::StoreDriver", format!("{:?}", store.driver)),
-        ("config::Target", format!("{:?}", deployable.target)),
         (
-            "config::UnknownCode",
+            "config::diagnostics::Location",
+            format!("{:?}", diagnostic.location),
+        ),
+        (
+            "config::model::RedisEndpoint",
+            format!("{endpoint:?} {cluster:?}"),
+        ),
+        ("config::model::Route", format!("{:?}", app.routes)),
+        ("config::model::Store", format!("{store:?}")),
+        ("config::model::StoreDriver", format!("{:?}", store.driver)),
+        ("config::model::Target", format!("{:?}", deployable.target)),
+        (
+            "config::diagnostics::UnknownCode",
             format!("{0:?} {0}", UnknownCode("x".into())),
         ),
         ("limiter::GateError", format!("{gate_errors:?} {errors:?}")),
@@ -291,7 +300,7 @@ async fn a_redis_url_is_shown_with_its_host_but_not_its_password() {
     let shown = shown().await;
     let endpoint = &shown
         .iter()
-        .find(|(name, _)| *name == "config::RedisEndpoint")
+        .find(|(name, _)| *name == "config::model::RedisEndpoint")
         .expect("shown")
         .1;
     // Still useful to read: the host, port and database, the scheme.

@@ -1,0 +1,62 @@
+//! The rules: a raw description in, an [`Application`] or every diagnostic
+//! out, the rules collecting them in a [`Report`]. One file per family of
+//! rules, run in the order their diagnostics are reported in:
+//! `connections.rs` (each connection, and the store), `deployables.rs`
+//! (each deployable, its store and its client address), `routes.rs` (each
+//! route's path and limit), and last the namespace ids (`connections.rs`),
+//! which depend on the routes too.
+
+use std::ops::Range;
+
+use super::raw::RawApplication;
+use super::{Application, Code, Diagnostic, Diagnostics, Location};
+
+mod connections;
+mod deployables;
+mod routes;
+
+use connections::{validate_connections, validate_namespace_ids, validate_store};
+use deployables::validate_deployables;
+use routes::validate_routes;
+
+/// Collects diagnostics with their places while the rules run.
+struct Report<'a> {
+    source: &'a str,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Report<'_> {
+    fn add(&mut self, code: Code, span: Option<Range<usize>>, message: String) {
+        let location = span.map(|s| Location::of_offset(self.source, s.start));
+        self.diagnostics.push(Diagnostic {
+            code,
+            message,
+            location,
+        });
+    }
+}
+
+/// Every rule over the description as written, in order; the model only when
+/// none of them reported a diagnostic.
+pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application, Diagnostics> {
+    let mut report = Report {
+        source,
+        diagnostics: Vec::new(),
+    };
+
+    let connections = validate_connections(&mut report, &raw.connections);
+    let store = validate_store(&mut report, &raw, &connections);
+    let deployables = validate_deployables(&mut report, &raw.deployables, &store);
+    let binding_store = store.is_binding();
+    let routes = validate_routes(&mut report, &raw.routes, binding_store);
+    validate_namespace_ids(&mut report, &connections, &routes);
+
+    if !report.diagnostics.is_empty() {
+        return Err(Diagnostics(report.diagnostics));
+    }
+    Ok(Application {
+        store: store.to_store(),
+        deployables,
+        routes,
+    })
+}

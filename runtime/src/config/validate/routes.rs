@@ -1,0 +1,197 @@
+//! Each route: a unique path a request's path can match and that keeps the
+//! keys unambiguous, and its own limit, with every field checked and a
+//! window Cloudflare's binding can count when the binding is the store.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::Report;
+use crate::config::raw::{RawRoute, RawRouteLimit};
+use crate::config::{BINDING_WINDOWS, Code, Location, Route};
+use crate::limits::Limit;
+
+pub(super) fn validate_routes(
+    report: &mut Report<'_>,
+    raw: &[Spanned<RawRoute>],
+    binding_store: bool,
+) -> Vec<Route> {
+    let mut first_entry: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut routes = Vec::new();
+    for spanned in raw {
+        let route = spanned.get_ref();
+        check_route_path(report, &route.path);
+        let path = route.path.get_ref();
+        if let Some(&first) = first_entry.get(path.as_str()) {
+            let first_line = Location::of_offset(report.source, first).line;
+            report.add(
+                Code::RouteDuplicate,
+                Some(spanned.span()),
+                format!(
+                    "route `{path}` is listed again (first at line {first_line}); every entry \
+                     of a path counts each of its requests, so keep one `[[routes]]` per path"
+                ),
+            );
+        } else {
+            first_entry.insert(path, spanned.span().start);
+        }
+        let rate_limit = route
+            .rate_limit
+            .as_ref()
+            .and_then(|limit| route_limit(report, path, limit, binding_store));
+        routes.push(Route {
+            path: path.clone(),
+            rate_limit,
+        });
+    }
+    routes
+}
+
+/// A route's path is matched exactly against a request's path, and is the
+/// first part of its keys (`PATH|caller:ID`): it starts with `/`, and holds
+/// no `|` (the keys' separator: with it, `/a|caller:b` for caller `c` and
+/// `/a` for caller `b|caller:c` would share one key), nor what a request's
+/// path never holds (a query or fragment, spaces, anything not
+/// percent-encoded), so that it can match.
+fn check_route_path(report: &mut Report<'_>, path: &Spanned<String>) {
+    let text = path.get_ref();
+    let why = if !text.starts_with('/') {
+        Some(format!(
+            "does not start with `/`, so no request's path can match it: write `/{text}`"
+        ))
+    } else if text.contains('|') {
+        Some(
+            "holds `|`, which the rate-limit keys reserve (a route's key is `PATH|SUBJECT`): \
+             a path with it could share a key with another route's subject"
+                .to_owned(),
+        )
+    } else if let Some(c) = text.chars().find(|c| matches!(c, '?' | '#')) {
+        Some(format!(
+            "holds `{c}`, which starts a URL's query or fragment: a request's path never holds \
+             it, so the route could never match"
+        ))
+    } else if text.chars().any(|c| !c.is_ascii_graphic()) {
+        let mut encoded = String::with_capacity(text.len());
+        for c in text.chars() {
+            if c.is_ascii_graphic() {
+                encoded.push(c);
+            } else {
+                for byte in c.encode_utf8(&mut [0; 4]).bytes() {
+                    encoded.push_str(&format!("%{byte:02X}"));
+                }
+            }
+        }
+        Some(format!(
+            "holds a space, a control character or a non-ASCII character, which a request's \
+             path holds percent-encoded: write `{encoded}`"
+        ))
+    } else {
+        None
+    };
+    if let Some(why) = why {
+        report.add(
+            Code::RoutePathInvalid,
+            Some(path.span()),
+            format!("route `{}` {why}", text.escape_debug()),
+        );
+    }
+}
+
+/// A route's own limit, each of its fields checked whatever the other's state.
+fn route_limit(
+    report: &mut Report<'_>,
+    path: &str,
+    limit: &Spanned<RawRouteLimit>,
+    binding_store: bool,
+) -> Option<Limit> {
+    let RawRouteLimit { requests, window } = limit.get_ref();
+    let requests = route_limit_field(report, path, "requests", requests, limit.span());
+    let window = route_limit_field(report, path, "window", window, limit.span());
+    if let (Some(window), Some(span)) = (window, window_span(limit))
+        && binding_store
+        && !BINDING_WINDOWS.contains(&window)
+    {
+        report.add(
+            Code::WindowUnsupported,
+            Some(span),
+            format!(
+                "route `{path}` has a rate_limit window of {window} s, but the store is \
+                 Cloudflare's binding, which counts windows of 10 or 60 seconds only"
+            ),
+        );
+        return None;
+    }
+    Some(Limit {
+        requests: requests?,
+        window_seconds: window?,
+    })
+}
+
+fn window_span(limit: &Spanned<RawRouteLimit>) -> Option<Range<usize>> {
+    limit.get_ref().window.as_ref().map(Spanned::span)
+}
+
+/// A route limit's field as a whole number from 1 to `u32::MAX`, or a
+/// diagnostic: `rate_limits.limit_invalid`, or for a window that is no
+/// whole number at all, `rate_limits.window_unsupported`.
+fn route_limit_field(
+    report: &mut Report<'_>,
+    path: &str,
+    field: &str,
+    value: &Option<Spanned<toml::Value>>,
+    limit_span: Range<usize>,
+) -> Option<u32> {
+    let Some(value) = value else {
+        report.add(
+            Code::LimitInvalid,
+            Some(limit_span),
+            format!("route `{path}` has a rate_limit without `{field}`"),
+        );
+        return None;
+    };
+    let range = format!("a whole number from 1 to {}", u32::MAX);
+    match value.get_ref() {
+        toml::Value::Integer(n) => match u32::try_from(*n) {
+            Ok(n) if n >= 1 => Some(n),
+            _ => {
+                report.add(
+                    Code::LimitInvalid,
+                    Some(value.span()),
+                    format!("route `{path}` has rate_limit {field} = {n}; it must be {range}"),
+                );
+                None
+            }
+        },
+        other => {
+            let code = if field == "window" {
+                Code::WindowUnsupported
+            } else {
+                Code::LimitInvalid
+            };
+            let hint = whole_number_in(other)
+                .map(|n| format!(": write `{field} = {n}`"))
+                .unwrap_or_default();
+            report.add(
+                code,
+                Some(value.span()),
+                format!(
+                    "route `{path}` has rate_limit {field} = {other}, a {}; it must be {range}{hint}",
+                    other.type_str()
+                ),
+            );
+            None
+        }
+    }
+}
+
+/// The whole number a float or string plainly means (`20.0`, `"60"`), for the hint.
+fn whole_number_in(value: &toml::Value) -> Option<u32> {
+    match value {
+        toml::Value::Float(f) if f.fract() == 0.0 && *f >= 1.0 && *f <= f64::from(u32::MAX) => {
+            Some(*f as u32)
+        }
+        toml::Value::String(s) => s.trim().parse().ok().filter(|n| *n >= 1),
+        _ => None,
+    }
+}
