@@ -23,7 +23,6 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use runtime::GatePlan;
-use runtime::config::Application;
 use toml::Spanned;
 
 pub use bindings::emulated_bindings;
@@ -224,8 +223,9 @@ impl<'a> Runner<'a> {
     }
 
     async fn steps(&mut self) -> Result<(), EngineError> {
-        let scenario = self.prepared.scenario.scenario.get_ref();
-        let app = match Application::from_toml(&self.prepared.application_toml) {
+        let prepared = self.prepared;
+        let scenario = prepared.scenario.scenario.get_ref();
+        let app = match &prepared.application {
             Ok(app) => app,
             Err(diagnostics) if scenario.expect_diagnostics.is_some() => {
                 self.observation.diagnostics =
@@ -242,15 +242,12 @@ impl<'a> Runner<'a> {
             self.observation.diagnostics = Some(Vec::new());
             return Ok(());
         }
-        let native = app
-            .deployable(&self.prepared.deployable)
-            .is_some_and(|d| d.target == runtime::config::Target::Native);
-        if native {
-            self.start_native(&app, scenario.isolates).await?;
+        if prepared.runs_natively() {
+            self.start_native(scenario.isolates).await?;
         } else {
-            let bindings = emulated_bindings(&app, &self.prepared.deployable, self.prepared)?;
+            let bindings = emulated_bindings(app, &prepared.deployable, prepared)?;
             // What the framework's build step would write for the deployable.
-            let plan = GatePlan::new(&app, &self.prepared.deployable)
+            let plan = GatePlan::new(app, &prepared.deployable)
                 .map_err(|e| EngineError::UnknownDeployable(e.0))?
                 .to_text()
                 .map_err(EngineError::Plan)?;

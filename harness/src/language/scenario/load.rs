@@ -1,13 +1,13 @@
 //! Reading scenario files: every `[[scenario]]` of a file with the file's
-//! defaults applied, its application read (from its file or inline), and
-//! its sense checked ([`super::sense`]), so a file that
+//! defaults applied, its application read (from its file or inline) and
+//! validated once, and its sense checked ([`super::sense`]), so a file that
 //! does not make sense is refused at `file:line:col` before anything runs.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use runtime::config::Location;
+use runtime::config::{Application, Location};
 
 use super::model::{SLOW_TAG, ScenarioFile};
 use super::prepared::Prepared;
@@ -85,14 +85,17 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             .clone()
             .or_else(|| default_deployable.clone())
             .unwrap_or_else(|| "edge".to_owned());
-        sense::check(&source, &application_toml, &deployable)?;
-        prepared.push(Prepared {
+        let application = Application::from_toml(&application_toml);
+        let ready = Prepared {
             trial_name: format!("{}::{}", display_path.display(), s.name),
             ignored: s.tags.iter().any(|t| t == SLOW_TAG),
             application_toml,
+            application,
             deployable,
             scenario: source.clone(),
-        });
+        };
+        sense::check(&ready)?;
+        prepared.push(ready);
     }
     Ok(prepared)
 }
@@ -115,4 +118,45 @@ pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathB
     }
     files.sort();
     Ok(files)
+}
+
+#[cfg(test)]
+mod tests {
+    use runtime::config::{Code, Target};
+
+    use super::*;
+
+    /// Every scenario of `text`, loaded from a file of its own.
+    fn load(text: &str) -> Vec<Prepared> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("s.toml");
+        std::fs::write(&path, text).expect("write");
+        load_file(&path, Path::new("s.toml")).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_application_is_validated_once_and_an_invalid_one_keeps_its_diagnostics() {
+        let loaded = load(
+            "[[scenario]]\nname = \"invalid\"\nexpect_diagnostics = [\"rate_limits.store_invalid\"]\n\
+             application_inline = '''\n[rate_limits]\nstore = \"nowhere\"\n'''\n\
+             [[scenario]]\nname = \"native\"\ndeployable = \"api\"\n\
+             application_inline = '''\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n'''\n\
+             [[scenario.steps]]\nsend = { requests = 1 }\n",
+        );
+        let [invalid, native] = loaded.as_slice() else {
+            panic!("two scenarios, not {}", loaded.len());
+        };
+        let diagnostics = invalid.application.as_ref().expect_err("invalid");
+        assert_eq!(diagnostics.codes(), [Code::StoreInvalid]);
+        assert!(invalid.described().is_none());
+        assert!(!invalid.runs_natively());
+        let (app, deployable) = native.described().expect("valid, with its deployable");
+        assert_eq!(
+            (deployable.name.as_str(), deployable.target),
+            ("api", Target::Native)
+        );
+        assert_eq!(app.deployables.len(), 1);
+        assert!(native.runs_natively());
+        assert!(!native.counts_in_redis());
+    }
 }

@@ -6,25 +6,14 @@ use std::ops::Range;
 use crate::language::cloudflare::CloudflareCheck;
 use crate::language::scenario::behaviour::Behaviour;
 use crate::language::scenario::model::Scenario;
-use crate::language::scenario::source::{ScenarioError, ScenarioSource};
+use crate::language::scenario::prepared::Prepared;
+use crate::language::scenario::source::ScenarioError;
 use crate::language::scenario::step::Action;
-
-/// Whether `deployable` of the description is native (false when the
-/// description is invalid or lacks it: running the scenario reports that).
-fn is_native(application_toml: &str, deployable: &str) -> bool {
-    runtime::config::Application::from_toml(application_toml).is_ok_and(|app| {
-        app.deployable(deployable)
-            .is_some_and(|d| d.target == runtime::config::Target::Native)
-    })
-}
 
 /// `on_cloudflare`: only on a scenario Cloudflare can run, `exact` or
 /// bounded; an expectation's own mark only in such a scenario.
-pub(super) fn check_cloudflare_sense(
-    source: &ScenarioSource,
-    application_toml: &str,
-    deployable: &str,
-) -> Result<(), ScenarioError> {
+pub(super) fn check_cloudflare_sense(prepared: &Prepared) -> Result<(), ScenarioError> {
+    let source = &prepared.scenario;
     let s = source.scenario.get_ref();
     let marked_expectation = s.steps.iter().find_map(|step| {
         step.get_ref()
@@ -47,7 +36,7 @@ pub(super) fn check_cloudflare_sense(
             "a scenario is `exact` or `{ refusal_by = N }` on Cloudflare; to keep it off Cloudflare, leave `on_cloudflare` out",
         ));
     }
-    match cloudflare_obstacle(s, is_native(application_toml, deployable)) {
+    match cloudflare_obstacle(s, prepared.runs_natively()) {
         Some((span, why)) => Err(source.error(
             span.unwrap_or_else(|| mark.span()),
             format!("`on_cloudflare`, but Cloudflare cannot run this scenario: {why}"),

@@ -4,29 +4,26 @@
 
 use std::collections::BTreeMap;
 
+use runtime::config::{Application, Counting, Deployable, Target};
+
 use crate::language::scenario::behaviour::ALL_BINDINGS;
 use crate::language::scenario::model::RedisKind;
-use crate::language::scenario::source::{ScenarioError, ScenarioSource};
+use crate::language::scenario::prepared::Prepared;
+use crate::language::scenario::source::ScenarioError;
 use crate::language::scenario::step::Action;
 
 /// The checks that need the application: Redis steps and expectations
 /// belong to a native deployable counting in Redis, and Cloudflare bindings
 /// to a Workers one. An application that does not validate, or lacks the
 /// deployable, is reported when the scenario runs.
-pub(super) fn check_deployable_sense(
-    source: &ScenarioSource,
-    application_toml: &str,
-    deployable: &str,
-) -> Result<(), ScenarioError> {
-    let Ok(app) = runtime::config::Application::from_toml(application_toml) else {
+pub(super) fn check_deployable_sense(prepared: &Prepared) -> Result<(), ScenarioError> {
+    let Some((app, d)) = prepared.described() else {
         return Ok(());
     };
-    let Some(d) = app.deployable(deployable) else {
-        return Ok(());
-    };
+    let (source, deployable) = (&prepared.scenario, &prepared.deployable);
     let s = source.scenario.get_ref();
-    let native = d.target == runtime::config::Target::Native;
-    let redis = matches!(app.counting(d), runtime::config::Counting::Redis { .. });
+    let native = d.target == Target::Native;
+    let redis = matches!(app.counting(d), Counting::Redis { .. });
     let no_redis = format!(
         "is for a native deployable counting in Redis, and `{deployable}` {}",
         if native {
@@ -58,7 +55,7 @@ pub(super) fn check_deployable_sense(
         if native {
             return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
         }
-        check_binding_keys(keys.get_ref(), &app, d).map_err(|m| source.error(keys.span(), m))?;
+        check_binding_keys(keys.get_ref(), app, d).map_err(|m| source.error(keys.span(), m))?;
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
@@ -92,8 +89,8 @@ pub(super) fn check_deployable_sense(
 /// a binding that does not exist), and `*` only says that the others saw no key.
 fn check_binding_keys(
     keys: &BTreeMap<String, Vec<String>>,
-    app: &runtime::config::Application,
-    deployable: &runtime::config::Deployable,
+    app: &Application,
+    deployable: &Deployable,
 ) -> Result<(), String> {
     let plan = runtime::plan::BindingPlan::for_deployable(app, deployable);
     let known: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();

@@ -23,18 +23,16 @@ use store::{check_store_at_start, check_store_change};
 
 use super::bounds::{MAX_ISOLATES, MAX_REQUESTS};
 use super::model::{ClockKind, Scenario};
+use super::prepared::Prepared;
 use super::source::{ScenarioError, ScenarioSource};
 use super::step::Action;
 
 /// Every check of a scenario's sense, in order: the first that fails is the error.
-pub(super) fn check(
-    source: &ScenarioSource,
-    application_toml: &str,
-    deployable: &str,
-) -> Result<(), ScenarioError> {
+pub(super) fn check(prepared: &Prepared) -> Result<(), ScenarioError> {
+    let source = &prepared.scenario;
     check_sense(source)?;
-    check_deployable_sense(source, application_toml, deployable)?;
-    check_cloudflare_sense(source, application_toml, deployable)?;
+    check_deployable_sense(prepared)?;
+    check_cloudflare_sense(prepared)?;
     check_judges_something(source)
 }
 
