@@ -260,7 +260,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::engine::{InstanceKind, InstanceRecord};
-    use crate::judge::checks::tests::{prepared, request};
+    use crate::judge::checks::test_support::{prepared, request};
     use crate::world::process::{LogLine, Stream};
 
     fn statuses(step: usize, passes: usize, then_429: bool) -> Vec<RequestRecord> {

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use runtime::GatePlan;
-use runtime::config::{Application, StoreDriver};
+use runtime::config::{Application, Diagnostics, StoreDriver};
 use runtime::plan::BindingPlan;
 
 use crate::commands::suite::{Suite, Trial};
@@ -312,16 +312,7 @@ fn plan_scenario(
     modules: &[Module],
 ) -> Result<PlannedScenario, PlanError> {
     let trial = || prepared.trial_name.clone();
-    let application_toml =
-        rebase(&prepared.application_toml, namespace).map_err(|detail| PlanError::Rebase {
-            trial: trial(),
-            detail,
-        })?;
-    let app = Application::from_toml(&application_toml).map_err(|d| PlanError::Application {
-        trial: trial(),
-        namespace,
-        diagnostics: d.render("application"),
-    })?;
+    let app = rebase(prepared, namespace)?;
     let deployable = app
         .deployable(&prepared.deployable)
         .ok_or_else(|| PlanError::Deployable {
@@ -391,19 +382,44 @@ fn plan_scenario(
     })
 }
 
-/// The application with its Cloudflare store's namespace set to
-/// `namespace` (everything else as written), so the Worker's own
-/// description names the ids it is bound to. One without such a store is
-/// unchanged.
-fn rebase(application_toml: &str, namespace: u64) -> Result<String, String> {
-    let counts_through_binding = Application::from_toml(application_toml).is_ok_and(|app| {
-        matches!(
-            app.store.map(|s| s.driver),
-            Some(StoreDriver::CloudflareRateLimits { .. })
-        )
-    });
+/// The scenario's application with its Cloudflare store's namespace set
+/// to `namespace`, so the Worker's own description names the ids it is
+/// bound to: the description rewritten ([`rebased_text`]) and validated
+/// again, as the namespace decides whether its ids are valid. One without
+/// such a store is the scenario's own, as validated on loading.
+fn rebase(prepared: &Prepared, namespace: u64) -> Result<Application, PlanError> {
+    let invalid = |diagnostics: &Diagnostics| PlanError::Application {
+        trial: prepared.trial_name.clone(),
+        namespace,
+        diagnostics: diagnostics.render("application"),
+    };
+    let app = prepared.application.as_ref().map_err(invalid)?;
+    let rebased = rebased_text(&prepared.application_toml, app, namespace).map_err(|detail| {
+        PlanError::Rebase {
+            trial: prepared.trial_name.clone(),
+            detail,
+        }
+    })?;
+    match rebased {
+        Some(text) => Application::from_toml(&text).map_err(|d| invalid(&d)),
+        None => Ok(app.clone()),
+    }
+}
+
+/// The description `application_toml` (validated as `app`) with its
+/// Cloudflare store's namespace set to `namespace`, everything else as
+/// written; `None` when it has no such store, so it stays as it is.
+fn rebased_text(
+    application_toml: &str,
+    app: &Application,
+    namespace: u64,
+) -> Result<Option<String>, String> {
+    let counts_through_binding = matches!(
+        app.store.as_ref().map(|s| &s.driver),
+        Some(StoreDriver::CloudflareRateLimits { .. })
+    );
     if !counts_through_binding {
-        return Ok(application_toml.to_owned());
+        return Ok(None);
     }
     let mut doc: toml_edit::DocumentMut = application_toml
         .parse()
@@ -414,7 +430,7 @@ fn rebase(application_toml: &str, namespace: u64) -> Result<String, String> {
         .ok_or("its application's `rate_limits.store` is not a connection's name")?;
     let id = i64::try_from(namespace).map_err(|_| format!("namespace {namespace} is too large"))?;
     doc["connections"][connection.as_str()]["namespace"] = toml_edit::value(id);
-    Ok(doc.to_string())
+    Ok(Some(doc.to_string()))
 }
 
 /// How long a scenario should take on Cloudflare: its deploy, its requests
@@ -547,10 +563,15 @@ mod tests {
     #[test]
     fn the_namespace_is_rebased_and_nothing_else_changes() {
         let app = "# comment kept\n[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\n[rate_limits]\nstore = \"limits\"\n\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n";
-        let rebased = rebase(app, 900_001).expect("rebased");
-        assert_eq!(rebased, app.replace("1001", "900001"));
+        let valid = |text: &str| Application::from_toml(text).expect("valid");
+        let rebased = rebased_text(app, &valid(app), 900_001).expect("rebased");
+        assert_eq!(rebased, Some(app.replace("1001", "900001")));
         let memory = "[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n";
-        assert_eq!(rebase(memory, 5).expect("unchanged"), memory);
+        // Unchanged: the scenario's own application, with no text rewritten.
+        assert_eq!(
+            rebased_text(memory, &valid(memory), 5).expect("unchanged"),
+            None
+        );
     }
 
     #[test]

@@ -2,8 +2,6 @@
 //! and its `native-fixture` instances, `set_store`, and counting Redis's
 //! script calls around a `send` whose expectations name `redis_calls`.
 
-use runtime::config::{Application, Counting};
-
 use super::{EngineError, Runner, SharedCount};
 use crate::language::scenario::{RedisCalls, SendRequests, StoreBehaviour};
 use crate::world::native::launch::NativeLaunch;
@@ -12,16 +10,9 @@ use crate::world::scenario_redis::ScenarioRedis;
 impl Runner<'_> {
     /// Starts the scenario's Redis (when its deployable counts in Redis),
     /// then `count` native instances pointed at it, all at once.
-    pub(super) async fn start_native(
-        &mut self,
-        app: &Application,
-        count: usize,
-    ) -> Result<(), EngineError> {
+    pub(super) async fn start_native(&mut self, count: usize) -> Result<(), EngineError> {
         let scenario = self.prepared.scenario.scenario.get_ref();
-        let counts_in_redis = app
-            .deployable(&self.prepared.deployable)
-            .is_some_and(|d| matches!(app.counting(d), Counting::Redis { .. }));
-        if counts_in_redis {
+        if self.prepared.counts_in_redis() {
             let initial = scenario
                 .store
                 .as_ref()

@@ -1,0 +1,156 @@
+//! A Workers scenario's emulated bindings: the ones its deployable's plan
+//! needs and how each starts, `set_bindings` changing them in every
+//! isolate, the keys that reached them read back, and a raw `limit()` call
+//! on one.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use runtime::config::Application;
+use runtime::plan::BindingPlan;
+
+use super::{ControlRequest, EngineError, Runner};
+use crate::engine::limit_call::{control_body, read_outcome};
+use crate::engine::observation::CallRecord;
+use crate::language::probe::LimitCall;
+use crate::language::scenario::{ALL_BINDINGS, Action, Behaviour, Prepared, behaviour_of};
+use crate::world::workerd::EmulatedBinding;
+
+/// The bindings a scenario's deployable needs, with their starting behaviour.
+pub fn emulated_bindings(
+    app: &Application,
+    deployable: &str,
+    prepared: &Prepared,
+) -> Result<Vec<EmulatedBinding>, EngineError> {
+    let d = app
+        .deployable(deployable)
+        .ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
+    let plan = BindingPlan::for_deployable(app, d);
+    let scenario = prepared.scenario.scenario.get_ref();
+    let initial = scenario
+        .bindings
+        .as_ref()
+        .map(|b| b.get_ref().clone())
+        .unwrap_or_default();
+    let changes: Vec<&BTreeMap<String, Behaviour>> = scenario
+        .steps
+        .iter()
+        .filter_map(|s| match s.get_ref().action() {
+            Ok(Action::SetBindings(changes)) => Some(changes),
+            _ => None,
+        })
+        .collect();
+    let known: BTreeSet<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
+    for name in initial.keys().chain(changes.iter().flat_map(|c| c.keys())) {
+        if name != ALL_BINDINGS && !known.contains(name.as_str()) {
+            let listed: Vec<&str> = known.iter().copied().collect();
+            return Err(EngineError::UnknownBinding {
+                name: name.clone(),
+                known: listed.join(", "),
+            });
+        }
+    }
+    Ok(plan
+        .bindings
+        .iter()
+        .map(|b| {
+            let start = behaviour_of(&initial, &b.name)
+                .cloned()
+                .unwrap_or(Behaviour::Healthy);
+            let changed_later = changes
+                .iter()
+                .any(|c| behaviour_of(c, &b.name).is_some_and(|x| *x != Behaviour::Missing));
+            EmulatedBinding {
+                name: b.name.clone(),
+                namespace_id: b.namespace_id,
+                limit: b.limit.requests,
+                period: b.limit.window_seconds,
+                in_config: start != Behaviour::Missing || changed_later,
+                initial: start,
+            }
+        })
+        .collect())
+}
+
+impl Runner<'_> {
+    /// `limit`: one raw call through the isolate's control endpoint
+    /// (`assets/entry.js`), its outcome recorded.
+    pub(super) async fn limit_call(
+        &mut self,
+        step: usize,
+        call: &LimitCall,
+    ) -> Result<(), EngineError> {
+        let failed = |detail: String| EngineError::Control {
+            request: ControlRequest::CallLimit,
+            detail,
+        };
+        let url = match self.isolates.get(call.isolate) {
+            Some(isolate) => format!("{}/limit", isolate.process.url()),
+            None => return Err(failed(format!("isolate {} does not exist", call.isolate))),
+        };
+        let body = control_body(call);
+        let answer = self
+            .control(ControlRequest::CallLimit, self.client.post(url).json(&body))
+            .await?;
+        let outcome = read_outcome(&answer).map_err(|e| failed(e.to_string()))?;
+        self.observation.calls.push(CallRecord {
+            step,
+            isolate: call.isolate,
+            outcome,
+        });
+        Ok(())
+    }
+
+    /// `set_bindings`: changes the named bindings' behaviour in every isolate.
+    pub(super) async fn set_bindings(
+        &mut self,
+        changes: &BTreeMap<String, Behaviour>,
+    ) -> Result<(), EngineError> {
+        let mut body = serde_json::Map::new();
+        for name in &self.configured {
+            if let Some(b) = changes.get(name).or_else(|| changes.get(ALL_BINDINGS)) {
+                body.insert(name.clone(), b.to_json());
+            }
+        }
+        for isolate in &self.isolates {
+            let url = format!("{}/bindings", isolate.process.url());
+            self.control(
+                ControlRequest::ChangeBindings,
+                self.client.post(url).json(&body),
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
+    /// Each configured binding's stats in one isolate (`GET /bindings`, see `assets/entry.js`).
+    pub(super) async fn binding_stats(
+        &self,
+        base: &str,
+    ) -> Result<serde_json::Map<String, serde_json::Value>, EngineError> {
+        let value = self
+            .control(
+                ControlRequest::ReadBindings,
+                self.client.get(format!("{base}/bindings")),
+            )
+            .await?;
+        Ok(value.as_object().cloned().unwrap_or_default())
+    }
+
+    /// Adds the keys in one process's binding stats to the record.
+    pub(super) fn record_binding_keys(
+        &mut self,
+        stats: serde_json::Map<String, serde_json::Value>,
+    ) {
+        for (binding, stat) in stats {
+            let keys = stat["keys"]
+                .as_object()
+                .map(|k| k.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default();
+            self.observation
+                .binding_keys
+                .entry(binding)
+                .or_default()
+                .extend(keys);
+        }
+    }
+}

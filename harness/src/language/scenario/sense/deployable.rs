@@ -1,0 +1,112 @@
+//! What a scenario asks of its deployable, the deployable can do: Redis
+//! steps and expectations belong to a native deployable counting in Redis,
+//! Cloudflare bindings to a Workers one.
+
+use std::collections::BTreeMap;
+
+use runtime::config::{Application, Counting, Deployable, Target};
+
+use crate::language::scenario::behaviour::ALL_BINDINGS;
+use crate::language::scenario::model::RedisKind;
+use crate::language::scenario::prepared::Prepared;
+use crate::language::scenario::source::ScenarioError;
+use crate::language::scenario::step::Action;
+
+/// The checks that need the application: Redis steps and expectations
+/// belong to a native deployable counting in Redis, and Cloudflare bindings
+/// to a Workers one. An application that does not validate, or lacks the
+/// deployable, is reported when the scenario runs.
+pub(super) fn check_deployable_sense(prepared: &Prepared) -> Result<(), ScenarioError> {
+    let Some((app, d)) = prepared.described() else {
+        return Ok(());
+    };
+    let (source, deployable) = (&prepared.scenario, &prepared.deployable);
+    let s = source.scenario.get_ref();
+    let native = d.target == Target::Native;
+    let redis = matches!(app.counting(d), Counting::Redis { .. });
+    let no_redis = format!(
+        "is for a native deployable counting in Redis, and `{deployable}` {}",
+        if native {
+            "does not count in Redis (its store is not a Redis connection, or it serves no API)"
+        } else {
+            "is a Workers deployable"
+        }
+    );
+    let no_bindings = format!(
+        "is for a Workers deployable's Cloudflare bindings; `{deployable}` is native (its store is Redis: use `store`, `set_store`, `redis_calls`)"
+    );
+    let whole = source.scenario.span();
+    if !redis {
+        if let Some(store) = &s.store {
+            return Err(source.error(store.span(), format!("`store` {no_redis}")));
+        }
+        if s.redis != RedisKind::Server {
+            return Err(source.error(whole, format!("`redis` {no_redis}")));
+        }
+    }
+    if native && let Some(bindings) = &s.bindings {
+        return Err(source.error(bindings.span(), format!("`bindings` {no_bindings}")));
+    }
+    if let Some(keys) = s
+        .expect
+        .as_ref()
+        .and_then(|e| e.get_ref().binding_keys.as_ref())
+    {
+        if native {
+            return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
+        }
+        check_binding_keys(keys.get_ref(), app, d).map_err(|m| source.error(keys.span(), m))?;
+    }
+    for step in &s.steps {
+        let what = match step.get_ref().action() {
+            Ok(Action::Send { send, .. }) if !native && send.peer.is_some() => Some(format!(
+                "`peer` is the socket peer a native instance sees; `{deployable}` is a Workers \
+                 deployable, whose peer is Cloudflare's edge and whose client is \
+                 `CF-Connecting-IP` (`address`)"
+            )),
+            Ok(Action::SetStore(_)) if !redis => Some(format!("`set_store` {no_redis}")),
+            Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
+            Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
+            Ok(Action::Send {
+                expect: Some(expect),
+                ..
+            }) if !redis => {
+                if let Some(calls) = &expect.get_ref().redis_calls {
+                    return Err(source.error(calls.span(), format!("`redis_calls` {no_redis}")));
+                }
+                None
+            }
+            _ => None,
+        };
+        if let Some(message) = what {
+            return Err(source.error(step.span(), message));
+        }
+    }
+    Ok(())
+}
+
+/// `binding_keys` names the plan's bindings (a typo would expect nothing of
+/// a binding that does not exist), and `*` only says that the others saw no key.
+fn check_binding_keys(
+    keys: &BTreeMap<String, Vec<String>>,
+    app: &Application,
+    deployable: &Deployable,
+) -> Result<(), String> {
+    let plan = runtime::plan::BindingPlan::for_deployable(app, deployable);
+    let known: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
+    for (name, wanted) in keys {
+        if name == ALL_BINDINGS {
+            if !wanted.is_empty() {
+                return Err(
+                    "`\"*\"` stands for every binding not named, and says only that they saw no key: write `\"*\" = []`".to_owned(),
+                );
+            }
+        } else if !known.contains(&name.as_str()) {
+            return Err(format!(
+                "`{name}` is not one of the deployable's bindings: [{}]",
+                known.join(", ")
+            ));
+        }
+    }
+    Ok(())
+}

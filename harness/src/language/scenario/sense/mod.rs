@@ -1,0 +1,159 @@
+//! Whether a scenario makes sense, checked as its file is loaded so that
+//! nothing runs that could not be judged: each step does one thing, its
+//! sequences parse and add up, its isolates exist ([`send`], [`deadline`],
+//! [`store`]); what it asks of its deployable, the deployable can do
+//! ([`deployable`]); Cloudflare can run what is marked to run there
+//! ([`cloudflare`]); and it judges something. Every refusal is a
+//! [`ScenarioError`] at the place in the file.
+
+mod cloudflare;
+mod deadline;
+mod deployable;
+mod send;
+mod store;
+
+use std::ops::Range;
+
+use cloudflare::check_cloudflare_sense;
+pub use cloudflare::cloudflare_obstacle;
+use deadline::check_deadline_isolate;
+use deployable::check_deployable_sense;
+use send::check_send;
+use store::{check_store_at_start, check_store_change};
+
+use super::bounds::{MAX_ISOLATES, MAX_REQUESTS};
+use super::model::{ClockKind, Scenario};
+use super::prepared::Prepared;
+use super::source::{ScenarioError, ScenarioSource};
+use super::step::Action;
+
+/// Every check of a scenario's sense, in order: the first that fails is the error.
+pub(super) fn check(prepared: &Prepared) -> Result<(), ScenarioError> {
+    let source = &prepared.scenario;
+    check_sense(source)?;
+    check_deployable_sense(prepared)?;
+    check_cloudflare_sense(prepared)?;
+    check_judges_something(source)
+}
+
+/// The checks that need no application: each step does one thing, sequences parse and add up.
+fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    if !(1..=MAX_ISOLATES).contains(&s.isolates) {
+        return Err(source.error(
+            source.scenario.span(),
+            format!(
+                "`isolates` is {}: a scenario runs 1 to {MAX_ISOLATES} (each is a process)",
+                s.isolates
+            ),
+        ));
+    }
+    if let Some(codes) = &s.expect_diagnostics {
+        if !s.steps.is_empty() {
+            return Err(source.error(
+                codes.span(),
+                "a scenario that expects diagnostics has no steps",
+            ));
+        }
+        for code in codes.get_ref() {
+            code.parse::<runtime::Code>()
+                .map_err(|e| source.error(codes.span(), e.to_string()))?;
+        }
+    }
+    if let Some(store) = &s.store {
+        check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
+    }
+    let mut requests = 0;
+    let mut served = vec![false; s.isolates];
+    for step in &s.steps {
+        let action = step
+            .get_ref()
+            .action()
+            .map_err(|m| source.error(step.span(), m))?;
+        check_action(s, action)
+            .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
+        check_deadline_isolate(s, action, &mut served)
+            .map_err(|(span, m)| source.error(span, m))?;
+        if let Action::Send { send, .. } = action {
+            // Each is at most MAX_REQUESTS (check_send), so the sum never overflows.
+            requests += send.requests;
+            if requests > MAX_REQUESTS {
+                return Err(source.error(
+                    step.span(),
+                    format!(
+                        "this step brings the scenario to {requests} requests, above the {MAX_REQUESTS} a scenario may send"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One step's own sense; the error's span is `None` for the whole step.
+fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<usize>>, String)> {
+    let whole = |m: &str| Err((None, m.to_owned()));
+    let isolate_exists = |isolate: usize| {
+        if isolate < s.isolates {
+            Ok(())
+        } else {
+            Err((
+                None,
+                format!(
+                    "isolate {isolate} does not exist: the scenario has {} (numbered from 0)",
+                    s.isolates
+                ),
+            ))
+        }
+    };
+    match action {
+        Action::WaitForWindow(0) => whole("a window is a length in seconds, at least 1"),
+        Action::WaitForRoom(room) if room.window == 0 => {
+            whole("a window is a length in seconds, at least 1")
+        }
+        Action::WaitForRoom(room) if room.seconds > room.window => {
+            whole("`wait_for_room` cannot need more seconds than the window has")
+        }
+        Action::AdvanceClock(_) if s.clock == ClockKind::Wall => whole(
+            "`advance_clock` moves the scenario clock; a `clock = \"wall\"` scenario waits for real time (use `wait_for_window` or `sleep_ms`)",
+        ),
+        Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
+        Action::RestartIsolate(isolate) => isolate_exists(isolate),
+        Action::SetStore(behaviour) => check_store_change(s, behaviour).map_err(|m| (None, m)),
+        Action::Limit(call) => isolate_exists(call.isolate),
+        Action::Send { send, expect } => {
+            if let Some(isolate) = send.isolate {
+                isolate_exists(isolate)?;
+            }
+            check_send(send, expect)
+        }
+        Action::SetBindings(_)
+        | Action::WaitForWindow(_)
+        | Action::WaitForRoom(_)
+        | Action::AdvanceClock(_)
+        | Action::SleepMs(_) => Ok(()),
+    }
+}
+
+/// A scenario must judge something, or it would pass having checked
+/// nothing: its diagnostics, a raw `limit()` call's outcome, or traffic,
+/// whose every answer is judged (answered, no 5xx unless allowed) and whose
+/// processes' logs are (the fallback lines, no key in any line), whatever
+/// else the steps expect.
+fn check_judges_something(source: &ScenarioSource) -> Result<(), ScenarioError> {
+    let s = source.scenario.get_ref();
+    let judged = s.expect_diagnostics.is_some()
+        || s.steps.iter().any(|step| {
+            matches!(
+                step.get_ref().action(),
+                Ok(Action::Send { .. } | Action::Limit(_))
+            )
+        });
+    if judged {
+        return Ok(());
+    }
+    Err(source.error(
+        source.scenario.span(),
+        "this scenario judges nothing: give it a `send` step (its answers and the logs are judged), a `limit` step or `expect_diagnostics`",
+    ))
+}
