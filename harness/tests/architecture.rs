@@ -1,5 +1,5 @@
-//! The harness's layers are what README.md's ARCHITECTURE section says they
-//! are: every module of `harness/src` belongs to one layer folder, imports
+//! The harness's layers are what docs/harness.md's "Architecture" section
+//! says they are: every module of `harness/src` belongs to one layer folder, imports
 //! only its own layer and those below (`crate::` and `super::` paths, test
 //! modules included), and no two modules, nor two parts of a layer (a file or
 //! a sub-folder), import each other, directly or round a longer loop.
@@ -362,17 +362,17 @@ fn an_upward_import_and_a_loop_are_found() {
     assert!(problems(&stray)[0].contains("helpers.rs is in no layer"));
 }
 
-/// README.md's ARCHITECTURE section draws the layers top first: the same
-/// order as [`LAYERS`], so the picture and this test cannot part ways.
+/// docs/harness.md's "Architecture" section draws the layers top first:
+/// the same order as [`LAYERS`], so the picture and this test cannot part ways.
 #[test]
-fn the_readme_draws_the_layers_this_test_enforces() {
-    let readme =
-        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../README.md"))
-            .expect("README.md");
-    let section = readme
+fn the_harness_guide_draws_the_layers_this_test_enforces() {
+    let guide =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/harness.md"))
+            .expect("docs/harness.md");
+    let section = guide
         .split("\n## ")
         .find(|s| s.starts_with("Architecture"))
-        .expect("README.md has an `## Architecture` section");
+        .expect("docs/harness.md has an `## Architecture` section");
     let drawn: Vec<&str> = section
         .lines()
         .filter_map(|line| {
@@ -384,6 +384,6 @@ fn the_readme_draws_the_layers_this_test_enforces() {
     top_first.reverse();
     assert_eq!(
         drawn, top_first,
-        "the layers as the README draws them, top first"
+        "the layers as docs/harness.md draws them, top first"
     );
 }

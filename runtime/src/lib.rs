@@ -1,5 +1,6 @@
-//! The production rate limiter of a framework that deploys natively or to
-//! Cloudflare Workers.
+#![doc = include_str!("../../docs/runtime.md")]
+//!
+//! ## The modules
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
 //! (with stable diagnostic codes), [`plan`] turns its limits into
@@ -7,14 +8,15 @@
 //! writes what one deployable's gate needs, so a Worker builds it without
 //! the description's parser. Request time:
 //! [`limiter`] decides each request without doing I/O, under the [`keys`]
-//! of its [`subject`], asking the [`store`]s the I/O layer reaches, counting
-//! in [`counter`] when a store can't be asked, and leaving a troubled store
+//! of its [`subject`] (an [`address`] or a signed-in caller) and its
+//! [`limits`], asking the [`store`]s the I/O layer reaches, counting in
+//! [`counter`] when a store can't be asked, and leaving a troubled store
 //! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
 //! `workers` asks Cloudflare's bindings inside workerd (and, with the
 //! `workers-rs` feature, `workers_rs` gives it to workers-rs Workers and
-//! axum on Workers); with the `native`
-//! feature, `native` limits a tokio server (and with `redis`, counts in
-//! Redis). The features are listed in the README ("Cargo features").
+//! axum on Workers); with the `native` feature, `native` limits a tokio
+//! server (and with `redis`, counts in Redis). Each module's own
+//! documentation says the rest.
 
 #[cfg(all(feature = "native", target_arch = "wasm32"))]
 compile_error!(

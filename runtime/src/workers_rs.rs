@@ -14,8 +14,8 @@
 //! on wasm32) and the layer works under axum.
 //!
 //! `harness/deployable-workers-rs` (the fetch handler) and
-//! `harness/deployable-axum` (the layer) are such Workers; the README shows
-//! both, and the scenario corpus runs against both.
+//! `harness/deployable-axum` (the layer) are such Workers; docs/workers.md
+//! shows both, and the scenario corpus runs against both.
 
 use std::cell::Cell;
 use std::future::Future;
