@@ -57,8 +57,32 @@ impl Drop for Harness {
 /// Two isolates and the binding store.
 const PROCESSES: usize = 3;
 
+/// The harness as a terminal starts it: SIGINT at its default action, even
+/// when this process has it ignored. A non-interactive shell ignores SIGINT
+/// in the commands it runs in the background (`cargo test &` in a script),
+/// and an ignored signal stays ignored across exec: `harness run`, which
+/// has no handler, would sleep through the SIGINT these tests send.
+#[allow(
+    unsafe_code,
+    reason = "the child's SIGINT is reset between fork and exec (pre_exec), which only unsafe code can"
+)]
+fn harness_command() -> Command {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
+    // SAFETY: signal(2) is async-signal-safe, the only call between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::signal(libc::SIGINT, libc::SIG_DFL) == libc::SIG_ERR {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command
+}
+
 fn harness_run(dir: &Path, mark: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_harness"))
+    harness_command()
         .args(["run", "--scenarios"])
         .arg(dir)
         .env(MARKER, mark)
@@ -191,7 +215,7 @@ fn signal_leaves_no_redis_or_native_instance(signal: Signal) {
     let app = dir.path().join("app.toml");
     std::fs::write(&app, NATIVE_APP).expect("write app");
     let mut harness = Harness(
-        Command::new(env!("CARGO_BIN_EXE_harness"))
+        harness_command()
             .arg("native")
             .arg(&app)
             .args(["server", "--instances", "2", "--redis"])
