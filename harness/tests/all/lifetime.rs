@@ -4,7 +4,7 @@
 //! Each test marks the processes it starts with an environment variable of
 //! its own and looks for workerd processes carrying it in /proc.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

@@ -7,7 +7,7 @@
 //! path, the faults, the dry run against wrangler's own upload body, and a
 //! fake token that must appear in no output at all.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
