@@ -1,7 +1,7 @@
 //! The conformance harness: proves the rate limiter inside a real, pinned workerd.
 //!
 //! It is built in layers, each a folder, each importing only the layers
-//! below it (`tests/architecture.rs` holds it to that):
+//! below it (`tests/all/architecture.rs` holds it to that):
 //!
 //! - [`commands`]: what the command line and the test targets call: a
 //!   scenarios directory run as trials, the report, the edge-compatibility

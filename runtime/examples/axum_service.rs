@@ -2,7 +2,7 @@
 //! feature): its API nested under `/api` (`Router::nest`), the client's
 //! address from where the deployable's `client_address` says (axum's
 //! `ConnectInfo` for the peer), `/health` left unlimited.
-//! `runtime/tests/axum_example.rs` runs it over real HTTP with each address
+//! `runtime/tests/all/axum_example.rs` runs it over real HTTP with each address
 //! source (peer, cloudflare, trusted proxies).
 //!
 //! ```sh

@@ -14,6 +14,8 @@ pub mod report;
 use std::path::PathBuf;
 use std::time::Instant;
 
+use futures::future::BoxFuture;
+
 use lifecycle::{Context, ScenarioRun};
 pub use lifecycle::{Judge, Timing};
 use plan::{PlanError, PlanOptions, RunPlan};
@@ -67,7 +69,15 @@ pub struct Reach {
     pub timing: Timing,
     /// What judges each scenario's observation.
     pub judge: Judge,
+    /// What interrupts the run: Ctrl-C or SIGTERM ([`interrupted_by_a_signal`]).
+    pub interrupted: Interruption,
 }
+
+/// Resolves when the run is to stop, naming why. A tokio signal listener
+/// replaces the signal's default action for the rest of the process, so a
+/// test running the command inside its own process gives one that never
+/// resolves, and the process's Ctrl-C still ends it.
+pub type Interruption = fn() -> BoxFuture<'static, &'static str>;
 
 impl Reach {
     /// As the command line has it: [`credentials::BASE_URL_VARIABLE`] and
@@ -80,6 +90,7 @@ impl Reach {
             retry: RetryPolicy::default(),
             timing: Timing::default(),
             judge: crate::judge::cloudflare::check,
+            interrupted: interrupted_by_a_signal,
         }
     }
 }
@@ -210,7 +221,7 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
     let started = Instant::now();
     let finished = tokio::select! {
         runs = run_all(&context, &plan, request.jobs) => Ok(runs),
-        signal = interrupted() => Err(signal),
+        signal = (reach.interrupted)() => Err(signal),
     };
     let runs = match finished {
         Ok(runs) => runs,
@@ -219,7 +230,7 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
             // A second signal stops the deleting, naming what is left.
             tokio::select! {
                 _ = context.created.delete_all(&api) => {}
-                _ = interrupted() => {}
+                _ = (reach.interrupted)() => {}
             }
             return Err(CloudflareError::Interrupted {
                 signal,
@@ -420,18 +431,21 @@ fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
         .unwrap_or_else(|| "a panic".to_owned())
 }
 
-/// Resolves at Ctrl-C or SIGTERM (a CI job's cancel), naming which.
-async fn interrupted() -> &'static str {
-    let mut terminate =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let terminated = async {
-        match terminate.as_mut() {
-            Some(signal) => signal.recv().await,
-            None => std::future::pending().await,
+/// Resolves at Ctrl-C or SIGTERM (a CI job's cancel), naming which: the
+/// command line's [`Interruption`].
+pub fn interrupted_by_a_signal() -> BoxFuture<'static, &'static str> {
+    Box::pin(async {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let terminated = async {
+            match terminate.as_mut() {
+                Some(signal) => signal.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "Ctrl-C",
+            _ = terminated => "SIGTERM",
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => "Ctrl-C",
-        _ = terminated => "SIGTERM",
-    }
+    })
 }

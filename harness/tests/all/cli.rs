@@ -2,7 +2,7 @@
 //! nightly job and a Worker's build step run.
 //! They print nothing but the result.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
+use crate::sweep::{HOUR, WINDOWS, every_limit, step};
 use proptest::prelude::*;
 use runtime::ClientAddress;
 use runtime::Subject;
@@ -13,9 +14,6 @@ use runtime::config::Application;
 use runtime::counter::DEFAULT_MAX_KEYS;
 use runtime::limiter::{Limiter, Now, Refusal};
 use runtime::limits::Limit;
-use sweep::{HOUR, WINDOWS, every_limit, step};
-
-mod sweep;
 
 /// A path no route limits: only the built-in limit counts it.
 const ELSEWHERE: &str = "/elsewhere";

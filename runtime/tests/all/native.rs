@@ -1,13 +1,11 @@
 //! The native gate without Redis: which deployables count in Redis, the
 //! tower layer's 429, and the two clocks of its cool-off. (Where a native
 //! request's address comes from: `client_address.rs`; counting in a real
-//! Redis: `harness/tests/redis_store.rs`.)
+//! Redis: `harness/tests/all/redis_store.rs`.)
 
 use std::sync::Arc;
 
-mod common;
-
-use common::Handler;
+use crate::common::{self, Handler};
 use runtime::breaker::COOL_OFF_MS;
 use runtime::config::{Application, Code, Counting, RedisEndpoint};
 use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};

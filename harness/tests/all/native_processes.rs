@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-mod common;
+use crate::common;
 
 use harness::world::native::NativeProcess;
 use harness::world::redis::RedisServer;

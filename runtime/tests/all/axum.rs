@@ -3,14 +3,12 @@
 //! path the client sent (`OriginalUri`) inside a router nested with
 //! `Router::nest`, which strips the prefix from the URI the layer sees.
 
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::common::Lines;
 use axum::Router;
 use axum::routing::get;
-use common::Lines;
 use runtime::native::{NativeGate, RateLimitLayer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -97,7 +95,7 @@ async fn served_without_connect_info_every_anonymous_request_is_a_500_and_one_li
     assert!(
         logged[0]["layer"]
             .as_str()
-            .is_some_and(|at| at.starts_with("runtime/tests/axum.rs:")),
+            .is_some_and(|at| at.starts_with("runtime/tests/all/axum.rs:")),
         "{}",
         lines.text()
     );

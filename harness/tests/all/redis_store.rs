@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use harness::world::redis::{RedisCluster, RedisServer};
 
-mod common;
-#[path = "../../runtime/tests/common/lines.rs"]
+use crate::common;
+#[path = "../../../runtime/tests/all/common/lines.rs"]
 mod lines;
 use lines::Lines;
 use runtime::Subject;

@@ -1,6 +1,6 @@
 //! The JSON lines a gate writes through `tracing`, captured while a test
 //! holds them. Shared by runtime's tests and the harness's
-//! (`harness/tests/redis_store.rs` includes this file).
+//! (`harness/tests/all/redis_store.rs` includes this file).
 
 use std::cell::RefCell;
 use std::io::Write;

@@ -4,7 +4,7 @@
 //! machine without `redis-server` that the harness cannot install it on
 //! must get one line naming the command to run, not a failure a scenario.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

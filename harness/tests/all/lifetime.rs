@@ -7,7 +7,7 @@
 //! ([`harness_command`]), so a SIGINT test proves the harness stops on Ctrl-C
 //! however it was started, not only from a terminal.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

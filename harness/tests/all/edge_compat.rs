@@ -4,7 +4,7 @@
 //! and with Cloudflare's simulator as the counting core, writes the drift
 //! report and JUnit XML, and its exit status follows the expected failures.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -7,13 +7,14 @@
 //! path, the faults, the dry run against wrangler's own upload body, and a
 //! fake token that must appear in no output at all.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
 use harness::commands::cloudflare::{
     self, CloudflareError, CloudflareRequest, Reach, Timing, plan::is_run_script,
@@ -426,6 +427,7 @@ impl Fake {
                 tail_most: Duration::from_secs(5),
             },
             judge: harness::judge::cloudflare::check,
+            interrupted: never_interrupted,
         }
     }
 
@@ -467,6 +469,12 @@ impl Fake {
                 .count(),
         )
     }
+}
+
+/// A run in this process is never interrupted: listening for Ctrl-C would
+/// take the signal's default action from every other test here.
+fn never_interrupted() -> BoxFuture<'static, &'static str> {
+    Box::pin(std::future::pending())
 }
 
 fn credentials() -> Credentials {
@@ -789,6 +797,21 @@ async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
     drop(edge);
 
     assert_report(out.path());
+    assert_eq!(
+        caught_signals() & (1 << (libc::SIGINT - 1) | 1 << (libc::SIGTERM - 1)),
+        0,
+        "the run took Ctrl-C or SIGTERM from the tests' process"
+    );
+}
+
+/// The signals this process catches (`SigCgt` in /proc: bit N - 1 for signal N).
+fn caught_signals() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let mask = status
+        .lines()
+        .find_map(|line| line.strip_prefix("SigCgt:"))
+        .expect("a SigCgt line");
+    u64::from_str_radix(mask.trim(), 16).expect("a hex mask")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1141,6 +1164,7 @@ async fn the_dry_run_s_bindings_are_wranglers_own_binding_for_binding() {
     let reach = Reach {
         credentials: None,
         base_url: "http://127.0.0.1:9".into(),
+        interrupted: never_interrupted,
         ..Reach::from_env()
     };
     assert!(

@@ -1,7 +1,6 @@
 //! The parameters the flood tests sweep (`counter.rs`, `floods.rs`): every
 //! limit size by every window length, from an hour boundary, and clock
 //! steps that cross a window of each length.
-#![allow(dead_code)] // Each test binary uses its own part of this module.
 
 use proptest::prelude::*;
 use runtime::limits::Limit;

@@ -1,7 +1,6 @@
-//! What several of runtime's integration tests share: the JSON lines a gate
+//! What several of runtime's test modules share: the JSON lines a gate
 //! writes through `tracing`, captured while a test holds them, and an
 //! application's handler behind the tower layer.
-#![allow(dead_code)] // Each test binary uses its own part of this module.
 
 mod lines;
 pub use lines::Lines;

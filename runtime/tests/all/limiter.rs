@@ -363,38 +363,3 @@ fn a_route_listed_twice_counts_each_request_once() {
 fn an_unknown_deployable_is_an_error() {
     assert!(Limiter::new(&app("limits", ""), "nope", 1).is_err());
 }
-
-#[test]
-fn a_requests_path_is_read_off_its_url_as_url_pathname_gives_it() {
-    use runtime::limiter::url_path;
-    for (url, path) in [
-        ("http://127.0.0.1:8787/api/search", "/api/search"),
-        ("https://example.com/api/search?q=1&r=/x", "/api/search"),
-        ("https://example.com/api/items#frag/ment", "/api/items"),
-        (
-            "https://user:p%2Fw@example.com:443/api/a%20b/",
-            "/api/a%20b/",
-        ),
-        ("https://example.com", "/"),
-        ("https://example.com?q=/api/", "/"),
-        ("https://example.com#/api/", "/"),
-        ("http://[2001:db8::1]:8080/health", "/health"),
-    ] {
-        assert_eq!(url_path(url), path, "{url}");
-    }
-}
-
-proptest::proptest! {
-    /// The byte scan cuts where a search for the delimiters cuts, on any
-    /// string (multi-byte characters included).
-    #[test]
-    fn a_urls_path_is_cut_where_a_search_for_its_delimiters_cuts(
-        url in "(https?://[a-z.]{0,6})?[a:/?#é%]{0,24}"
-    ) {
-        let rest = url.find("://").map_or(url.as_str(), |i| &url[i + 3..]);
-        let path = rest.find(['/', '?', '#']).map_or("", |i| &rest[i..]);
-        let path = path.find(['?', '#']).map_or(path, |i| &path[..i]);
-        let expected = if path.is_empty() { "/" } else { path };
-        proptest::prop_assert_eq!(runtime::limiter::url_path(&url), expected);
-    }
-}

@@ -2,7 +2,7 @@
 //! a scope of its own: scenarios counting the same key in the same minute of
 //! scenario time, at the same time, never see each other's counts.
 
-mod common;
+use crate::common;
 
 use std::process::Command;
 

@@ -1,11 +1,9 @@
 //! The scenario format itself: its checked-in JSON Schema is current and
 //! agrees with the parser, and malformed files fail with `file:line:col`.
 
-mod common;
-
 use std::path::Path;
 
-use common::WORKERS_API;
+use crate::common::WORKERS_API;
 use harness::commands::suite::{self, Trial};
 use harness::language::scenario::{self, load_file};
 use harness::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
@@ -23,7 +21,7 @@ fn the_checked_in_schema_is_current() {
     let checked_in = std::fs::read_to_string(schema_path()).unwrap_or_default();
     assert!(
         checked_in == generated,
-        "scenarios/scenario.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test -p harness --test scenario_files` and commit it"
+        "scenarios/scenario.schema.json is stale: run `UPDATE_SCHEMA=1 cargo test -p harness --test all -- scenario_files::the_checked_in_schema_is_current` and commit it"
     );
     let json: serde_json::Value = serde_json::from_str(&generated).expect("json");
     assert_eq!(json["$schema"], "http://json-schema.org/draft-07/schema#");

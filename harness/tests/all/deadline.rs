@@ -14,7 +14,7 @@
 //! exactly when, on this machine at this moment, a 1 s deadline would pass.
 //! The same arithmetic on timings recorded under load: `judge::checks`'s tests.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

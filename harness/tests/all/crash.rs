@@ -1,7 +1,7 @@
 //! workerd refusing its config, or dying mid-scenario, is reported as such,
 //! with its stderr, and not as a timeout.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

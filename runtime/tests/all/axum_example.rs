@@ -5,7 +5,7 @@
 //! limited.
 
 #[allow(dead_code)] // Its `main` is the example's, not this test's.
-#[path = "../examples/axum_service.rs"]
+#[path = "../../examples/axum_service.rs"]
 mod example;
 
 use std::sync::Arc;

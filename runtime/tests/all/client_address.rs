@@ -5,12 +5,10 @@
 //! known (one shared key and one `rate_limits.address_unknown` line per
 //! process, or a 500 for a server that hands over no peer).
 
-mod common;
-
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
-use common::{Handler, Lines};
+use crate::common::{Handler, Lines};
 use runtime::address::{AddressSource, AddressUnknown, TrustedProxies};
 use runtime::config::{Application, Code};
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
@@ -439,7 +437,7 @@ async fn through_the_layer_clients_behind_a_proxy_count_apart_and_a_missing_peer
     assert_eq!(logged[0]["reason"], "no_peer_address");
     let layer = logged[0]["layer"].as_str().expect("the layer's place");
     assert!(
-        layer.starts_with(&format!("runtime/tests/client_address.rs:{built_at}:")),
+        layer.starts_with(&format!("runtime/tests/all/client_address.rs:{built_at}:")),
         "{layer}"
     );
     assert!(!lines.text().contains("203.0.113"), "{}", lines.text());

@@ -1,6 +1,5 @@
-//! What several integration tests share: minimal applications and a probe
-//! for the workerd processes a test started.
-#![allow(dead_code)] // Each test binary uses its own part of this module.
+//! What several of the harness's test modules share: minimal applications
+//! and a probe for the workerd processes a test started.
 
 use harness::world::proc;
 
