@@ -4,7 +4,7 @@
 //! scenario language done to it for real ([`StoreBehaviour`]).
 
 use crate::language::scenario::{RedisCalls, RedisKind, StoreBehaviour};
-use crate::world::redis::{RedisCluster, RedisError, RedisServer, free_port};
+use crate::world::redis::{RedisCluster, RedisError, RedisServer};
 
 /// Where the native instances' store connection points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,10 +18,40 @@ pub enum StoreAddress {
 enum Topology {
     Server(RedisServer),
     Cluster(RedisCluster),
-    /// Nothing listens at this port, from start to end.
-    Missing {
-        port: u16,
-    },
+    /// Nothing listens at this port, from start to end: the harness holds
+    /// it bound (never listening), so a connection to it is refused and no
+    /// other process of the run can listen there meanwhile (another
+    /// scenario's `redis-server`, or a cluster node's bus at its port +
+    /// 10000, once answered on a port that was only picked free).
+    Missing(HeldPort),
+}
+
+/// A local TCP port bound and never listened on: connections to it are
+/// refused for as long as it is held, and nothing else can bind it.
+struct HeldPort {
+    port: u16,
+    _socket: socket2::Socket,
+}
+
+impl HeldPort {
+    fn bind() -> Result<HeldPort, RedisError> {
+        use socket2::{Domain, Socket, Type};
+        // No SO_REUSEADDR: a listener that sets it (redis-server does) still
+        // conflicts with this socket.
+        let socket = Socket::new(Domain::IPV4, Type::STREAM, None).map_err(RedisError::Setup)?;
+        let any_port = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
+        socket.bind(&any_port.into()).map_err(RedisError::Setup)?;
+        let port = socket
+            .local_addr()
+            .map_err(RedisError::Setup)?
+            .as_socket()
+            .map(|address| address.port())
+            .ok_or_else(|| RedisError::Setup(std::io::Error::other("not an IP socket")))?;
+        Ok(HeldPort {
+            port,
+            _socket: socket,
+        })
+    }
 }
 
 /// The Redis of one native scenario.
@@ -52,7 +82,7 @@ impl ScenarioRedis {
         initial: StoreBehaviour,
     ) -> Result<ScenarioRedis, ScenarioRedisError> {
         let topology = match (initial, kind) {
-            (StoreBehaviour::Missing, _) => Topology::Missing { port: free_port()? },
+            (StoreBehaviour::Missing, _) => Topology::Missing(HeldPort::bind()?),
             (_, RedisKind::Server) => Topology::Server(RedisServer::start().await?),
             (_, RedisKind::Cluster) => Topology::Cluster(RedisCluster::start().await?),
         };
@@ -69,7 +99,7 @@ impl ScenarioRedis {
         match &self.topology {
             Topology::Server(server) => StoreAddress::Url(server.url()),
             Topology::Cluster(cluster) => StoreAddress::Nodes(cluster.urls()),
-            Topology::Missing { port } => StoreAddress::Url(format!("redis://127.0.0.1:{port}")),
+            Topology::Missing(held) => StoreAddress::Url(format!("redis://127.0.0.1:{}", held.port)),
         }
     }
 
@@ -77,7 +107,7 @@ impl ScenarioRedis {
         match &mut self.topology {
             Topology::Server(server) => vec![server],
             Topology::Cluster(cluster) => cluster.nodes_mut().iter_mut().collect(),
-            Topology::Missing { .. } => Vec::new(),
+            Topology::Missing(_) => Vec::new(),
         }
     }
 
@@ -85,7 +115,7 @@ impl ScenarioRedis {
         match &self.topology {
             Topology::Server(server) => vec![server],
             Topology::Cluster(cluster) => cluster.nodes().iter().collect(),
-            Topology::Missing { .. } => Vec::new(),
+            Topology::Missing(_) => Vec::new(),
         }
     }
 
@@ -93,7 +123,7 @@ impl ScenarioRedis {
     pub async fn apply(&mut self, behaviour: StoreBehaviour) -> Result<(), ScenarioRedisError> {
         let unsupported = |store| ScenarioRedisError::Unsupported { behaviour, store };
         match (&self.topology, behaviour) {
-            (Topology::Missing { .. }, _) => return Err(unsupported("a missing store")),
+            (Topology::Missing(_), _) => return Err(unsupported("a missing store")),
             (Topology::Cluster(_), StoreBehaviour::Restarted) => {
                 return Err(unsupported("a cluster"));
             }
@@ -152,5 +182,23 @@ async fn apply_to_server(
         StoreBehaviour::ScriptsFlushed => server.flush_scripts().await,
         // Refused by `apply` before any server is touched.
         StoreBehaviour::Missing => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeldPort;
+    use std::io::ErrorKind;
+    use std::net::{TcpListener, TcpStream};
+
+    #[test]
+    fn a_held_port_refuses_connections_and_cannot_be_listened_on() {
+        let held = HeldPort::bind().expect("a port to hold");
+        let error = TcpStream::connect(("127.0.0.1", held.port)).expect_err("nothing listens");
+        assert_eq!(error.kind(), ErrorKind::ConnectionRefused);
+        // std's listener sets SO_REUSEADDR, as redis-server's does.
+        let taken = TcpListener::bind(("127.0.0.1", held.port)).expect_err("the port is held");
+        assert_eq!(taken.kind(), ErrorKind::AddrInUse);
+        drop(held);
     }
 }
