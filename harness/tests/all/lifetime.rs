@@ -9,6 +9,7 @@
 
 use crate::common;
 
+use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -34,6 +35,35 @@ fn wait_until(timeout: Duration, mut done: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     done()
+}
+
+/// How long a harness under test may take to start its scenario's
+/// processes: it builds the Workers or `native-fixture` first, which on a
+/// fresh target directory and a loaded 2-core machine takes minutes (a
+/// 60 s wait once ran out while the fixture was still building).
+const START_TIMEOUT: Duration = Duration::from_secs(900);
+
+/// Waits until `started` holds, or fails the test at once with the
+/// harness's output if it ended before that.
+fn wait_for_start(harness: &mut Harness, what: &str, mut started: impl FnMut() -> bool) {
+    let begin = Instant::now();
+    while begin.elapsed() < START_TIMEOUT {
+        if started() {
+            return;
+        }
+        if let Some(status) = harness.0.try_wait().expect("harness status") {
+            let mut output = String::new();
+            if let Some(mut stdout) = harness.0.stdout.take() {
+                let _ = stdout.read_to_string(&mut output);
+            }
+            if let Some(mut stderr) = harness.0.stderr.take() {
+                let _ = stderr.read_to_string(&mut output);
+            }
+            panic!("the harness ended ({status}) before {what} started:\n{output}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{what} did not start within {START_TIMEOUT:?}");
 }
 
 const APP: &str = common::WORKERS_API;
@@ -111,11 +141,9 @@ fn signal_mid_run_leaves_no_workerd(mark: &str, signal: Signal) {
         "[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = { requests = 1 }\n",
     );
     let mut harness = Harness(harness_run(dir.path(), mark));
-    assert!(
-        wait_until(Duration::from_secs(120), || marked_workerds(mark).len()
-            == PROCESSES),
-        "workerds started"
-    );
+    wait_for_start(&mut harness, "its workerds", || {
+        marked_workerds(mark).len() == PROCESSES
+    });
     kill(Pid::from_raw(harness.0.id() as i32), signal).expect("signal sent");
     let status = harness.0.wait().expect("harness ends");
     assert_ended(status, signal, Ending::KilledBySignal);
@@ -317,12 +345,11 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
     let mut harness = Harness(harness_run(dir.path(), mark));
     let parent = harness.0.id();
     let mut pids = Vec::new();
-    let started = wait_until(Duration::from_secs(60), || {
+    wait_for_start(&mut harness, "redis-server and two native instances", || {
         pids = common::children_named(parent, "redis-server");
         pids.extend(common::children_named(parent, "native-fixture"));
         pids.len() == 3
     });
-    assert!(started, "redis-server and two native instances: {pids:?}");
     signal_and_expect_gone(&mut harness, signal, Ending::KilledBySignal, &pids);
 }
 
