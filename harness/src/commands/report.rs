@@ -7,7 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::{InstanceRecord, Observation};
-use crate::judge::checks;
+use crate::judge::scenario;
 use crate::judge::expectations::Verdict;
 use crate::judge::stats::percentile;
 use crate::world::process::Stream;
@@ -54,7 +54,7 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
 /// The outcome of a trial that observed `observation` and failed as
 /// `failures` say (none: it passed), with the log tails of a failure.
 pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
-    let ms = checks::latencies(observation);
+    let ms = scenario::latencies(observation);
     let mut message = failures.join("\n\n");
     if !failures.is_empty() && !observation.instances.is_empty() {
         message.push_str("\n\n");

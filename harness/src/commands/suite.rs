@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
 use crate::engine::{self, Environment};
-use crate::judge::checks::{self, Failure};
+use crate::judge::scenario::{Failure, judge};
 use crate::judge::expectations::Expectations;
 use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
 use crate::world::wasm::{self, UnknownWorker, WorkerChoice};
@@ -95,7 +95,7 @@ fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
         ));
     } else {
         failures.extend(
-            checks::check(prepared, &observation)
+            judge(prepared, &observation)
                 .iter()
                 .map(Failure::to_string),
         );

@@ -1,5 +1,5 @@
 //! The judge: an [`crate::engine::Observation`] held against the scenario's
-//! expectations ([`checks`]), the expected failures that turn a failure into
+//! expectations ([`scenario`]), the expected failures that turn a failure into
 //! a verdict ([`expectations`]), the two counting cores' observations of one
 //! scenario compared ([`differential`]), the statistics every figure is
 //! taken with ([`stats`]), and a run on Cloudflare itself judged as its
@@ -8,7 +8,7 @@
 //! It may use [`crate::engine`], [`crate::world`] and [`crate::language`],
 //! nothing above.
 
-pub mod checks;
+pub mod scenario;
 pub mod cloudflare;
 pub mod differential;
 pub mod expectations;

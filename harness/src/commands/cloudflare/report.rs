@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use super::lifecycle::ScenarioRun;
 use super::plan::{PlannedScenario, RunPlan};
 use crate::commands::report::{self, Counts, TrialOutcome};
-use crate::judge::checks::Failure;
+use crate::judge::scenario::Failure;
 use crate::judge::cloudflare::Figure;
 
 /// One scenario's outcome on Cloudflare.

@@ -1,6 +1,6 @@
 //! Runs one scenario: starts its workerd processes, sets their clock,
 //! performs its steps, and records what it observed. Judging what was
-//! observed is [`crate::judge::checks`]'s job; the clock's arithmetic is
+//! observed is [`crate::judge::scenario`]'s job; the clock's arithmetic is
 //! [`crate::engine::clock`]'s; this module only does I/O.
 //!
 //! A [`Runner`] holds one scenario's processes, clock and record; its

@@ -1,6 +1,6 @@
 //! Reading scenario files: every `[[scenario]]` of a file with the file's
 //! defaults applied, its application read (from its file or inline) and
-//! validated once, and its sense checked ([`super::sense`]), so a file that
+//! validated once, and validated ([`super::validate`]), so a file that
 //! does not make sense is refused at `file:line:col` before anything runs.
 
 use std::collections::BTreeSet;
@@ -11,7 +11,7 @@ use runtime::config::{Application, Location};
 
 use super::model::{SLOW_TAG, ScenarioFile};
 use super::prepared::Prepared;
-use super::sense;
+use super::validate;
 use super::source::{Place, ScenarioError, ScenarioSource};
 
 /// The file of a scenarios directory that lists the scenarios expected to
@@ -94,7 +94,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             deployable,
             scenario: source.clone(),
         };
-        sense::check(&ready)?;
+        validate::validate(&ready)?;
         prepared.push(ready);
     }
     Ok(prepared)

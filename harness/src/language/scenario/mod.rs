@@ -11,7 +11,7 @@
 //! does) and `expect` (what a scenario expects), held to `bounds`, with
 //! `statuses` for a status sequence. `load` reads a file into [`Prepared`]
 //! scenarios (`prepared`), each with its application validated once and
-//! its sense checked (`sense`), every error located through its `source`;
+//! validated (`validate`), every error located through its `source`;
 //! `schema` is the format's JSON Schema. Everything is used from here, by
 //! these names.
 
@@ -22,7 +22,7 @@ mod load;
 mod model;
 mod prepared;
 mod schema;
-mod sense;
+mod validate;
 mod source;
 mod statuses;
 mod step;
@@ -37,7 +37,7 @@ pub use load::{DIFFERENTIAL_FILE, EXPECTATIONS_FILE, load_file, scenario_files};
 pub use model::{ClockKind, RedisKind, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;
-pub use sense::cloudflare_obstacle;
+pub use validate::cloudflare_obstacle;
 pub use source::{Place, ScenarioError, ScenarioSource};
 pub use statuses::{Run, expand_statuses, parse_statuses};
 pub use step::{Action, AdvanceClock, SendRequests, Step, WaitForRoom};
