@@ -11,7 +11,7 @@
 //! - [`engine`]: runs one scenario's steps in the world and records what it
 //!   observed.
 //! - [`world`]: the processes and files a scenario runs in: workerd and its
-//!   configs, the binding stores and the reference core, native instances,
+//!   configs, the count servers and the reference core, native instances,
 //!   Redis, the wasm build.
 //! - [`language`]: the scenario files QA write: the model, parsing with
 //!   located errors, the JSON Schema.

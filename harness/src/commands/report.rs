@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::{InstanceRecord, Observation};
-use crate::judge::scenario;
 use crate::judge::expectations::Verdict;
+use crate::judge::scenario;
 use crate::judge::stats::percentile;
 use crate::world::process::Stream;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
 use crate::engine::{self, Environment};
-use crate::judge::scenario::{Failure, judge};
 use crate::judge::expectations::Expectations;
+use crate::judge::scenario::{Failure, judge};
 use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
 use crate::world::wasm::{self, UnknownWorker, WorkerChoice};
 use crate::world::workerd::reference::{
@@ -94,11 +94,7 @@ fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
             "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
         ));
     } else {
-        failures.extend(
-            judge(prepared, &observation)
-                .iter()
-                .map(Failure::to_string),
-        );
+        failures.extend(judge(prepared, &observation).iter().map(Failure::to_string));
     }
     report::outcome(&prepared.trial_name, &observation, failures)
 }
@@ -308,12 +304,12 @@ pub fn prepare_environment_with(
     if worker != WorkerChoice::default() {
         eprintln!("harness: Worker: the {} deployable", worker.name());
     }
-    let deployable = wasm::build_deployable(worker)?;
+    let deployable = wasm::build_worker(worker)?;
     Ok(Environment {
         workerd,
         deployable,
         core,
-        store: crate::world::workerd::SharedStore::default(),
+        count_server: crate::world::workerd::CountServer::default(),
     })
 }
 

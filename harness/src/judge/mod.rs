@@ -8,8 +8,8 @@
 //! It may use [`crate::engine`], [`crate::world`] and [`crate::language`],
 //! nothing above.
 
-pub mod scenario;
 pub mod cloudflare;
 pub mod differential;
 pub mod expectations;
+pub mod scenario;
 pub mod stats;

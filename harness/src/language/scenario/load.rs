@@ -11,8 +11,8 @@ use runtime::config::{Application, Location};
 
 use super::model::{SLOW_TAG, ScenarioFile};
 use super::prepared::Prepared;
-use super::validate;
 use super::source::{Place, ScenarioError, ScenarioSource};
+use super::validate;
 
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.

@@ -14,8 +14,8 @@ mod store;
 
 use std::ops::Range;
 
-use cloudflare::validate_for_cloudflare;
 pub use cloudflare::cloudflare_obstacle;
+use cloudflare::validate_for_cloudflare;
 use deadline::validate_deadline_isolate;
 use deployable::validate_for_deployable;
 use send::validate_send;

@@ -5,7 +5,10 @@ use crate::language::scenario::behaviour::StoreBehaviour;
 use crate::language::scenario::model::{RedisKind, Scenario};
 
 /// `store`: what a Redis can be from the start.
-pub(super) fn validate_store_at_start(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
+pub(super) fn validate_store_at_start(
+    s: &Scenario,
+    behaviour: StoreBehaviour,
+) -> Result<(), String> {
     match behaviour {
         StoreBehaviour::Restarted | StoreBehaviour::ScriptsFlushed => Err(format!(
             "`{behaviour}` happens mid-run (`set_store`); at the start write healthy, down, hanging, slow = {{ ms = N }} or missing"
