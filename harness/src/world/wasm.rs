@@ -414,7 +414,7 @@ const CARGO_STAMP: &str = "-built.stamp";
 /// Whether cargo, last asked at `stamp`'s date, saw every file the build of
 /// the wasm at `raw` reads ([`cargo_build::up_to_date`]). Then cargo would
 /// find nothing to do, and not asking it spares every run ~0.3-0.6 s before
-/// its first scenario can start (BENCHMARKS-log.md, issue 11).
+/// its first scenario can start (BENCHMARKS-log.md, "the suite's wall time").
 fn built_from_current_sources(raw: &Path, stamp: &Path) -> bool {
     cargo_build::modified(stamp)
         .is_some_and(|asked_at| cargo_build::up_to_date(raw, &raw.with_extension("d"), asked_at))

@@ -16,7 +16,7 @@ use super::validate;
 
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.
-pub const EXPECTATIONS_FILE: &str = "expectations.toml";
+pub const EXPECTED_FAILURES_FILE: &str = "expected-failures.toml";
 
 /// The file of a scenarios directory that lists where the two counting
 /// cores differ by design, each with its reason: not a scenario file.
@@ -110,7 +110,7 @@ pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathB
         let Some(name) = path.file_name() else {
             continue;
         };
-        let is_expectations = name == EXPECTATIONS_FILE || name == DIFFERENTIAL_FILE;
+        let is_expectations = name == EXPECTED_FAILURES_FILE || name == DIFFERENTIAL_FILE;
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let shown = shown_as.join(name);
             files.push((path, shown));

@@ -33,7 +33,7 @@ pub use expect::{
     Deadline, FallbackExpectation, FallbackReasonName, FinalExpectations, Latency, RedisCalls,
     SendExpectations,
 };
-pub use load::{DIFFERENTIAL_FILE, EXPECTATIONS_FILE, load_file, scenario_files};
+pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
 pub use model::{ClockKind, RedisKind, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;

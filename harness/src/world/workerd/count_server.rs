@@ -4,7 +4,7 @@
 //! a store process started for every scenario.
 //!
 //! Why: starting a workerd costs ~85 ms of CPU, and a store per scenario was
-//! ~50 of the ~120 processes of a run (BENCHMARKS-log.md, issue 11). The store is
+//! ~50 of the ~120 processes of a run (BENCHMARKS-log.md, "the suite's CPU cut by half"). The store is
 //! the emulation of Cloudflare's count, not the code under test, and a scope
 //! gives each scenario counters and a clock no other scenario can touch.
 //!
