@@ -1,6 +1,6 @@
 // The harness's Rate Limiting binding for a real workerd: a fault layer
 // (missing, throwing, rejecting, malformed, slow, hanging) around a counting
-// core, which is either the harness's own (below, counting in binding-store.js)
+// core, which is either the harness's own (below, counting in count-server.js)
 // or Cloudflare's simulator (miniflare's ratelimit.worker.js, wired by the
 // harness as the inner wrapped binding `core`).
 //
@@ -19,7 +19,7 @@
 //         ( name = "period",    json = "60" ),          # window length in seconds (10 or 60)
 //         ( name = "behaviour", json = "\"healthy\"" ), # optional, initial behaviour
 //         # the counting core, at most one of:
-//         ( name = "store",     service = "binding-store" ), # the harness's core, shared
+//         ( name = "store",     service = "count-server" ), # the harness's core, shared
 //         ( name = "scope",     text = "scenario-1" ),       # with `store`: the scenario's scope in it
 //         ( name = "core",      wrapped = ( moduleName = "cloudflare-internal:ratelimit:module",
 //                                           innerBindings = [ fetcher, limit, period ] ) ),
@@ -190,7 +190,7 @@ class HarnessCore {
       key,
       delta: weight,
     });
-    const response = await this.#store.fetch("http://binding-store/limit", { method: "POST", body });
+    const response = await this.#store.fetch("http://count-server/limit", { method: "POST", body });
     return response.json();
   }
 }

@@ -71,8 +71,10 @@ use harness::engine::Environment;
 use harness::judge::stats::{self, median};
 use harness::language::scenario::Behaviour;
 use harness::world::proc;
-use harness::world::wasm::{Deployable, WorkerChoice, build_deployable};
-use harness::world::workerd::config::{Counting, IsolateConfig, write_config, write_store_config};
+use harness::world::wasm::{WorkerBuild, WorkerChoice, build_worker};
+use harness::world::workerd::config::{
+    BindingCounter, IsolateConfig, write_config, write_count_server_config,
+};
 use harness::world::workerd::reference::CoreChoice;
 use harness::world::workerd::{EmulatedBinding, WorkerdChoice, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
@@ -287,7 +289,7 @@ struct Bench {
     /// workerd, and the wasm-bindgen Worker (`harness/deployable`).
     env: Environment,
     /// The other Workers (`harness/deployable-workers-rs`, `harness/deployable-axum`).
-    others: Vec<Deployable>,
+    others: Vec<WorkerBuild>,
     /// The deployable's plan, as its build step writes it.
     plan: String,
     app: Application,
@@ -305,7 +307,7 @@ impl Bench {
         let others = WorkerChoice::ALL
             .into_iter()
             .filter(|w| *w != WorkerChoice::WasmBindgen)
-            .map(build_deployable)
+            .map(build_worker)
             .collect::<Result<_, _>>()?;
         let application_toml =
             std::fs::read_to_string(harness::world::paths::repo_root().join(APPLICATION))?;
@@ -347,9 +349,11 @@ impl Bench {
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
             control_token: "bench",
-            counting: store_port.map_or(Counting::InIsolate, |port| Counting::HarnessStore {
-                port,
-                scope: "bench",
+            counter: store_port.map_or(BindingCounter::InIsolate, |port| {
+                BindingCounter::CountServer {
+                    port,
+                    scope: "bench",
+                }
             }),
             limiting_off,
         };
@@ -362,7 +366,7 @@ impl Bench {
 
     fn store_config(&mut self) -> Result<PathBuf, Error> {
         let dir = self.fresh_dir()?;
-        Ok(write_store_config(&dir, &self.env.workerd.version)?)
+        Ok(write_count_server_config(&dir, &self.env.workerd.version)?)
     }
 
     /// The bare Worker's config, shaped like the deployable's.

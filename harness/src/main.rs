@@ -1,4 +1,4 @@
-//! The harness's command line: `check` and `wrangler` for an application
+//! The harness's command line: `validate` and `wrangler` for an application
 //! description, `run` for the conformance run with its report, `native`,
 //! `edge-compat`. It parses the arguments and calls [`harness::commands`].
 
@@ -31,7 +31,7 @@ struct Cli {
 enum Command {
     /// Validate an application description: every diagnostic as `CODE: file:line:col: message`,
     /// or `ok` and the most memory an isolate takes counting in memory.
-    Check {
+    Validate {
         application: PathBuf,
         /// Also write the plan of a Workers deployable, which its Worker
         /// builds its gate from (`runtime::GatePlan::from_text`); repeatable.
@@ -215,7 +215,7 @@ fn main() -> ExitCode {
         eprintln!("harness: could not restore Ctrl-C's default action: {error}");
     }
     let done = match Cli::parse().command {
-        Command::Check { application, plan } => application::check(&application, &plan),
+        Command::Validate { application, plan } => application::validate(&application, &plan),
         Command::Wrangler {
             application,
             format,

@@ -11,13 +11,13 @@
 #
 # The Workers are glued by any harness run (`cargo run -p harness -- run
 # --worker NAME zzzz`). A config binds both the plan (PLAN, written by
-# `harness check --plan`) and the description (APPLICATION, DEPLOYABLE), so
+# `harness validate --plan`) and the description (APPLICATION, DEPLOYABLE), so
 # a Worker built before plans (which read the description) runs in it too.
 set -e
 B=$(cd "$1" && pwd); OUT=$2
 R=$(cd "$(dirname "$0")/../../.." && pwd)
 PLAN=$(mktemp)
-(cd "$R" && cargo run -q -p harness -- check scenarios/apps/cloudflare.toml --plan "edge=$PLAN" >/dev/null)
+(cd "$R" && cargo run -q -p harness -- validate scenarios/apps/cloudflare.toml --plan "edge=$PLAN" >/dev/null)
 WASM=deployable_opt.wasm; [ -f "$B/$WASM" ] || WASM=deployable_bg.wasm
 V8FLAGS='  v8Flags = ["--no-liftoff"],'; [ "${LIFTOFF:-}" = 1 ] && V8FLAGS=
 bind() { cat <<EOT

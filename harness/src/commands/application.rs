@@ -1,4 +1,4 @@
-//! The commands on an application description: `check` (every diagnostic,
+//! The commands on an application description: `validate` (every diagnostic,
 //! or `ok` and the most memory counting in memory takes; with `--plan`, the
 //! deployables' plans written for their Workers), `wrangler` (its
 //! `ratelimits` entries) and `wrangler --write` (those entries written into a
@@ -66,14 +66,14 @@ impl FromStr for PlanOutput {
     }
 }
 
-/// `check`: prints `ok` and the most memory an isolate (or a native
+/// `validate`: prints `ok` and the most memory an isolate (or a native
 /// process) of the application takes when it counts in memory, from its
 /// route limits; or every diagnostic. Whether the description is valid.
 /// A valid one also has each of `plans` written: the plan its
 /// Worker builds its gate from (`runtime::GatePlan`, no description parser
 /// in the Worker). Every plan is made before any is written, and a file
 /// already holding its plan is left untouched (`unchanged`).
-pub fn check(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError> {
+pub fn validate(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError> {
     let Some(app) = load(path)? else {
         return Ok(false);
     };

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use crate::commands::cloudflare::report::CloudflareResults;
 use crate::commands::report::{Counts, TrialOutcome};
-use crate::judge::expectations::Verdict;
+use crate::judge::expected_failures::Verdict;
 
 /// One side of the comparison.
 #[derive(Debug, Clone)]
@@ -127,7 +127,7 @@ pub fn markdown(pinned: &Side, newest: &Side, threshold: TimingThreshold) -> Str
         .collect();
     list(
         &mut out,
-        "Unexpected passes on the newest (remove their entries from expectations.toml)",
+        "Unexpected passes on the newest (remove their entries from expected-failures.toml)",
         &unexpected,
     );
 

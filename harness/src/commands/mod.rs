@@ -4,7 +4,7 @@
 //! for people and CI ([`report`]), what they need of the machine
 //! ([`preflight`]), and one module per command: [`run`], the
 //! edge-compatibility job ([`edge_compat`], its drift report [`edge`]), the
-//! application description's `check` and `wrangler` ([`application`], with
+//! application description's `validate` and `wrangler` ([`application`], with
 //! [`wrangler_file`] for `--write`), and the scenarios run on Cloudflare
 //! itself ([`cloudflare`]). A command prints what it found and
 //! returns whether everything held, or a [`CommandError`].

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use crate::engine::{InstanceRecord, Observation};
-use crate::judge::checks;
-use crate::judge::expectations::Verdict;
+use crate::judge::expected_failures::Verdict;
+use crate::judge::scenario;
 use crate::judge::stats::percentile;
 use crate::world::process::Stream;
 
@@ -36,7 +36,7 @@ pub struct TrialOutcome {
     pub duration: Duration,
 }
 
-/// The outcome of a scenario or expectations file that could not be read;
+/// The outcome of a scenario or expected-failures file that could not be read;
 /// `error` starts with `file:line:col`.
 pub fn malformed(name: &str, error: &str) -> TrialOutcome {
     TrialOutcome {
@@ -54,7 +54,7 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
 /// The outcome of a trial that observed `observation` and failed as
 /// `failures` say (none: it passed), with the log tails of a failure.
 pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> TrialOutcome {
-    let ms = checks::latencies(observation);
+    let ms = scenario::latencies(observation);
     let mut message = failures.join("\n\n");
     if !failures.is_empty() && !observation.instances.is_empty() {
         message.push_str("\n\n");
@@ -183,7 +183,7 @@ pub fn write_junit_with(
                     let mut status = TestCaseStatus::non_success(NonSuccessKind::Failure);
                     status.set_message("unexpected pass");
                     status.set_description(format!(
-                        "listed in expectations.toml as failing ({reason}), but it passed: remove the entry"
+                        "listed in expected-failures.toml as failing ({reason}), but it passed: remove the entry"
                     ));
                     status
                 }

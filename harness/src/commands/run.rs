@@ -10,7 +10,7 @@ use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::suite::{self, Suite};
 use crate::engine::Environment;
-use crate::judge::expectations::Verdict;
+use crate::judge::expected_failures::Verdict;
 use crate::world::paths;
 use crate::world::wasm::WorkerChoice;
 use crate::world::workerd::WorkerdChoice;
@@ -78,7 +78,7 @@ pub fn run(request: RunRequest) -> Result<bool, CommandError> {
     for outcome in result.outcomes.iter().filter(|o| !o.verdict.is_ok()) {
         let note = match &outcome.verdict {
             Verdict::UnexpectedPass { reason } => format!(
-                "unexpected pass: listed in expectations.toml as failing ({reason}), but it passed; remove the entry"
+                "unexpected pass: listed in expected-failures.toml as failing ({reason}), but it passed; remove the entry"
             ),
             _ => outcome.message.clone(),
         };

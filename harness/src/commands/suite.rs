@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
 use crate::engine::{self, Environment};
-use crate::judge::checks::{self, Failure};
-use crate::judge::expectations::Expectations;
-use crate::language::scenario::{self, EXPECTATIONS_FILE, Prepared};
+use crate::judge::expected_failures::ExpectedFailures;
+use crate::judge::scenario::{Failure, judge};
+use crate::language::scenario::{self, EXPECTED_FAILURES_FILE, Prepared};
 use crate::world::wasm::{self, UnknownWorker, WorkerChoice};
 use crate::world::workerd::reference::{
     CoreChoice, CountingCore, MINIFLARE_VERSION, ReferenceError,
@@ -22,7 +22,7 @@ use crate::world::workerd::{WorkerdChoice, find_workerd};
 /// waiting (500 ms deadlines, probes, process starts) rather than
 /// computing; on 2 cores the default suite took a median of ~10 s with 4
 /// at once against ~14 s with 2, and 6 gained nothing clear over 4
-/// (BENCHMARKS-log.md, issue 11).
+/// (BENCHMARKS-log.md, "the suite's wall time").
 pub const DEFAULT_JOBS: usize = 4;
 
 /// One trial: a scenario ready to run, or a file that could not be read
@@ -61,7 +61,7 @@ pub struct Suite {
     /// Every scenario of the directory's files, and each file that could not be read.
     pub trials: Vec<Trial>,
     /// The expected failures that apply to them.
-    pub expectations: Expectations,
+    pub expectations: ExpectedFailures,
 }
 
 impl Suite {
@@ -94,11 +94,7 @@ fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
             "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
         ));
     } else {
-        failures.extend(
-            checks::check(prepared, &observation)
-                .iter()
-                .map(Failure::to_string),
-        );
+        failures.extend(judge(prepared, &observation).iter().map(Failure::to_string));
     }
     report::outcome(&prepared.trial_name, &observation, failures)
 }
@@ -228,7 +224,7 @@ impl TrialDurations {
     }
 }
 
-/// Every trial of the scenario files in `dir`, and `dir/expectations.toml`;
+/// Every trial of the scenario files in `dir`, and `dir/expected-failures.toml`;
 /// trials are named after `shown_as` (see [`scenario::scenario_files`]).
 pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
     let mut trials = Vec::new();
@@ -242,15 +238,15 @@ pub fn discover(dir: &Path, shown_as: &Path) -> Result<Suite, std::io::Error> {
         }
     }
     let names: Vec<&str> = trials.iter().map(Trial::name).collect();
-    let expectations = match Expectations::load(dir, shown_as, &names) {
+    let expectations = match ExpectedFailures::load(dir, shown_as, &names) {
         Ok(expectations) => expectations,
         Err(error) => {
-            let name = format!("{EXPECTATIONS_FILE}::(file)");
+            let name = format!("{EXPECTED_FAILURES_FILE}::(file)");
             trials.push(Trial::Malformed {
                 name,
                 error: error.to_string(),
             });
-            Expectations::default()
+            ExpectedFailures::default()
         }
     };
     Ok(Suite {
@@ -308,19 +304,19 @@ pub fn prepare_environment_with(
     if worker != WorkerChoice::default() {
         eprintln!("harness: Worker: the {} deployable", worker.name());
     }
-    let deployable = wasm::build_deployable(worker)?;
+    let deployable = wasm::build_worker(worker)?;
     Ok(Environment {
         workerd,
         deployable,
         core,
-        store: crate::world::workerd::SharedStore::default(),
+        count_server: crate::world::workerd::CountServer::default(),
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::judge::expectations::Verdict;
+    use crate::judge::expected_failures::Verdict;
 
     fn trial(name: &str) -> Trial {
         Trial::Malformed {

@@ -16,7 +16,7 @@ use libtest_mimic::{Arguments, Failed};
 use crate::commands::report::TrialOutcome;
 use crate::commands::suite::{self, Trial, TrialDurations};
 use crate::engine::Environment;
-use crate::judge::expectations::Verdict;
+use crate::judge::expected_failures::Verdict;
 use crate::world::paths::{SCENARIOS_SHOWN_AS, scenarios_dir};
 use crate::world::wasm::WorkerChoice;
 use crate::world::workerd::WorkerdChoice;
@@ -145,7 +145,7 @@ fn judge(outcome: &TrialOutcome) -> Result<(), Failed> {
         }
         Verdict::Failed => Err(outcome.message.clone().into()),
         Verdict::UnexpectedPass { reason } => Err(format!(
-            "unexpected pass: listed in scenarios/expectations.toml as failing ({reason}), but it passed; \
+            "unexpected pass: listed in scenarios/expected-failures.toml as failing ({reason}), but it passed; \
              remove the entry"
         )
         .into()),

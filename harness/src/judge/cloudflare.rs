@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use std::ops::Range;
 
 use crate::engine::{Observation, RequestRecord};
-use crate::judge::checks::{
+use crate::judge::scenario::{
     self, Failure, Failures, SendStep, fallback_line, no_5xx, no_key_logged, status_text,
 };
 use crate::language::cloudflare::CloudflareCheck;
@@ -122,12 +122,12 @@ fn send_step(step: &SendOnCloudflare<'_>, view: &SendStep<'_>, out: &mut Failure
     if let Some(statuses) = &written.statuses
         && checks.statuses == CloudflareCheck::Exact
     {
-        checks::status_sequence(view, statuses, out);
+        scenario::status_sequence(view, statuses, out);
     }
     if let Some(counts) = &written.counts
         && checks.counts == CloudflareCheck::Exact
     {
-        checks::status_counts(view, counts, out);
+        scenario::status_counts(view, counts, out);
     }
     if let Some(bound) = step.bound {
         // At the expectation the bound was read from: the statuses, else the counts.
@@ -141,22 +141,22 @@ fn send_step(step: &SendOnCloudflare<'_>, view: &SendStep<'_>, out: &mut Failure
     if let Some(retry_after) = &written.retry_after
         && checks.retry_after == CloudflareCheck::Exact
     {
-        checks::retry_after_of_429s(view, retry_after, out);
+        scenario::retry_after_of_429s(view, retry_after, out);
     }
     if let Some(headers) = &written.headers
         && checks.headers == CloudflareCheck::Exact
     {
-        checks::response_headers(view, headers, out);
+        scenario::response_headers(view, headers, out);
     }
     if let Some(body) = &written.body
         && checks.body == CloudflareCheck::Exact
     {
-        checks::body_fields(view, body, out);
+        scenario::body_fields(view, body, out);
     }
     if let Some(latency) = &written.latency
         && checks.latency == CloudflareCheck::Exact
     {
-        checks::latency_bounds(view, latency, out);
+        scenario::latency_bounds(view, latency, out);
     }
 }
 
@@ -234,7 +234,7 @@ fn fallback_kinds(prepared: &Prepared, observation: &Observation, out: &mut Fail
                 }
                 Some(Err(message)) => out.fail(
                     span.clone(),
-                    checks::instance_name(instance),
+                    scenario::instance_name(instance),
                     "fallback line shape",
                     "{\"event\":\"rate_limits.fallback\",\"binding\":…,\"reason\":…}".into(),
                     message,
@@ -260,7 +260,7 @@ mod tests {
     use std::time::Duration;
 
     use crate::engine::{InstanceKind, InstanceRecord};
-    use crate::judge::checks::test_support::{prepared, request};
+    use crate::judge::scenario::test_support::{prepared, request};
     use crate::world::process::{LogLine, Stream};
 
     fn statuses(step: usize, passes: usize, then_429: bool) -> Vec<RequestRecord> {

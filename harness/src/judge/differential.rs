@@ -19,8 +19,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::engine::{Observation, RequestRecord};
-pub use crate::judge::expectations::ListError;
-use crate::judge::expectations::ListFile;
+pub use crate::judge::expected_failures::ListError;
+use crate::judge::expected_failures::ListFile;
 use crate::language::scenario::{DIFFERENTIAL_FILE, Prepared};
 
 /// One thing the two cores disagree on.

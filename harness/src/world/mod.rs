@@ -1,5 +1,5 @@
 //! The world a scenario runs in: workerd (found, configured, started), the
-//! binding stores that keep an emulated binding's count (the harness's own
+//! count servers that keep an emulated binding's count (the harness's own
 //! and Cloudflare's simulator, the reference core), `native-fixture`
 //! instances, real `redis-server`s, the wasm build of the Workers, the npm
 //! pins installed when missing, where the repository keeps its files, and

@@ -141,7 +141,7 @@ pub enum BuildError {
 /// The glued deployable: the JS module, the wasm module beside it, and the
 /// JavaScript snippets the glue imports (`#[wasm_bindgen(module = ...)]`).
 #[derive(Debug, Clone)]
-pub struct Deployable {
+pub struct WorkerBuild {
     /// Which Worker it is.
     pub worker: WorkerChoice,
     /// The JS module workerd loads: wasm-bindgen's glue.
@@ -160,7 +160,7 @@ pub struct Deployable {
 /// newer than its glue, and `wasm-opt` when the glued wasm is newer than
 /// its output. Several harness processes may call this at once: a file lock
 /// serialises them.
-pub fn build_deployable(worker: WorkerChoice) -> Result<Deployable, BuildError> {
+pub fn build_worker(worker: WorkerChoice) -> Result<WorkerBuild, BuildError> {
     let target_dir = wasm_target_dir();
     std::fs::create_dir_all(&target_dir).map_err(|source| BuildError::Io {
         path: target_dir.clone(),
@@ -241,7 +241,7 @@ pub fn build_deployable(worker: WorkerChoice) -> Result<Deployable, BuildError> 
     let mut snippets = Vec::new();
     collect_files(&out_dir, Path::new(SNIPPETS), &mut snippets)?;
     let wasm = optimised(worker, glued, &out_dir);
-    Ok(Deployable {
+    Ok(WorkerBuild {
         worker,
         glue_js,
         wasm,
@@ -414,7 +414,7 @@ const CARGO_STAMP: &str = "-built.stamp";
 /// Whether cargo, last asked at `stamp`'s date, saw every file the build of
 /// the wasm at `raw` reads ([`cargo_build::up_to_date`]). Then cargo would
 /// find nothing to do, and not asking it spares every run ~0.3-0.6 s before
-/// its first scenario can start (BENCHMARKS-log.md, issue 11).
+/// its first scenario can start (BENCHMARKS-log.md, "the suite's wall time").
 fn built_from_current_sources(raw: &Path, stamp: &Path) -> bool {
     cargo_build::modified(stamp)
         .is_some_and(|asked_at| cargo_build::up_to_date(raw, &raw.with_extension("d"), asked_at))

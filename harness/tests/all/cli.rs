@@ -1,4 +1,4 @@
-//! `harness check` (and its `--plan`) and `harness wrangler`: what QA, the
+//! `harness validate` (and its `--plan`) and `harness wrangler`: what QA, the
 //! nightly job and a Worker's build step run.
 //! They print nothing but the result.
 
@@ -46,7 +46,7 @@ path = \"/api/report\"
 rate_limit = { requests = 20, window = 60 }
 ";
 
-/// The memory line `check` prints for an application whose routes have `routes` limits.
+/// The memory line `validate` prints for an application whose routes have `routes` limits.
 fn memory_line(routes: &[Limit]) -> String {
     let bound = WindowCounter::new(DEFAULT_MAX_KEYS, routes, 0).bound();
     format!("memory (per isolate counting in memory): at most {bound}\n")
@@ -55,10 +55,10 @@ fn memory_line(routes: &[Limit]) -> String {
 #[test]
 fn check_says_ok_and_the_memory_bound_for_a_valid_description() {
     assert_eq!(
-        harness(&["check"], VALID),
+        harness(&["validate"], VALID),
         (Some(0), format!("ok\n{}", memory_line(&[])), String::new())
     );
-    let (code, stdout, _) = harness(&["check"], &format!("{VALID}{ROUTES}"));
+    let (code, stdout, _) = harness(&["validate"], &format!("{VALID}{ROUTES}"));
     assert_eq!(code, Some(0));
     let limits = [Limit::new(1, 10), Limit::new(20, 60), Limit::new(20, 60)];
     assert_eq!(stdout, format!("ok\n{}", memory_line(&limits)));
@@ -76,7 +76,7 @@ fn check_lists_every_diagnostic_with_its_code_and_place() {
     let invalid = VALID
         .replace("namespace = 1001", "namespace = 0")
         .replace("serves_api = true", "serves_api = true\ndeclines = [\"x\"]");
-    let (code, stdout, stderr) = harness(&["check"], &invalid);
+    let (code, stdout, stderr) = harness(&["validate"], &invalid);
     assert_eq!(code, Some(1));
     assert_eq!(stderr, "");
     let lines: Vec<&str> = stdout.lines().collect();
@@ -93,7 +93,7 @@ fn check_lists_every_diagnostic_with_its_code_and_place() {
 
 #[test]
 fn check_reports_malformed_toml_with_its_place() {
-    let (code, stdout, _) = harness(&["check"], "[rate_limits\n");
+    let (code, stdout, _) = harness(&["validate"], "[rate_limits\n");
     assert_eq!(code, Some(1));
     assert!(
         stdout.starts_with("application.invalid_toml: app.toml:1:"),
@@ -101,10 +101,10 @@ fn check_reports_malformed_toml_with_its_place() {
     );
 }
 
-/// `harness check APP --plan ...` in `dir`, where the description is `app.toml`.
+/// `harness validate APP --plan ...` in `dir`, where the description is `app.toml`.
 fn check_plans(dir: &Path, plans: &[&str]) -> (Option<i32>, String, String) {
     let mut command = Command::new(env!("CARGO_BIN_EXE_harness"));
-    command.arg("check").arg("app.toml").current_dir(dir);
+    command.arg("validate").arg("app.toml").current_dir(dir);
     for plan in plans {
         command.args(["--plan", plan]);
     }
@@ -235,7 +235,7 @@ fn wrangler_refuses_an_invalid_description_with_its_diagnostics() {
 #[test]
 fn a_missing_file_is_an_error_not_a_panic() {
     let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .args(["check", "/nonexistent/app.toml"])
+        .args(["validate", "/nonexistent/app.toml"])
         .output()
         .expect("harness runs");
     assert_eq!(output.status.code(), Some(2));

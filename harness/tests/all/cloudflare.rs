@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use futures::future::BoxFuture;
 use futures::{SinkExt, StreamExt};
 use harness::commands::cloudflare::{
-    self, CloudflareError, CloudflareRequest, Reach, Timing, plan::is_run_script,
+    self, CloudflareError, CloudflareRequest, Reach, Timing, run::is_run_script,
 };
 use harness::world::cloudflare::api::{Api, ApiError};
 use harness::world::cloudflare::credentials::Credentials;
@@ -1514,9 +1514,10 @@ async fn the_dry_run_on_the_corpus_writes_every_upload_and_the_plan() {
         "{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let plan: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("plan.json")).expect("plan"))
-            .expect("JSON");
+    let plan: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("traffic.json")).expect("plan"),
+    )
+    .expect("JSON");
     let scenarios = plan["scenarios"].as_array().expect("scenarios");
     assert!(scenarios.len() >= 5, "{plan:#}");
     let mut ids = Vec::new();
@@ -1547,5 +1548,5 @@ async fn the_dry_run_on_the_corpus_writes_every_upload_and_the_plan() {
     assert_eq!(sorted.len(), ids.len(), "shared namespace ids: {ids:?}");
     assert_eq!(sorted.first(), Some(&900_001));
     assert!(plan["left_out"].as_object().is_some_and(|l| !l.is_empty()));
-    assert!(out.path().join("plan.md").is_file());
+    assert!(out.path().join("traffic.md").is_file());
 }

@@ -12,7 +12,7 @@
 //! `o - b > -250`; the real 500 against the claim 167 fails when
 //! `500 + o > 250 + b`: the same `o - b > -250`. So this test fails to fail
 //! exactly when, on this machine at this moment, a 1 s deadline would pass.
-//! The same arithmetic on timings recorded under load: `judge::checks`'s tests.
+//! The same arithmetic on timings recorded under load: `judge::scenario`'s tests.
 
 use crate::common;
 

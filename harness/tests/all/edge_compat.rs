@@ -22,7 +22,7 @@ fn scenarios(dir: &Path, expectations: &str) {
          [[scenario.steps]]\nsend = {{ requests = 2, address = \"192.0.2.51\" }}\nexpect = {{ statuses = \"2 x 429\" }}\n"
     );
     std::fs::write(dir.join("edge.toml"), scenarios).expect("write scenarios");
-    std::fs::write(dir.join("expectations.toml"), expectations).expect("write expectations");
+    std::fs::write(dir.join("expected-failures.toml"), expectations).expect("write expectations");
 }
 
 fn pinned_npm_version() -> String {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use harness::world::proc;
 use harness::world::workerd::WorkerdProcess;
-use harness::world::workerd::config::{Counting, IsolateConfig, write_config};
+use harness::world::workerd::config::{BindingCounter, IsolateConfig, write_config};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
@@ -87,7 +87,7 @@ impl Drop for Harness {
     }
 }
 
-/// Two isolates and the binding store.
+/// Two isolates and the count server.
 const PROCESSES: usize = 3;
 
 /// The harness, started with SIGINT ignored, as a shell without job control
@@ -178,7 +178,7 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
         bindings: &[],
         compatibility_date: &env.workerd.version,
         control_token: "t",
-        counting: Counting::InIsolate,
+        counter: BindingCounter::InIsolate,
         limiting_off: false,
     };
     let path = write_config(dir.path(), &config, &env.deployable).expect("config");

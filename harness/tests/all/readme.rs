@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use harness::world::paths::repo_root;
-use harness::world::wasm::{WorkerChoice, build_deployable};
+use harness::world::wasm::{WorkerChoice, build_worker};
 
 /// One ```rust block of a page.
 #[derive(Debug)]
@@ -232,7 +232,7 @@ fn every_rust_block_of_every_page_is_an_excerpt_of_code_that_builds_or_a_doctest
         "every Worker is shown: {workers:?}"
     );
     for worker in workers {
-        build_deployable(worker).unwrap_or_else(|e| panic!("{}: {e}", worker.name()));
+        build_worker(worker).unwrap_or_else(|e| panic!("{}: {e}", worker.name()));
     }
 }
 

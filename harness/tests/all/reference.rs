@@ -42,7 +42,7 @@ async fn the_simulator_counts_per_namespace_and_its_windows_follow_the_scenario_
     let dir = tempfile::tempdir().expect("temp dir");
     let storage = fresh_storage().expect("storage");
     let config = simulator
-        .write_store_config(dir.path(), storage.path())
+        .write_reference_config(dir.path(), storage.path())
         .expect("config");
     let process =
         WorkerdProcess::start_with_flags(&workerd.path, &config, STORE_FLAGS, Instant::now())

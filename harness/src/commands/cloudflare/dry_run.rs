@@ -1,5 +1,5 @@
 //! `--dry-run`: what a run on Cloudflare would send, written into a folder
-//! with no network: the traffic plan (`plan.json`, `plan.md`) and each
+//! with no network: the traffic plan (`traffic.json`, `traffic.md`) and each
 //! Worker's exact upload body, its content type, metadata and bindings.
 
 use std::collections::BTreeMap;
@@ -7,12 +7,12 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::plan::RunPlan;
+use super::run::CloudflareRun;
 use crate::language::cloudflare::CloudflareCheck;
 use crate::language::on_cloudflare::{self, SendOnCloudflare};
 use crate::language::scenario::{Action, Prepared};
 
-/// The traffic plan, as `plan.json` holds it.
+/// The traffic plan, as `traffic.json` holds it.
 #[derive(Debug, Serialize)]
 pub struct PlanFile {
     /// The scripts' names, `PREFIX-SUFFIX-N`.
@@ -50,8 +50,8 @@ pub struct ScenarioFilePlan {
     pub steps: Vec<serde_json::Value>,
 }
 
-impl RunPlan {
-    /// The plan as `plan.json` holds it.
+impl CloudflareRun {
+    /// The plan as `traffic.json` holds it.
     pub fn file(&self) -> PlanFile {
         PlanFile {
             scripts: format!("{}N", self.script_stem),
@@ -150,17 +150,17 @@ fn send_step(index: usize, s: &SendOnCloudflare<'_>) -> serde_json::Value {
     })
 }
 
-/// Writes the plan into `dir`: `plan.json`, `plan.md`, and for each
+/// Writes the plan into `dir`: `traffic.json`, `traffic.md`, and for each
 /// scenario `NN-SCRIPT/` with `upload.multipart` (the exact body),
 /// `content-type.txt` (its boundary), `metadata.json` and `bindings.json`.
-pub fn write_dry_run(plan: &RunPlan, dir: &Path) -> std::io::Result<()> {
+pub fn write_dry_run(plan: &CloudflareRun, dir: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let file = plan.file();
     std::fs::write(
-        dir.join("plan.json"),
+        dir.join("traffic.json"),
         serde_json::to_string_pretty(&file).unwrap_or_default() + "\n",
     )?;
-    std::fs::write(dir.join("plan.md"), plan_markdown(plan))?;
+    std::fs::write(dir.join("traffic.md"), traffic_markdown(plan))?;
     for (number, s) in plan.scenarios.iter().enumerate() {
         let folder = dir.join(format!("{:02}-{}", number + 1, s.script));
         std::fs::create_dir_all(&folder)?;
@@ -182,7 +182,7 @@ pub fn write_dry_run(plan: &RunPlan, dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn plan_markdown(plan: &RunPlan) -> String {
+fn traffic_markdown(plan: &CloudflareRun) -> String {
     let mut out = String::from("# The run on Cloudflare, planned\n\n");
     out.push_str(&plan.summary());
     out.push_str("\n| # | scenario | script | namespace ids | without | on Cloudflare | ~s |\n|---:|---|---|---|---|---|---:|\n");

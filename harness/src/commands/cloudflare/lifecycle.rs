@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::plan::PlannedScenario;
+use super::run::ScenarioOnCloudflare;
 use crate::engine::{InstanceKind, InstanceRecord, Observation};
 use crate::judge::cloudflare::Judgement;
 use crate::language::scenario::Prepared;
@@ -82,7 +82,7 @@ pub struct ScenarioRun {
 }
 
 /// Runs one planned scenario and deletes what it created.
-pub async fn run_scenario(context: &Context, planned: &PlannedScenario) -> ScenarioRun {
+pub async fn run_scenario(context: &Context, planned: &ScenarioOnCloudflare) -> ScenarioRun {
     let epoch = Instant::now();
     let mut mine = Vec::new();
     let mut run = ScenarioRun::default();
@@ -116,7 +116,7 @@ enum Failure {
 
 async fn deploy_and_send(
     context: &Context,
-    planned: &PlannedScenario,
+    planned: &ScenarioOnCloudflare,
     epoch: Instant,
     mine: &mut Vec<Resource>,
     run: &mut ScenarioRun,

@@ -8,8 +8,8 @@
 
 pub mod dry_run;
 mod lifecycle;
-pub mod plan;
 pub mod report;
+pub mod run;
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -18,8 +18,8 @@ use futures::future::BoxFuture;
 
 use lifecycle::{Context, ScenarioRun};
 pub use lifecycle::{Judge, Timing};
-use plan::{PlanError, PlanOptions, RunPlan};
 use report::CloudflareOutcome;
+use run::{CloudflareRun, CloudflareRunError, CloudflareRunOptions};
 
 use crate::commands::suite;
 use crate::engine::REQUEST_TIMEOUT;
@@ -108,7 +108,7 @@ pub enum CloudflareError {
     },
     /// The run could not be planned.
     #[error("{0}")]
-    Plan(#[from] PlanError),
+    Run(#[from] CloudflareRunError),
     /// The deployable could not be built.
     #[error("cannot build the deployable: {0}")]
     Build(#[from] BuildError),
@@ -172,12 +172,12 @@ pub fn clean(prefix: &str) -> Result<Vec<String>, CloudflareError> {
 
 /// [`clean`] with a given client.
 pub async fn clean_with(api: &Api, prefix: &str) -> Result<Vec<String>, CloudflareError> {
-    plan::check_prefix(prefix)?;
+    run::check_prefix(prefix)?;
     let ours: Vec<String> = api
         .list_scripts()
         .await?
         .into_iter()
-        .filter(|name| plan::is_run_script(prefix, name))
+        .filter(|name| run::is_run_script(prefix, name))
         .collect();
     for name in &ours {
         api.delete_script(name).await?;
@@ -198,7 +198,7 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
         (Some(c), false) => Some(c.clone()),
         (None, false) => Some(Credentials::from_env()?),
     };
-    let plan = plan_run(request).await?;
+    let plan = prepare_run(request).await?;
     let Some(credentials) = credentials else {
         return dry_run(&plan, &request.out);
     };
@@ -251,14 +251,14 @@ pub async fn run_with(request: &CloudflareRequest, reach: Reach) -> Result<bool,
 }
 
 /// `--dry-run`: the plan and the uploads written into `out`.
-fn dry_run(plan: &RunPlan, out: &std::path::Path) -> Result<bool, CloudflareError> {
+fn dry_run(plan: &CloudflareRun, out: &std::path::Path) -> Result<bool, CloudflareError> {
     dry_run::write_dry_run(plan, out).map_err(|source| CloudflareError::Write {
         dir: out.to_owned(),
         source,
     })?;
     print!("{}", plan.summary());
     println!(
-        "Dry run (no network): {}: plan.json and plan.md (the traffic), and for each scenario NN-SCRIPT/upload.multipart (the exact body), content-type.txt, metadata.json, bindings.json",
+        "Dry run (no network): {}: traffic.json and traffic.md (the traffic), and for each scenario NN-SCRIPT/upload.multipart (the exact body), content-type.txt, metadata.json, bindings.json",
         out.display()
     );
     Ok(true)
@@ -268,7 +268,7 @@ fn dry_run(plan: &RunPlan, out: &std::path::Path) -> Result<bool, CloudflareErro
 /// refused token is the run's one line instead.
 fn report_run(
     request: &CloudflareRequest,
-    plan: &RunPlan,
+    plan: &CloudflareRun,
     runs: &[Ran],
     left: usize,
     took: std::time::Duration,
@@ -300,7 +300,7 @@ fn report_run(
     let (counts, all_held) = report::counts_line(&outcomes);
     let summary = format!(
         "{counts} on Cloudflare in {} (scripts {}N, all deleted{})",
-        plan::minutes(took),
+        run::minutes(took),
         plan.script_stem,
         if left == 0 {
             String::new()
@@ -325,7 +325,7 @@ fn report_run(
 
 /// The plan of `request`: its scenarios, the deployable built (as the
 /// local run builds it), the pinned workerd's compatibility date.
-async fn plan_run(request: &CloudflareRequest) -> Result<RunPlan, CloudflareError> {
+async fn prepare_run(request: &CloudflareRequest) -> Result<CloudflareRun, CloudflareError> {
     let (dir, shown_as) = match &request.scenarios {
         Some(dir) => (dir.clone(), dir.clone()),
         None => (
@@ -335,15 +335,14 @@ async fn plan_run(request: &CloudflareRequest) -> Result<RunPlan, CloudflareErro
     };
     let suite = suite::discover(&dir, &shown_as)
         .map_err(|source| CloudflareError::Scenarios { dir, source })?;
-    let deployable =
-        tokio::task::spawn_blocking(|| wasm::build_deployable(WorkerChoice::WasmBindgen))
-            .await
-            .map_err(|e| CloudflareError::Runtime(std::io::Error::other(e.to_string())))??;
-    let modules = plan::modules(&deployable)?;
+    let deployable = tokio::task::spawn_blocking(|| wasm::build_worker(WorkerChoice::WasmBindgen))
+        .await
+        .map_err(|e| CloudflareError::Runtime(std::io::Error::other(e.to_string())))??;
+    let modules = run::modules(&deployable)?;
     let compatibility_date = pinned_version(&paths::pinned_workerd_dir())?;
-    Ok(plan::plan(
+    Ok(run::prepare(
         &suite,
-        &PlanOptions {
+        &CloudflareRunOptions {
             filter: request.filter.as_deref(),
             prefix: &request.prefix,
             namespace_base: request.namespace_base,
@@ -364,7 +363,7 @@ enum Ran {
 /// Runs every planned scenario, `jobs` at once, in plan order; the results
 /// in plan order. A panic ends its own scenario only; a refused token stops
 /// the scenarios not yet started.
-async fn run_all(context: &Context, plan: &RunPlan, jobs: usize) -> Vec<Ran> {
+async fn run_all(context: &Context, plan: &CloudflareRun, jobs: usize) -> Vec<Ran> {
     let permits = std::sync::Arc::new(tokio::sync::Semaphore::new(jobs.max(1)));
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut tasks = tokio::task::JoinSet::new();

@@ -9,10 +9,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::lifecycle::ScenarioRun;
-use super::plan::{PlannedScenario, RunPlan};
+use super::run::{CloudflareRun, ScenarioOnCloudflare};
 use crate::commands::report::{self, Counts, TrialOutcome};
-use crate::judge::checks::Failure;
 use crate::judge::cloudflare::Figure;
+use crate::judge::scenario::Failure;
 
 /// One scenario's outcome on Cloudflare.
 #[derive(Debug, Clone)]
@@ -45,7 +45,7 @@ impl CloudflareOutcome {
 }
 
 /// The outcome of a planned scenario from how its run went.
-pub fn outcome(planned: &PlannedScenario, run: &ScenarioRun) -> CloudflareOutcome {
+pub fn outcome(planned: &ScenarioOnCloudflare, run: &ScenarioRun) -> CloudflareOutcome {
     let prepared = &planned.prepared;
     let place = prepared.scenario.place(prepared.scenario.scenario.span());
     let mut failures: Vec<String> = Vec::new();
@@ -71,7 +71,7 @@ pub fn outcome(planned: &PlannedScenario, run: &ScenarioRun) -> CloudflareOutcom
 }
 
 /// The outcome of a scenario whose run panicked (a bug in the harness).
-pub fn panicked(planned: &PlannedScenario, message: &str) -> CloudflareOutcome {
+pub fn panicked(planned: &ScenarioOnCloudflare, message: &str) -> CloudflareOutcome {
     let place = planned
         .prepared
         .scenario
@@ -85,11 +85,11 @@ pub fn panicked(planned: &PlannedScenario, message: &str) -> CloudflareOutcome {
 }
 
 /// A scenario the run did not start (it stopped first).
-pub fn not_run(planned: &PlannedScenario, why: &str) -> CloudflareOutcome {
+pub fn not_run(planned: &ScenarioOnCloudflare, why: &str) -> CloudflareOutcome {
     failed(planned, format!("error: not run on Cloudflare: {why}"))
 }
 
-fn failed(planned: &PlannedScenario, message: String) -> CloudflareOutcome {
+fn failed(planned: &ScenarioOnCloudflare, message: String) -> CloudflareOutcome {
     CloudflareOutcome {
         trial: report::outcome(
             &planned.prepared.trial_name,
@@ -164,7 +164,11 @@ pub struct ScenarioResult {
 
 impl CloudflareResults {
     /// The results of `plan`'s run.
-    pub fn of(plan: &RunPlan, outcomes: &[CloudflareOutcome], took: Duration) -> CloudflareResults {
+    pub fn of(
+        plan: &CloudflareRun,
+        outcomes: &[CloudflareOutcome],
+        took: Duration,
+    ) -> CloudflareResults {
         CloudflareResults {
             scripts: format!("{}N", plan.script_stem),
             namespace_ids: plan.namespace_ids(),

@@ -69,7 +69,7 @@ impl Runner<'_> {
         self.move_clock(u64::from(seconds) * 1000).await
     }
 
-    /// Tells every isolate and the binding store the scenario clock's offset
+    /// Tells every isolate and the count server the scenario clock's offset
     /// (`POST /clock`; the run's store, for the scenario's scope); a
     /// wall-clock scenario never calls it, so its processes read the real
     /// clock through the production path.

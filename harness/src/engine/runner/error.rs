@@ -5,8 +5,8 @@ use crate::world::native::NativeError;
 use crate::world::native::launch::LaunchError;
 use crate::world::process::LogUnfinished;
 use crate::world::scenario_redis::ScenarioRedisError;
+use crate::world::workerd::count_server::CountServerError;
 use crate::world::workerd::process::ProcessError;
-use crate::world::workerd::store::SharedStoreError;
 
 /// Why a scenario could not be run to the end.
 #[derive(Debug, thiserror::Error)]
@@ -15,11 +15,11 @@ pub enum EngineError {
     #[error("could not write the workerd config: {0}")]
     Config(std::io::Error),
     /// The reference core's store process did not start.
-    #[error("the binding store: {0}")]
+    #[error("the count server: {0}")]
     StoreStart(ProcessError),
-    /// The run's binding store (the harness's core) did not start or exited.
+    /// The run's count server (the harness's core) did not start or exited.
     #[error(transparent)]
-    SharedStore(#[from] SharedStoreError),
+    CountServer(#[from] CountServerError),
     /// An isolate's workerd did not start.
     #[error("isolate {isolate}: {source}")]
     Start {
@@ -115,16 +115,16 @@ pub enum EngineError {
 }
 
 /// The harness's requests to its own processes (see `assets/entry.js` and
-/// `assets/binding-store.js`).
+/// `assets/count-server.js`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ControlRequest {
     /// `POST /bindings` to an isolate.
     ChangeBindings,
     /// `GET /bindings` from an isolate.
     ReadBindings,
-    /// `POST /clock` to an isolate or the binding store.
+    /// `POST /clock` to an isolate or the count server.
     SetClock,
-    /// `POST /forget` to the run's binding store: the scenario's scope ends.
+    /// `POST /forget` to the run's count server: the scenario's scope ends.
     ForgetScope,
     /// `POST /limit` to an isolate: one raw `limit()` call.
     CallLimit,
@@ -136,7 +136,7 @@ impl std::fmt::Display for ControlRequest {
             ControlRequest::ChangeBindings => "changing bindings",
             ControlRequest::ReadBindings => "reading bindings",
             ControlRequest::SetClock => "setting the scenario clock",
-            ControlRequest::ForgetScope => "dropping the scenario's counts in the binding store",
+            ControlRequest::ForgetScope => "dropping the scenario's counts in the count server",
             ControlRequest::CallLimit => "calling limit()",
         })
     }

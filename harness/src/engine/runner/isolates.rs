@@ -6,7 +6,7 @@ use super::{EngineError, Isolate, Runner, SharedCount, shares_count};
 use crate::engine::observation::{InstanceKind, InstanceRecord};
 use crate::language::scenario::ClockKind;
 use crate::world::instance::Instance;
-use crate::world::workerd::config::{Counting, IsolateConfig, write_config};
+use crate::world::workerd::config::{BindingCounter, IsolateConfig, write_config};
 use crate::world::workerd::reference::{CountingCore, STORE_FLAGS, fresh_storage};
 use crate::world::workerd::{EmulatedBinding, WorkerdProcess};
 
@@ -38,13 +38,15 @@ impl Runner<'_> {
         // count is kept in the run's store, in the scenario's scope. The
         // reference core always counts in a process of the scenario's own,
         // on fresh storage.
-        let counting = match &self.env.core {
-            _ if self.configured.is_empty() => Counting::InIsolate,
-            CountingCore::Harness if !shares_count(self.prepared, count) => Counting::InIsolate,
+        let counter = match &self.env.core {
+            _ if self.configured.is_empty() => BindingCounter::InIsolate,
+            CountingCore::Harness if !shares_count(self.prepared, count) => {
+                BindingCounter::InIsolate
+            }
             CountingCore::Harness => {
-                let port = self.env.store.port(&self.env.workerd.path, &date)?;
+                let port = self.env.count_server.port(&self.env.workerd.path, &date)?;
                 self.shared_count = SharedCount::RunStore { port };
-                Counting::HarnessStore {
+                BindingCounter::CountServer {
                     port,
                     scope: &self.scope,
                 }
@@ -52,7 +54,7 @@ impl Runner<'_> {
             CountingCore::Reference(simulator) => {
                 let storage = fresh_storage().map_err(EngineError::Config)?;
                 let store_config = simulator
-                    .write_store_config(dir.path(), storage.path())
+                    .write_reference_config(dir.path(), storage.path())
                     .map_err(EngineError::Config)?;
                 self._reference_storage = Some(storage);
                 let store = WorkerdProcess::start_with_flags(
@@ -65,7 +67,7 @@ impl Runner<'_> {
                 .map_err(EngineError::StoreStart)?;
                 let port = store.port;
                 self.shared_count = SharedCount::Reference(store);
-                Counting::Reference { port, simulator }
+                BindingCounter::Reference { port, simulator }
             }
         };
         let config = IsolateConfig {
@@ -73,7 +75,7 @@ impl Runner<'_> {
             bindings,
             compatibility_date: &date,
             control_token: &self.token,
-            counting,
+            counter,
             limiting_off: false,
         };
         let path =
@@ -123,11 +125,11 @@ impl Runner<'_> {
         })
     }
 
-    /// Fails the run when the run's binding store, or a process of the
+    /// Fails the run when the run's count server, or a process of the
     /// scenario's, is gone: an exit mid-scenario is a crash, with its stderr.
     pub(super) fn check_alive(&mut self, step: usize) -> Result<(), EngineError> {
         if let SharedCount::RunStore { .. } = self.shared_count {
-            self.env.store.alive()?;
+            self.env.count_server.alive()?;
         }
         for (isolate, i) in self.isolates.iter_mut().enumerate() {
             if let Some(status) = i.process.exited() {

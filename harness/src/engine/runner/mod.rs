@@ -1,6 +1,6 @@
 //! Runs one scenario: starts its workerd processes, sets their clock,
 //! performs its steps, and records what it observed. Judging what was
-//! observed is [`crate::judge::checks`]'s job; the clock's arithmetic is
+//! observed is [`crate::judge::scenario`]'s job; the clock's arithmetic is
 //! [`crate::engine::clock`]'s; this module only does I/O.
 //!
 //! A [`Runner`] holds one scenario's processes, clock and record; its
@@ -36,10 +36,10 @@ use crate::world::instance::Instance;
 use crate::world::native::launch::NativeLaunch;
 use crate::world::scenario_redis::ScenarioRedis;
 use crate::world::text::error_chain;
-use crate::world::wasm::Deployable;
+use crate::world::wasm::WorkerBuild;
+use crate::world::workerd::count_server::fresh_scope;
 use crate::world::workerd::reference::CountingCore;
-use crate::world::workerd::store::fresh_scope;
-use crate::world::workerd::{SharedStore, Workerd, WorkerdProcess};
+use crate::world::workerd::{CountServer, Workerd, WorkerdProcess};
 
 /// How long one request may take before it counts as lost.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
@@ -62,17 +62,17 @@ pub const CONTROL_HEADER: &str = "x-harness-control";
 
 /// What every scenario of a run shares: the workerd binary, the built
 /// deployable, the counting core its emulated bindings wrap and, for the
-/// harness's core, the run's binding store (started on first use).
+/// harness's core, the run's count server (started on first use).
 #[derive(Debug, Clone)]
 pub struct Environment {
     /// The workerd every process of the run starts.
     pub workerd: Workerd,
     /// The Workers deployable, built once for the run.
-    pub deployable: Deployable,
+    pub deployable: WorkerBuild,
     /// The counting core the emulated bindings wrap.
     pub core: CountingCore,
-    /// The run's binding store, shared by every scenario (a scope each).
-    pub store: SharedStore,
+    /// The run's count server, shared by every scenario (a scope each).
+    pub count_server: CountServer,
 }
 
 /// A failed run, with what was observed up to the failure (for the log tail).
@@ -137,7 +137,7 @@ struct Runner<'a> {
     shared_count: SharedCount,
     /// A native scenario's way to start its instances.
     native: Option<NativeLaunch>,
-    /// The scenario's scope in the run's binding store.
+    /// The scenario's scope in the run's count server.
     scope: String,
     /// Which clock the processes read.
     clock_kind: ClockKind,
@@ -155,7 +155,7 @@ enum SharedCount {
     /// Nowhere: each isolate counts on its own (one isolate, never
     /// restarted, or no binding in the config), or nothing counts.
     None,
-    /// The run's binding store, on this port, in the scenario's scope.
+    /// The run's count server, on this port, in the scenario's scope.
     RunStore { port: u16 },
     /// The reference core's process (Cloudflare's simulator), the scenario's own.
     Reference(WorkerdProcess),
@@ -297,7 +297,7 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// Drops the scenario's counts and clock from the run's binding store on `port`.
+    /// Drops the scenario's counts and clock from the run's count server on `port`.
     async fn forget_scope(&self, port: u16) -> Result<(), EngineError> {
         let body = serde_json::json!({ "scope": self.scope });
         self.control(

@@ -1,6 +1,6 @@
 //! Reading scenario files: every `[[scenario]]` of a file with the file's
 //! defaults applied, its application read (from its file or inline) and
-//! validated once, and its sense checked ([`super::sense`]), so a file that
+//! validated once, and validated ([`super::validate`]), so a file that
 //! does not make sense is refused at `file:line:col` before anything runs.
 
 use std::collections::BTreeSet;
@@ -11,12 +11,12 @@ use runtime::config::{Application, Location};
 
 use super::model::{SLOW_TAG, ScenarioFile};
 use super::prepared::Prepared;
-use super::sense;
 use super::source::{Place, ScenarioError, ScenarioSource};
+use super::validate;
 
 /// The file of a scenarios directory that lists the scenarios expected to
 /// fail, each with its reason: not a scenario file.
-pub const EXPECTATIONS_FILE: &str = "expectations.toml";
+pub const EXPECTED_FAILURES_FILE: &str = "expected-failures.toml";
 
 /// The file of a scenarios directory that lists where the two counting
 /// cores differ by design, each with its reason: not a scenario file.
@@ -94,7 +94,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             deployable,
             scenario: source.clone(),
         };
-        sense::check(&ready)?;
+        validate::validate(&ready)?;
         prepared.push(ready);
     }
     Ok(prepared)
@@ -110,7 +110,7 @@ pub fn scenario_files(dir: &Path, shown_as: &Path) -> std::io::Result<Vec<(PathB
         let Some(name) = path.file_name() else {
             continue;
         };
-        let is_expectations = name == EXPECTATIONS_FILE || name == DIFFERENTIAL_FILE;
+        let is_expectations = name == EXPECTED_FAILURES_FILE || name == DIFFERENTIAL_FILE;
         if path.extension().is_some_and(|e| e == "toml") && !is_expectations {
             let shown = shown_as.join(name);
             files.push((path, shown));

@@ -11,7 +11,7 @@
 //! does) and `expect` (what a scenario expects), held to `bounds`, with
 //! `statuses` for a status sequence. `load` reads a file into [`Prepared`]
 //! scenarios (`prepared`), each with its application validated once and
-//! its sense checked (`sense`), every error located through its `source`;
+//! validated (`validate`), every error located through its `source`;
 //! `schema` is the format's JSON Schema. Everything is used from here, by
 //! these names.
 
@@ -22,10 +22,10 @@ mod load;
 mod model;
 mod prepared;
 mod schema;
-mod sense;
 mod source;
 mod statuses;
 mod step;
+mod validate;
 
 pub use behaviour::{ALL_BINDINGS, Behaviour, StoreBehaviour, behaviour_of};
 pub use bounds::{MAX_CONCURRENCY, MAX_DEADLINE_MS, MAX_ISOLATES, MAX_REQUESTS};
@@ -33,11 +33,11 @@ pub use expect::{
     Deadline, FallbackExpectation, FallbackReasonName, FinalExpectations, Latency, RedisCalls,
     SendExpectations,
 };
-pub use load::{DIFFERENTIAL_FILE, EXPECTATIONS_FILE, load_file, scenario_files};
+pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
 pub use model::{ClockKind, RedisKind, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;
-pub use sense::cloudflare_obstacle;
 pub use source::{Place, ScenarioError, ScenarioSource};
 pub use statuses::{Run, expand_statuses, parse_statuses};
 pub use step::{Action, AdvanceClock, SendRequests, Step, WaitForRoom};
+pub use validate::cloudflare_obstacle;

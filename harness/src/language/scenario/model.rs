@@ -81,7 +81,7 @@ pub struct Scenario {
     #[serde(default)]
     #[schemars(with = "Option<StoreBehaviour>")]
     pub store: Option<Spanned<StoreBehaviour>>,
-    /// For an invalid application: the diagnostic codes `check` must report (and no steps).
+    /// For an invalid application: the diagnostic codes `harness validate` must report (and no steps).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]
     pub expect_diagnostics: Option<Spanned<Vec<String>>>,
@@ -103,7 +103,7 @@ pub struct Scenario {
 }
 
 /// The clock a scenario's processes (each isolate's deployable and the
-/// binding store) read.
+/// count server) read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ClockKind {

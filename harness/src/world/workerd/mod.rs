@@ -1,5 +1,5 @@
 //! Everything about workerd itself: finding it, writing its config, running
-//! it; the run's binding store and Cloudflare's simulator (the reference
+//! it; the run's count server and Cloudflare's simulator (the reference
 //! core), which run in workerd processes of their own.
 //!
 //! It uses the world's child-process plumbing (`process`), `paths`, the
@@ -7,12 +7,12 @@
 //! or Redis.
 
 pub mod config;
+pub mod count_server;
 pub mod find;
 pub mod process;
 pub mod reference;
-pub mod store;
 
 pub use config::{EmulatedBinding, IsolateConfig};
+pub use count_server::CountServer;
 pub use find::{Workerd, WorkerdChoice, find_workerd};
 pub use process::WorkerdProcess;
-pub use store::SharedStore;

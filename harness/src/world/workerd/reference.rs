@@ -3,7 +3,7 @@
 //!
 //! The emulated binding (`assets/ratelimit-binding.js`) is a fault layer
 //! around a counting core. The harness's core counts in
-//! `assets/binding-store.js`; the reference core is miniflare's rate-limit
+//! `assets/count-server.js`; the reference core is miniflare's rate-limit
 //! simulator, pinned in `tools/fixtures/workers` and read from its
 //! `node_modules` at run time (nothing of it is in this repository). It runs
 //! inside the pinned workerd as miniflare wires it: in each isolate the
@@ -16,7 +16,7 @@
 //! scenario, so every scenario starts with no counts. The simulator reads
 //! `Date.now()`; `assets/reference/clock.js`, the main module of its
 //! service, makes that the scenario clock, set with the same `POST /clock`
-//! as the harness's binding store.
+//! as the harness's count server.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,7 +33,7 @@ pub const CORE_VARIABLE: &str = "HARNESS_BINDING";
 /// Which counting core the emulated binding's fault layer wraps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum CoreChoice {
-    /// The harness's own store (`assets/binding-store.js`): the default.
+    /// The harness's own store (`assets/count-server.js`): the default.
     #[default]
     Harness,
     /// Cloudflare's simulator (miniflare), pinned beside workerd.
@@ -191,7 +191,7 @@ impl Simulator {
     /// `dir` (the scenario's temporary directory); the counters' SQLite files
     /// go in `storage`, new for each scenario ([`fresh_storage`]). Run it
     /// with `workerd serve --experimental` ([`STORE_FLAGS`]).
-    pub fn write_store_config(&self, dir: &Path, storage: &Path) -> std::io::Result<PathBuf> {
+    pub fn write_reference_config(&self, dir: &Path, storage: &Path) -> std::io::Result<PathBuf> {
         let files = [
             ("reference-store-entry.js", STORE_ENTRY_JS),
             ("reference-clock.js", CLOCK_JS),

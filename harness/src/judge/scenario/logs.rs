@@ -140,8 +140,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
-    use crate::judge::checks::check;
-    use crate::judge::checks::test_support::{HEAD, instance, prepared, request};
+    use crate::judge::scenario::judge;
+    use crate::judge::scenario::test_support::{HEAD, instance, prepared, request};
 
     #[test]
     fn fallback_lines_are_read_from_structured_logs() {
@@ -175,14 +175,14 @@ mod tests {
             sent_subjects: sent.clone(),
             ..Observation::default()
         };
-        assert_eq!(check(&p, &once), []);
+        assert_eq!(judge(&p, &once), []);
         let twice_and_a_key = Observation {
             requests: vec![request(0, 1, 200)],
             instances: vec![instance(&[line, line, "saw 192.0.2.9"])],
             sent_subjects: sent,
             ..Observation::default()
         };
-        let whats: Vec<String> = check(&p, &twice_and_a_key)
+        let whats: Vec<String> = judge(&p, &twice_and_a_key)
             .into_iter()
             .map(|f| f.what)
             .collect();

@@ -18,7 +18,7 @@ use crate::commands::suite::{Suite, Trial};
 use crate::language::on_cloudflare;
 use crate::language::scenario::{Action, Behaviour, Prepared, behaviour_of, cloudflare_obstacle};
 use crate::world::cloudflare::upload::{Binding, Metadata, Module, ModuleKind, Simple, Upload};
-use crate::world::wasm::{Deployable, STEM};
+use crate::world::wasm::{STEM, WorkerBuild};
 
 /// The entry module on Cloudflare (the production entry: no scenario clock,
 /// no control channel).
@@ -35,7 +35,7 @@ pub const REQUEST_ESTIMATE: Duration = Duration::from_millis(100);
 
 /// Why the run cannot be planned.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub enum CloudflareRunError {
     #[error(
         "--prefix `{0}`: a script name starts with it, so it is 1 to 40 lowercase letters, digits and dashes, a letter first and no dash last"
     )]
@@ -88,7 +88,7 @@ pub enum PlanError {
 
 /// One scenario as the run does it.
 #[derive(Debug, Clone)]
-pub struct PlannedScenario {
+pub struct ScenarioOnCloudflare {
     /// The scenario.
     pub prepared: Prepared,
     /// Its script's name: the run's prefix and suffix, and its number.
@@ -107,7 +107,7 @@ pub struct PlannedScenario {
 
 /// The whole run.
 #[derive(Debug, Clone)]
-pub struct RunPlan {
+pub struct CloudflareRun {
     /// The scripts' common start: `PREFIX-SUFFIX-`.
     pub script_stem: String,
     /// The first namespace id the run may use.
@@ -115,7 +115,7 @@ pub struct RunPlan {
     /// How many namespace ids the run uses, from `namespace_base`.
     pub namespace_count: u64,
     /// In run order: the longest first.
-    pub scenarios: Vec<PlannedScenario>,
+    pub scenarios: Vec<ScenarioOnCloudflare>,
     /// Scenarios not run on Cloudflare, and why.
     pub left_out: Vec<(String, String)>,
     /// Files that could not be read, as trials that failed.
@@ -128,7 +128,7 @@ pub struct RunPlan {
 
 /// What the run is asked.
 #[derive(Debug, Clone)]
-pub struct PlanOptions<'a> {
+pub struct CloudflareRunOptions<'a> {
     /// Only scenarios whose name contains this.
     pub filter: Option<&'a str>,
     /// The start of every script's name.
@@ -162,7 +162,7 @@ pub fn random_suffix() -> String {
 }
 
 /// Whether `prefix` can start a script name (and a workers.dev host name).
-pub fn check_prefix(prefix: &str) -> Result<(), PlanError> {
+pub fn check_prefix(prefix: &str) -> Result<(), CloudflareRunError> {
     let ok = (1..=40).contains(&prefix.len())
         && prefix.starts_with(|c: char| c.is_ascii_lowercase())
         && !prefix.ends_with('-')
@@ -172,7 +172,7 @@ pub fn check_prefix(prefix: &str) -> Result<(), PlanError> {
     if ok {
         Ok(())
     } else {
-        Err(PlanError::Prefix(prefix.to_owned()))
+        Err(CloudflareRunError::Prefix(prefix.to_owned()))
     }
 }
 
@@ -198,9 +198,9 @@ pub fn is_run_script(prefix: &str, script: &str) -> bool {
 
 /// The deployable's modules as Cloudflare takes them: the entry, the glue,
 /// the wasm and the glue's snippets.
-pub fn modules(deployable: &Deployable) -> Result<Vec<Module>, PlanError> {
+pub fn modules(build: &WorkerBuild) -> Result<Vec<Module>, CloudflareRunError> {
     let read = |path: &Path| {
-        std::fs::read(path).map_err(|source| PlanError::Module {
+        std::fs::read(path).map_err(|source| CloudflareRunError::Module {
             path: path.to_owned(),
             source,
         })
@@ -214,15 +214,15 @@ pub fn modules(deployable: &Deployable) -> Result<Vec<Module>, PlanError> {
         Module {
             name: format!("{STEM}.js"),
             kind: ModuleKind::EsModule,
-            bytes: read(&deployable.glue_js)?,
+            bytes: read(&build.glue_js)?,
         },
         Module {
             name: format!("{STEM}_bg.wasm"),
             kind: ModuleKind::Wasm,
-            bytes: read(&deployable.wasm)?,
+            bytes: read(&build.wasm)?,
         },
     ];
-    for (name, file) in &deployable.snippets {
+    for (name, file) in &build.snippets {
         modules.push(Module {
             name: name.clone(),
             kind: ModuleKind::EsModule,
@@ -233,14 +233,14 @@ pub fn modules(deployable: &Deployable) -> Result<Vec<Module>, PlanError> {
 }
 
 /// Plans the run of `suite`'s marked scenarios.
-pub fn plan(
+pub fn prepare(
     suite: &Suite,
-    options: &PlanOptions<'_>,
+    options: &CloudflareRunOptions<'_>,
     modules: &[Module],
-) -> Result<RunPlan, PlanError> {
+) -> Result<CloudflareRun, CloudflareRunError> {
     check_prefix(options.prefix)?;
     if options.namespace_base == 0 {
-        return Err(PlanError::NamespaceBase);
+        return Err(CloudflareRunError::NamespaceBase);
     }
     let mut chosen = Vec::new();
     let mut left_out = Vec::new();
@@ -264,7 +264,7 @@ pub fn plan(
         }
     }
     if chosen.is_empty() && malformed.is_empty() {
-        return Err(PlanError::Nothing(
+        return Err(CloudflareRunError::Nothing(
             options
                 .filter
                 .map_or_else(String::new, |f| format!(" among those matching `{f}`")),
@@ -292,7 +292,7 @@ pub fn plan(
         &scenarios.iter().map(|s| s.estimate).collect::<Vec<_>>(),
         options.jobs,
     );
-    Ok(RunPlan {
+    Ok(CloudflareRun {
         script_stem: stem,
         namespace_base: options.namespace_base,
         namespace_count: next_namespace - options.namespace_base,
@@ -310,15 +310,15 @@ fn plan_scenario(
     namespace: u64,
     compatibility_date: &str,
     modules: &[Module],
-) -> Result<PlannedScenario, PlanError> {
+) -> Result<ScenarioOnCloudflare, CloudflareRunError> {
     let trial = || prepared.trial_name.clone();
     let app = rebase(prepared, namespace)?;
-    let deployable = app
-        .deployable(&prepared.deployable)
-        .ok_or_else(|| PlanError::Deployable {
-            trial: trial(),
-            deployable: prepared.deployable.clone(),
-        })?;
+    let deployable =
+        app.deployable(&prepared.deployable)
+            .ok_or_else(|| CloudflareRunError::Deployable {
+                trial: trial(),
+                deployable: prepared.deployable.clone(),
+            })?;
     let planned = BindingPlan::for_deployable(&app, deployable);
     let scenario = prepared.scenario.scenario.get_ref();
     let behaviours = scenario
@@ -344,11 +344,11 @@ fn plan_scenario(
         }
     }
     // The Worker builds its gate from the plan the build step writes, as
-    // the local run's Workers do (`harness check --plan`).
+    // the local run's Workers do (`harness validate --plan`).
     let plan = GatePlan::new(&app, &prepared.deployable)
         .map_err(|e| e.to_string())
         .and_then(|plan| plan.to_text().map_err(|e| e.to_string()))
-        .map_err(|detail| PlanError::Rebase {
+        .map_err(|detail| CloudflareRunError::Rebase {
             trial: trial(),
             detail,
         })?;
@@ -363,7 +363,7 @@ fn plan_scenario(
             Some((first, last)) => Some((first.min(id), last.max(id))),
         },
     );
-    Ok(PlannedScenario {
+    Ok(ScenarioOnCloudflare {
         prepared: prepared.clone(),
         script,
         namespaces,
@@ -387,15 +387,15 @@ fn plan_scenario(
 /// bound to: the description rewritten ([`rebased_text`]) and validated
 /// again, as the namespace decides whether its ids are valid. One without
 /// such a store is the scenario's own, as validated on loading.
-fn rebase(prepared: &Prepared, namespace: u64) -> Result<Application, PlanError> {
-    let invalid = |diagnostics: &Diagnostics| PlanError::Application {
+fn rebase(prepared: &Prepared, namespace: u64) -> Result<Application, CloudflareRunError> {
+    let invalid = |diagnostics: &Diagnostics| CloudflareRunError::Application {
         trial: prepared.trial_name.clone(),
         namespace,
         diagnostics: diagnostics.render("application"),
     };
     let app = prepared.application.as_ref().map_err(invalid)?;
     let rebased = rebased_text(&prepared.application_toml, app, namespace).map_err(|detail| {
-        PlanError::Rebase {
+        CloudflareRunError::Rebase {
             trial: prepared.trial_name.clone(),
             detail,
         }
@@ -468,7 +468,7 @@ fn makespan(durations: &[Duration], jobs: usize) -> Duration {
     lanes.into_iter().max().unwrap_or_default()
 }
 
-impl RunPlan {
+impl CloudflareRun {
     /// The first and last namespace id the run uses (none without a binding).
     pub fn namespace_ids(&self) -> Option<(u64, u64)> {
         (self.namespace_count > 0).then(|| {
@@ -507,7 +507,7 @@ impl RunPlan {
             ));
         }
         out.push_str(&format!(
-            "{} scenarios stay local (plan.json says why)\n",
+            "{} scenarios stay local (traffic.json says why)\n",
             self.left_out.len()
         ));
         out

@@ -26,7 +26,7 @@ pub(super) fn limit_calls(scenario: &Scenario, observation: &Observation, out: &
 #[cfg(test)]
 mod tests {
     use crate::engine::{CallRecord, Observation};
-    use crate::judge::checks::check;
+    use crate::judge::scenario::judge;
     use crate::language::probe::CallOutcome;
 
     #[test]
@@ -46,7 +46,7 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Resolves(serde_json::json!({"success": false})),
         });
-        let failures = check(&prepared, &observation);
+        let failures = judge(&prepared, &observation);
         assert_eq!(failures.len(), 2, "{failures:?}");
         assert_eq!(failures[0].expected, r#"resolves to {"success":true}"#);
         assert_eq!(failures[0].actual, r#"resolves to {"success":false}"#);
@@ -58,6 +58,6 @@ mod tests {
             isolate: 0,
             outcome: CallOutcome::Pending,
         });
-        assert_eq!(check(&prepared, &observation), vec![]);
+        assert_eq!(judge(&prepared, &observation), vec![]);
     }
 }

@@ -13,7 +13,7 @@ use crate::language::scenario::step::{Action, SendRequests};
 /// isolate keeps, and an isolate's first request also pays for its start
 /// (hundreds of ms under load), which is no deadline's. `served` follows
 /// which isolates have served a request, step by step.
-pub(super) fn check_deadline_isolate(
+pub(super) fn validate_deadline_isolate(
     s: &Scenario,
     action: Action<'_>,
     served: &mut [bool],
@@ -60,7 +60,7 @@ pub(super) fn check_deadline_isolate(
 }
 
 /// `deadline`: a deadline a request can wait for, and waiting requests sent together.
-pub(super) fn check_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String> {
+pub(super) fn validate_deadline(send: &SendRequests, deadline: Deadline) -> Result<(), String> {
     let Deadline { ms, waiting } = deadline;
     if !(1..=MAX_DEADLINE_MS).contains(&ms) {
         return Err(format!(

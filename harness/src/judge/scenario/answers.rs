@@ -251,8 +251,8 @@ mod tests {
     use std::collections::BTreeSet;
 
     use crate::engine::Observation;
-    use crate::judge::checks::check;
-    use crate::judge::checks::test_support::{HEAD, instance, prepared, request};
+    use crate::judge::scenario::judge;
+    use crate::judge::scenario::test_support::{HEAD, instance, prepared, request};
 
     #[test]
     fn a_status_sequence_points_at_the_first_differing_request() {
@@ -264,7 +264,7 @@ mod tests {
             instances: vec![instance(&[])],
             ..Observation::default()
         };
-        let failures = check(&p, &observation);
+        let failures = judge(&p, &observation);
         assert_eq!(failures.len(), 1, "{failures:#?}");
         assert_eq!(failures[0].place.to_string(), "s.toml:6:23");
         assert_eq!(failures[0].context, "step 1 (send), request 3");
@@ -275,7 +275,7 @@ mod tests {
             instances: vec![instance(&[])],
             ..Observation::default()
         };
-        assert_eq!(check(&p, &passing), []);
+        assert_eq!(judge(&p, &passing), []);
     }
 
     #[test]
@@ -288,7 +288,7 @@ mod tests {
             instances: vec![instance(&[])],
             ..Observation::default()
         };
-        let whats: BTreeSet<String> = check(&p, &observation)
+        let whats: BTreeSet<String> = judge(&p, &observation)
             .into_iter()
             .map(|f| f.what)
             .collect();
@@ -315,7 +315,7 @@ mod tests {
             instances: vec![instance(&[])],
             ..Observation::default()
         };
-        let whats: Vec<String> = check(&p, &observation)
+        let whats: Vec<String> = judge(&p, &observation)
             .into_iter()
             .map(|f| f.what)
             .collect();

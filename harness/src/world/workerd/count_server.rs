@@ -1,10 +1,10 @@
-//! The harness's binding store for a whole run: one workerd process
-//! (`assets/binding-store.js`) that every scenario's emulated bindings ask,
+//! The harness's count server for a whole run: one workerd process
+//! (`assets/count-server.js`) that every scenario's emulated bindings ask,
 //! each scenario in a scope of its own (its counts and its clock), instead of
 //! a store process started for every scenario.
 //!
 //! Why: starting a workerd costs ~85 ms of CPU, and a store per scenario was
-//! ~50 of the ~120 processes of a run (BENCHMARKS-log.md, issue 11). The store is
+//! ~50 of the ~120 processes of a run (BENCHMARKS-log.md, "the suite's CPU cut by half"). The store is
 //! the emulation of Cloudflare's count, not the code under test, and a scope
 //! gives each scenario counters and a clock no other scenario can touch.
 //!
@@ -18,24 +18,24 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use super::config::write_store_config;
+use super::config::write_count_server_config;
 use super::process::WorkerdProcess;
 use crate::world::process::{Log, stderr_text};
 
 /// Why the run's store is not there.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum SharedStoreError {
+pub enum CountServerError {
     /// Its directory or config could not be written.
-    #[error("could not write the binding store's config: {0}")]
+    #[error("could not write the count server's config: {0}")]
     Config(String),
     /// Its workerd did not start.
-    #[error("the binding store's workerd did not start: {0}")]
+    #[error("the count server's workerd did not start: {0}")]
     Start(String),
     /// Its thread could not be started, or ended before the store listened.
-    #[error("the binding store's thread: {0}")]
+    #[error("the count server's thread: {0}")]
     Thread(String),
     /// Its workerd exited while the run went on.
-    #[error("the binding store's workerd exited ({status}); its stderr:\n{stderr}")]
+    #[error("the count server's workerd exited ({status}); its stderr:\n{stderr}")]
     Exited {
         /// Its exit status.
         status: String,
@@ -44,11 +44,11 @@ pub enum SharedStoreError {
     },
 }
 
-/// A handle on the run's binding store, cheap to clone; the process starts on
-/// the first [`SharedStore::port`] and stops when the last handle is dropped.
+/// A handle on the run's count server, cheap to clone; the process starts on
+/// the first [`CountServer::port`] and stops when the last handle is dropped.
 #[derive(Debug, Clone, Default)]
-pub struct SharedStore {
-    inner: Arc<OnceLock<Result<Running, SharedStoreError>>>,
+pub struct CountServer {
+    inner: Arc<OnceLock<Result<Running, CountServerError>>>,
 }
 
 /// The started store: its port, and the thread that owns its process.
@@ -74,9 +74,9 @@ impl Drop for Running {
     }
 }
 
-impl SharedStore {
+impl CountServer {
     /// The store's port, starting it with `workerd` on first use.
-    pub fn port(&self, workerd: &Path, compatibility_date: &str) -> Result<u16, SharedStoreError> {
+    pub fn port(&self, workerd: &Path, compatibility_date: &str) -> Result<u16, CountServerError> {
         let running = self
             .inner
             .get_or_init(|| Running::start(workerd.to_owned(), compatibility_date.to_owned()))
@@ -87,7 +87,7 @@ impl SharedStore {
     }
 
     /// An error if the store was started and has exited since.
-    pub fn alive(&self) -> Result<(), SharedStoreError> {
+    pub fn alive(&self) -> Result<(), CountServerError> {
         match self.inner.get() {
             Some(Ok(running)) => running.alive(),
             Some(Err(e)) => Err(e.clone()),
@@ -104,22 +104,22 @@ pub fn fresh_scope() -> String {
 }
 
 impl Running {
-    fn start(workerd: PathBuf, compatibility_date: String) -> Result<Running, SharedStoreError> {
+    fn start(workerd: PathBuf, compatibility_date: String) -> Result<Running, CountServerError> {
         let dir = tempfile::Builder::new()
-            .prefix("harness-store-")
+            .prefix("harness-count-server-")
             .tempdir()
-            .map_err(|e| SharedStoreError::Config(e.to_string()))?;
-        let config = write_store_config(dir.path(), &compatibility_date)
-            .map_err(|e| SharedStoreError::Config(e.to_string()))?;
+            .map_err(|e| CountServerError::Config(e.to_string()))?;
+        let config = write_count_server_config(dir.path(), &compatibility_date)
+            .map_err(|e| CountServerError::Config(e.to_string()))?;
         let (ready_tx, ready_rx) =
-            std::sync::mpsc::channel::<Result<(u16, Log), SharedStoreError>>();
+            std::sync::mpsc::channel::<Result<(u16, Log), CountServerError>>();
         let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
         let exited = Arc::new(Mutex::new(None));
         let exited_in_thread = exited.clone();
         let thread = std::thread::Builder::new()
-            .name("binding-store".into())
+            .name("count-server".into())
             .spawn(move || own_store(&workerd, &config, ready_tx, stop_rx, &exited_in_thread))
-            .map_err(|e| SharedStoreError::Thread(e.to_string()))?;
+            .map_err(|e| CountServerError::Thread(e.to_string()))?;
         match ready_rx.recv() {
             Ok(Ok((port, log))) => Ok(Running {
                 port,
@@ -135,16 +135,16 @@ impl Running {
             }
             Err(_) => {
                 let _ = thread.join();
-                Err(SharedStoreError::Thread(
+                Err(CountServerError::Thread(
                     "it ended before the store listened".into(),
                 ))
             }
         }
     }
 
-    fn alive(&self) -> Result<(), SharedStoreError> {
+    fn alive(&self) -> Result<(), CountServerError> {
         match self.exited.lock().ok().and_then(|e| e.clone()) {
-            Some(status) => Err(SharedStoreError::Exited {
+            Some(status) => Err(CountServerError::Exited {
                 status,
                 stderr: stderr_text(&self.log),
             }),
@@ -158,7 +158,7 @@ impl Running {
 fn own_store(
     workerd: &Path,
     config: &Path,
-    ready: std::sync::mpsc::Sender<Result<(u16, Log), SharedStoreError>>,
+    ready: std::sync::mpsc::Sender<Result<(u16, Log), CountServerError>>,
     stop: tokio::sync::oneshot::Receiver<()>,
     exited: &Mutex<Option<String>>,
 ) {
@@ -168,7 +168,7 @@ fn own_store(
     {
         Ok(runtime) => runtime,
         Err(e) => {
-            let _ = ready.send(Err(SharedStoreError::Thread(format!(
+            let _ = ready.send(Err(CountServerError::Thread(format!(
                 "could not build its runtime: {e}"
             ))));
             return;
@@ -178,7 +178,7 @@ fn own_store(
         let mut process = match WorkerdProcess::start(workerd, config, Instant::now()).await {
             Ok(process) => process,
             Err(e) => {
-                let _ = ready.send(Err(SharedStoreError::Start(e.to_string())));
+                let _ = ready.send(Err(CountServerError::Start(e.to_string())));
                 return;
             }
         };

@@ -12,7 +12,7 @@ use crate::language::scenario::step::Action;
 
 /// `on_cloudflare`: only on a scenario Cloudflare can run, `exact` or
 /// bounded; an expectation's own mark only in such a scenario.
-pub(super) fn check_cloudflare_sense(prepared: &Prepared) -> Result<(), ScenarioError> {
+pub(super) fn validate_for_cloudflare(prepared: &Prepared) -> Result<(), ScenarioError> {
     let source = &prepared.scenario;
     let s = source.scenario.get_ref();
     let marked_expectation = s.steps.iter().find_map(|step| {

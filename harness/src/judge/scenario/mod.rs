@@ -7,7 +7,7 @@
 //! deadline, judged against load probes), `logs` (the fallback lines, and
 //! no key in any line), `binding_keys`, `redis_calls` (the calls Redis
 //! ran) and `limit_calls` (raw `limit()` calls). `failure` is what a failed
-//! expectation says, `send_step` a `send` step as its checks see it, and
+//! expectation says, `send_step` a `send` step as its judging sees it, and
 //! `summary` the short forms a report shows. Everything is used from here,
 //! by these names.
 
@@ -64,7 +64,7 @@ const RUN_CHECKS: [(&str, RunCheck); 5] = [
 ];
 
 /// Every failure of one run.
-pub fn check(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
+pub fn judge(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
     let source = &prepared.scenario;
     let scenario = source.scenario.get_ref();
     let mut failures = Failures {

@@ -1,4 +1,4 @@
-//! Expected failures: one checked-in file (`expectations.toml` beside the
+//! Expected failures: one checked-in file (`expected-failures.toml` beside the
 //! scenarios) listing scenarios known to fail on given workerd versions, each
 //! with a mandatory reason. A listed scenario that passes is an unexpected
 //! pass and fails the run, so the list never rots.
@@ -10,7 +10,7 @@ use toml::Spanned;
 
 use runtime::config::Location;
 
-use crate::language::scenario::EXPECTATIONS_FILE;
+use crate::language::scenario::EXPECTED_FAILURES_FILE;
 
 /// Every version of workerd.
 pub const ANY_VERSION: &str = "*";
@@ -39,11 +39,11 @@ pub struct ExpectedFailure {
 
 /// The expected failures of one scenarios directory.
 #[derive(Debug, Clone, Default)]
-pub struct Expectations {
+pub struct ExpectedFailures {
     entries: Vec<ExpectedFailure>,
 }
 
-/// A list file beside the scenarios (`expectations.toml`, `differential.toml`)
+/// A list file beside the scenarios (`expected-failures.toml`, `differential.toml`)
 /// that is malformed or names what does not exist, placed at `file:line:col`.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{file}:{location}: {message}")]
@@ -127,17 +127,17 @@ impl Verdict {
     }
 }
 
-impl Expectations {
-    /// Reads `dir/expectations.toml` (none is an empty list), checking that
+impl ExpectedFailures {
+    /// Reads `dir/expected-failures.toml` (none is an empty list), checking that
     /// every entry has a reason and names one of `known_trials`, whose files
     /// are shown as under `shown_as` (see [`crate::language::scenario::scenario_files`]).
     pub fn load(
         dir: &Path,
         shown_as: &Path,
         known_trials: &[&str],
-    ) -> Result<Expectations, ListError> {
-        let Some((list, file)) = ListFile::read::<File>(dir.join(EXPECTATIONS_FILE))? else {
-            return Ok(Expectations::default());
+    ) -> Result<ExpectedFailures, ListError> {
+        let Some((list, file)) = ListFile::read::<File>(dir.join(EXPECTED_FAILURES_FILE))? else {
+            return Ok(ExpectedFailures::default());
         };
         let error = |offset: usize, message: String| list.error(offset, message);
         let mut entries = Vec::new();
@@ -172,7 +172,7 @@ impl Expectations {
             entry.scenario = trial;
             entries.push(entry);
         }
-        Ok(Expectations { entries })
+        Ok(ExpectedFailures { entries })
     }
 
     /// The entry that expects `trial` to fail on `workerd_version`.
@@ -220,10 +220,10 @@ fn trial_name(entry: &str, dir: &Path, shown_as: &Path) -> String {
 mod tests {
     use super::*;
 
-    fn load(text: &str, known: &[&str]) -> Result<Expectations, ListError> {
+    fn load(text: &str, known: &[&str]) -> Result<ExpectedFailures, ListError> {
         let dir = tempfile::tempdir().expect("temp dir");
-        std::fs::write(dir.path().join(EXPECTATIONS_FILE), text).expect("write");
-        Expectations::load(dir.path(), Path::new(""), known)
+        std::fs::write(dir.path().join(EXPECTED_FAILURES_FILE), text).expect("write");
+        ExpectedFailures::load(dir.path(), Path::new(""), known)
     }
 
     #[test]

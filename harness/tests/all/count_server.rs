@@ -1,4 +1,4 @@
-//! The run's binding store (`harness::world::workerd::store`) keeps each scenario in
+//! The run's count server (`harness::world::workerd::count_server`) keeps each scenario in
 //! a scope of its own: scenarios counting the same key in the same minute of
 //! scenario time, at the same time, never see each other's counts.
 

@@ -5,7 +5,10 @@ use crate::language::scenario::behaviour::StoreBehaviour;
 use crate::language::scenario::model::{RedisKind, Scenario};
 
 /// `store`: what a Redis can be from the start.
-pub(super) fn check_store_at_start(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
+pub(super) fn validate_store_at_start(
+    s: &Scenario,
+    behaviour: StoreBehaviour,
+) -> Result<(), String> {
     match behaviour {
         StoreBehaviour::Restarted | StoreBehaviour::ScriptsFlushed => Err(format!(
             "`{behaviour}` happens mid-run (`set_store`); at the start write healthy, down, hanging, slow = {{ ms = N }} or missing"
@@ -22,7 +25,7 @@ pub(super) fn check_store_at_start(s: &Scenario, behaviour: StoreBehaviour) -> R
 }
 
 /// `set_store`: what can be done to a Redis mid-run.
-pub(super) fn check_store_change(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
+pub(super) fn validate_store_change(s: &Scenario, behaviour: StoreBehaviour) -> Result<(), String> {
     let missing_from_start = s
         .store
         .as_ref()

@@ -1,4 +1,4 @@
-//! Whether a scenario makes sense, checked as its file is loaded so that
+//! Whether a scenario makes sense, validated as its file is loaded so that
 //! nothing runs that could not be judged: each step does one thing, its
 //! sequences parse and add up, its isolates exist ([`send`], [`deadline`],
 //! [`store`]); what it asks of its deployable, the deployable can do
@@ -14,12 +14,12 @@ mod store;
 
 use std::ops::Range;
 
-use cloudflare::check_cloudflare_sense;
 pub use cloudflare::cloudflare_obstacle;
-use deadline::check_deadline_isolate;
-use deployable::check_deployable_sense;
-use send::check_send;
-use store::{check_store_at_start, check_store_change};
+use cloudflare::validate_for_cloudflare;
+use deadline::validate_deadline_isolate;
+use deployable::validate_for_deployable;
+use send::validate_send;
+use store::{validate_store_at_start, validate_store_change};
 
 use super::bounds::{MAX_ISOLATES, MAX_REQUESTS};
 use super::model::{ClockKind, Scenario};
@@ -27,17 +27,17 @@ use super::prepared::Prepared;
 use super::source::{ScenarioError, ScenarioSource};
 use super::step::Action;
 
-/// Every check of a scenario's sense, in order: the first that fails is the error.
-pub(super) fn check(prepared: &Prepared) -> Result<(), ScenarioError> {
+/// Every validation of a scenario, in order: the first that fails is the error.
+pub(super) fn validate(prepared: &Prepared) -> Result<(), ScenarioError> {
     let source = &prepared.scenario;
-    check_sense(source)?;
-    check_deployable_sense(prepared)?;
-    check_cloudflare_sense(prepared)?;
-    check_judges_something(source)
+    validate_alone(source)?;
+    validate_for_deployable(prepared)?;
+    validate_for_cloudflare(prepared)?;
+    validate_judges_something(source)
 }
 
-/// The checks that need no application: each step does one thing, sequences parse and add up.
-fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
+/// The validations that need no application: each step does one thing, sequences parse and add up.
+fn validate_alone(source: &ScenarioSource) -> Result<(), ScenarioError> {
     let s = source.scenario.get_ref();
     if !(1..=MAX_ISOLATES).contains(&s.isolates) {
         return Err(source.error(
@@ -61,7 +61,7 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
         }
     }
     if let Some(store) = &s.store {
-        check_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
+        validate_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
     }
     let mut requests = 0;
     let mut served = vec![false; s.isolates];
@@ -70,12 +70,12 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
             .get_ref()
             .action()
             .map_err(|m| source.error(step.span(), m))?;
-        check_action(s, action)
+        validate_action(s, action)
             .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
-        check_deadline_isolate(s, action, &mut served)
+        validate_deadline_isolate(s, action, &mut served)
             .map_err(|(span, m)| source.error(span, m))?;
         if let Action::Send { send, .. } = action {
-            // Each is at most MAX_REQUESTS (check_send), so the sum never overflows.
+            // Each is at most MAX_REQUESTS (validate_send), so the sum never overflows.
             requests += send.requests;
             if requests > MAX_REQUESTS {
                 return Err(source.error(
@@ -91,7 +91,7 @@ fn check_sense(source: &ScenarioSource) -> Result<(), ScenarioError> {
 }
 
 /// One step's own sense; the error's span is `None` for the whole step.
-fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<usize>>, String)> {
+fn validate_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<usize>>, String)> {
     let whole = |m: &str| Err((None, m.to_owned()));
     let isolate_exists = |isolate: usize| {
         if isolate < s.isolates {
@@ -119,13 +119,13 @@ fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<us
         ),
         Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
         Action::RestartIsolate(isolate) => isolate_exists(isolate),
-        Action::SetStore(behaviour) => check_store_change(s, behaviour).map_err(|m| (None, m)),
+        Action::SetStore(behaviour) => validate_store_change(s, behaviour).map_err(|m| (None, m)),
         Action::Limit(call) => isolate_exists(call.isolate),
         Action::Send { send, expect } => {
             if let Some(isolate) = send.isolate {
                 isolate_exists(isolate)?;
             }
-            check_send(send, expect)
+            validate_send(send, expect)
         }
         Action::SetBindings(_)
         | Action::WaitForWindow(_)
@@ -135,12 +135,12 @@ fn check_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<us
     }
 }
 
-/// A scenario must judge something, or it would pass having checked
+/// A scenario must judge something, or it would pass having judged
 /// nothing: its diagnostics, a raw `limit()` call's outcome, or traffic,
 /// whose every answer is judged (answered, no 5xx unless allowed) and whose
 /// processes' logs are (the fallback lines, no key in any line), whatever
 /// else the steps expect.
-fn check_judges_something(source: &ScenarioSource) -> Result<(), ScenarioError> {
+fn validate_judges_something(source: &ScenarioSource) -> Result<(), ScenarioError> {
     let s = source.scenario.get_ref();
     let judged = s.expect_diagnostics.is_some()
         || s.steps.iter().any(|step| {

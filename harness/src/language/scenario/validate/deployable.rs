@@ -12,11 +12,11 @@ use crate::language::scenario::prepared::Prepared;
 use crate::language::scenario::source::ScenarioError;
 use crate::language::scenario::step::Action;
 
-/// The checks that need the application: Redis steps and expectations
+/// The validations that need the application: Redis steps and expectations
 /// belong to a native deployable counting in Redis, and Cloudflare bindings
 /// to a Workers one. An application that does not validate, or lacks the
 /// deployable, is reported when the scenario runs.
-pub(super) fn check_deployable_sense(prepared: &Prepared) -> Result<(), ScenarioError> {
+pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), ScenarioError> {
     let Some((app, d)) = prepared.described() else {
         return Ok(());
     };
@@ -55,7 +55,7 @@ pub(super) fn check_deployable_sense(prepared: &Prepared) -> Result<(), Scenario
         if native {
             return Err(source.error(keys.span(), format!("`binding_keys` {no_bindings}")));
         }
-        check_binding_keys(keys.get_ref(), app, d).map_err(|m| source.error(keys.span(), m))?;
+        validate_binding_keys(keys.get_ref(), app, d).map_err(|m| source.error(keys.span(), m))?;
     }
     for step in &s.steps {
         let what = match step.get_ref().action() {
@@ -87,7 +87,7 @@ pub(super) fn check_deployable_sense(prepared: &Prepared) -> Result<(), Scenario
 
 /// `binding_keys` names the plan's bindings (a typo would expect nothing of
 /// a binding that does not exist), and `*` only says that the others saw no key.
-fn check_binding_keys(
+fn validate_binding_keys(
     keys: &BTreeMap<String, Vec<String>>,
     app: &Application,
     deployable: &Deployable,

@@ -36,8 +36,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use crate::engine::Observation;
-    use crate::judge::checks::check;
-    use crate::judge::checks::test_support::{HEAD, instance, prepared, request};
+    use crate::judge::scenario::judge;
+    use crate::judge::scenario::test_support::{HEAD, instance, prepared, request};
     use crate::language::scenario::RedisCalls;
 
     #[test]
@@ -57,8 +57,8 @@ mod tests {
             )]),
             ..Observation::default()
         };
-        assert_eq!(check(&p, &observed(3, 0)), []);
-        let failures = check(&p, &observed(4, 1));
+        assert_eq!(judge(&p, &observed(3, 0)), []);
+        let failures = judge(&p, &observed(4, 1));
         let whats: Vec<&str> = failures.iter().map(|f| f.what.as_str()).collect();
         assert_eq!(
             whats,
@@ -76,6 +76,6 @@ mod tests {
             redis_calls: BTreeMap::new(),
             ..observed(0, 0)
         };
-        assert_eq!(check(&p, &unread)[0].actual, "not read");
+        assert_eq!(judge(&p, &unread)[0].actual, "not read");
     }
 }

@@ -5,14 +5,14 @@ use std::ops::Range;
 
 use toml::Spanned;
 
-use super::deadline::check_deadline;
+use super::deadline::validate_deadline;
 use crate::language::scenario::bounds::{MAX_CONCURRENCY, MAX_REQUESTS};
 use crate::language::scenario::expect::SendExpectations;
 use crate::language::scenario::statuses::{expand_statuses, parse_statuses, sum_of};
 use crate::language::scenario::step::SendRequests;
 
 /// A `send`'s own sense: who sends, how many, and whether its sequence adds up.
-pub(super) fn check_send(
+pub(super) fn validate_send(
     send: &SendRequests,
     expect: Option<&Spanned<SendExpectations>>,
 ) -> Result<(), (Option<Range<usize>>, String)> {
@@ -58,7 +58,7 @@ pub(super) fn check_send(
         return Ok(());
     };
     if let Some(deadline) = &expect.deadline {
-        check_deadline(send, *deadline.get_ref()).map_err(|m| (Some(deadline.span()), m))?;
+        validate_deadline(send, *deadline.get_ref()).map_err(|m| (Some(deadline.span()), m))?;
     }
     if let Some(statuses) = &expect.statuses {
         parse_statuses(statuses.get_ref())

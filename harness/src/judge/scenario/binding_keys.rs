@@ -57,8 +57,8 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet};
 
     use crate::engine::Observation;
-    use crate::judge::checks::check;
-    use crate::judge::checks::test_support::{instance, prepared, request};
+    use crate::judge::scenario::judge;
+    use crate::judge::scenario::test_support::{instance, prepared, request};
 
     #[test]
     fn binding_keys_with_a_star_say_that_no_other_binding_saw_a_key() {
@@ -87,18 +87,18 @@ mod tests {
         let exhaustive = scenario("LIMITS_120_PER_60S = [\"address:192.0.2.1\"], \"*\" = []");
         // A key on a binding the scenario does not name: only `*` sees it.
         let stray = observed(&["caller:c"]);
-        assert_eq!(check(&named_only, &stray), []);
-        let failures = check(&exhaustive, &stray);
+        assert_eq!(judge(&named_only, &stray), []);
+        let failures = judge(&exhaustive, &stray);
         assert_eq!(failures.len(), 1, "{failures:#?}");
         assert_eq!(
             failures[0].what,
             "keys that reached LIMITS_600_PER_60S (`\"*\" = []`: no binding not named)"
         );
         assert_eq!(failures[0].actual, r#"{"caller:c"}"#);
-        assert_eq!(check(&exhaustive, &observed(&[])), []);
+        assert_eq!(judge(&exhaustive, &observed(&[])), []);
         // The named binding is still judged exactly.
         let wrong = scenario("LIMITS_120_PER_60S = [\"address:192.0.2.2\"], \"*\" = []");
-        let whats: Vec<String> = check(&wrong, &observed(&[]))
+        let whats: Vec<String> = judge(&wrong, &observed(&[]))
             .into_iter()
             .map(|f| f.what)
             .collect();

@@ -125,8 +125,8 @@ mod tests {
 
     use super::*;
     use crate::engine::{LoadProbe, Observation};
-    use crate::judge::checks::check;
-    use crate::judge::checks::test_support::{HEAD, instance, prepared, request};
+    use crate::judge::scenario::judge;
+    use crate::judge::scenario::test_support::{HEAD, instance, prepared, request};
     use crate::language::scenario::Prepared;
 
     /// A step to one isolate whose first `waiting` requests wait for a
@@ -167,7 +167,7 @@ mod tests {
     }
 
     fn failed(p: &Prepared, observation: &Observation) -> Vec<String> {
-        check(p, observation).into_iter().map(|f| f.what).collect()
+        judge(p, observation).into_iter().map(|f| f.what).collect()
     }
 
     /// A step recorded under `stress-ng --cpu 2` on the shared 2-core
@@ -218,7 +218,7 @@ mod tests {
         // A deadline regressed to 1 s, 2.9 s: each wait overruns 500 + 114 + 250 ms.
         for ms in [1000, 2900] {
             let (p, observation) = deadline_step(500, 3, &with_deadline(ms, &WAITS), &PROBES);
-            let failures = check(&p, &observation);
+            let failures = judge(&p, &observation);
             assert_eq!(failures.len(), 3, "{ms}: {failures:#?}");
             assert_eq!(
                 failures[0].what,
