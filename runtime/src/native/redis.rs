@@ -26,7 +26,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
-use super::Clock;
+use crate::clock::Clock;
 use super::refused::RefusedCache;
 use super::scripts;
 use crate::config::RedisEndpoint;
