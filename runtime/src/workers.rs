@@ -17,9 +17,9 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::clock::Clock;
 use crate::config::Counting;
 use crate::gate_plan::{GatePlan, PlanError};
-use crate::clock::Clock;
 use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, url_path};
 use crate::parked::ParkedRequests;
 use crate::store::DEADLINE_MS;
@@ -455,7 +455,6 @@ impl Gate {
     pub fn serves_api(&self) -> bool {
         *self.shared.limiter.borrow().counting() != Counting::NoApi
     }
-
 }
 
 /// Runs the request path once on a gate of its own, so that V8 compiles its

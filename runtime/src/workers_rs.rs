@@ -85,7 +85,9 @@ pub fn isolate_gate(env: &worker::Env) -> worker::Result<Gate> {
 /// there too and not on the first request.
 pub fn start() {
     if let Some(gate) = crate::workers::warm_up() {
-        warm_up_decide(&Gate { gate: Rc::new(gate) });
+        warm_up_decide(&Gate {
+            gate: Rc::new(gate),
+        });
     }
     crate::workers::build_isolate_gate_in_global_scope();
 }
@@ -128,10 +130,12 @@ impl Gate {
     ) -> Result<(), Refusal> {
         let verdict = Rc::new(Cell::new(None));
         let decided = verdict.clone();
-        let outcome = self.gate.decide(env.as_ref(), subject, path, move |result| {
-            decided.set(Some(result));
-            Ok(JsValue::UNDEFINED)
-        });
+        let outcome = self
+            .gate
+            .decide(env.as_ref(), subject, path, move |result| {
+                decided.set(Some(result));
+                Ok(JsValue::UNDEFINED)
+            });
         if let Ok(promise) = outcome
             && !promise.is_undefined()
         {

@@ -38,12 +38,10 @@ use std::task::{Context, Poll};
 #[cfg(feature = "redis")]
 use self::redis::RedisStore;
 use crate::address::{AddressSource, AddressUnknown, ClientAddress, FORWARDED_FOR_HEADER};
-use crate::config::{Application, Counting};
 use crate::clock::Clock;
+use crate::config::{Application, Counting};
+use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, UnknownDeployable};
 use crate::subject::CallerId;
-use crate::limiter::{
-    ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, UnknownDeployable,
-};
 use crate::subject::Subject;
 
 /// Why a native gate could not be built from the application description:
@@ -285,7 +283,6 @@ impl NativeGate {
     pub fn serves_api(&self) -> bool {
         *self.limiter().counting() != Counting::NoApi
     }
-
 }
 
 /// Writes one `rate_limits.fallback` event through `tracing`: the connection

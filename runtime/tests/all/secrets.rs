@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use runtime::CallerId;
 use runtime::address::{AddressUnknown, TrustedProxies};
 use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
 use runtime::config::{Application, Code, UnknownCode};
@@ -19,7 +20,6 @@ use runtime::limiter::Now;
 use runtime::native::GateError;
 use runtime::native::redis::RedisStore;
 use runtime::native::refused::RefusedCache;
-use runtime::CallerId;
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
 use runtime::plan::BindingPlan;
 use runtime::store::{BindingAnswer, FallbackReason};
@@ -269,7 +269,10 @@ async fn shown_native() -> Shown {
     let redis = RedisStore::new(&redis_endpoint(&counting));
     let peer = PeerAddr(format!("{ADDRESS}:4000").parse().expect("addr"));
     vec![
-        ("subject::CallerId", format!("{:?}", CallerId(CALLER.into()))),
+        (
+            "subject::CallerId",
+            format!("{:?}", CallerId(CALLER.into())),
+        ),
         ("clock::Clock", format!("{:?}", gate.clock())),
         ("native::NativeGate", format!("{gate:?}")),
         (
@@ -406,10 +409,7 @@ const NOT_SHOWN: [(&str, &str); 11] = [
         "workers::GateError",
         "wasm32 only: says crypto.getRandomValues failed, with its message (no key or secret)",
     ),
-    (
-        "workers_rs::Gate",
-        "wasm32 only, and has no Debug",
-    ),
+    ("workers_rs::Gate", "wasm32 only, and has no Debug"),
     (
         "workers_rs::RateLimitLayer",
         "wasm32 only, and has no Debug",
