@@ -1,10 +1,9 @@
 // The Worker's entry module, generated configs load it beside the
 // wasm-bindgen glue (deployable.js) and the wasm (deployable_bg.wasm) of
-// either Rust Worker (harness/src/world/wasm.rs): harness/deployable takes
-// the time as its fetch's third argument; harness/deployable-workers-rs is
-// workers-rs's `#[event(fetch)]` export, fetch(request, env, ctx), which
-// reads Date.now() itself and is told the scenario clock's offset through
-// its set_clock_offset_ms export.
+// any of the Rust Workers (harness/src/world/wasm.rs): each exports
+// fetch(request, env[, ctx]), its gate reading Date.now() itself, and
+// set_clock_offset_ms(offset, env), which shifts that gate's clock by the
+// scenario clock's offset.
 //
 // Production traffic goes straight to the Rust deployable. Requests carrying
 // the harness's control header (its random token is the HARNESS_CONTROL_TOKEN
@@ -24,8 +23,8 @@
 //   POST /clock     {"offset_ms": N}: from now on the deployable's clock is
 //                   Date.now() + N (the scenario clock; 0 until set), and so
 //                   is that of the emulated bindings counting here. The
-//                   runtime takes the time from its embedding, so only this
-//                   test embedding adds the offset; timers (the 500 ms
+//                   gate's clock takes the offset only in a build with
+//                   runtime's `testing` feature; timers (the 500 ms
 //                   deadline) stay real.
 import wasmModule from "./deployable_bg.wasm";
 import * as deployable from "./deployable.js";
@@ -36,11 +35,6 @@ const CONTROL_HEADER = "x-harness-control";
 let hidden = null;
 let clockOffsetMs = 0;
 
-// The workers-rs Worker reads the clock itself.
-const readsItsClock = typeof deployable.set_clock_offset_ms === "function";
-const handle = readsItsClock
-  ? deployable.fetch
-  : (request, env) => deployable.fetch(request, env, Date.now() + clockOffsetMs);
 
 function bindingNames(env) {
   return JSON.parse(env.HARNESS_BINDINGS);
@@ -92,7 +86,7 @@ async function setClock(request, env) {
     return Response.json({ error: `offset_ms must be a whole number of ms >= 0, not ${offset}` }, { status: 400 });
   }
   clockOffsetMs = offset;
-  if (readsItsClock) deployable.set_clock_offset_ms(offset);
+  deployable.set_clock_offset_ms(offset, env);
   // An emulated binding counting in this isolate (no store) reads the same clock.
   for (const name of bindingNames(env)) env[name]?.__harnessSetClock(offset);
   return Response.json({ offset_ms: clockOffsetMs });
@@ -129,6 +123,6 @@ export default {
   async fetch(request, env, ctx) {
     const token = request.headers.get(CONTROL_HEADER);
     if (token !== null && token === env.HARNESS_CONTROL_TOKEN) return control(request, env);
-    return handle(request, visibleEnv(env), ctx);
+    return deployable.fetch(request, visibleEnv(env), ctx);
   },
 };

@@ -31,13 +31,15 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
-use runtime::native::{CallerId, NativeGate, PeerAddr, RateLimitLayer};
+use runtime::CallerId;
+use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -97,25 +99,49 @@ async fn set_clock(gate: &NativeGate, request: http::Request<Incoming>) -> Respo
     }
 }
 
+/// What the health route reports beside the gate's state, counted by this
+/// fixture (the production gate counts no health checks): health checks
+/// answered, and requests refused (429s, and API requests to a deployable
+/// serving none). Shared by the connections' tasks.
+#[derive(Default)]
+struct Tally {
+    health_checks: AtomicU64,
+    refused: AtomicU64,
+}
+
+impl Tally {
+    /// Counts a refused request.
+    fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a health check, and returns the counts to report.
+    fn health_check(&self) -> (u64, u64) {
+        let health_checks = self.health_checks.fetch_add(1, Ordering::Relaxed) + 1;
+        (health_checks, self.refused.load(Ordering::Relaxed))
+    }
+}
+
 async fn route(
     limiting_off: bool,
     control_token: Option<Arc<str>>,
     gate: Arc<NativeGate>,
+    tally: Arc<Tally>,
     deployable: Arc<str>,
     peer: SocketAddr,
     mut request: http::Request<Incoming>,
 ) -> Result<Response, Infallible> {
     let path = request.uri().path().to_owned();
     if path == "/health" {
-        let tally = gate.record_health_check();
+        let (health_checks, refused) = tally.health_check();
         return Ok(json(
             200,
             &serde_json::json!({
                 "status": "ok",
                 "deployable": &*deployable,
                 "counting": gate.counting().name(),
-                "health_checks": tally.health_checks,
-                "refused": tally.refused,
+                "health_checks": health_checks,
+                "refused": refused,
             }),
         ));
     }
@@ -133,7 +159,7 @@ async fn route(
         return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
     }
     if !gate.serves_api() {
-        gate.record_refused();
+        tally.refused();
         return Ok(json(404, &serde_json::json!({ "error": "no_api" })));
     }
     if limiting_off {
@@ -148,7 +174,11 @@ async fn route(
         request.extensions_mut().insert(CallerId(caller));
     }
     request.extensions_mut().insert(PeerAddr(peer));
-    RateLimitLayer::new(gate).layer(Api).call(request).await
+    let response = RateLimitLayer::new(gate).layer(Api).call(request).await;
+    if matches!(&response, Ok(r) if r.status() == http::StatusCode::TOO_MANY_REQUESTS) {
+        tally.refused();
+    }
+    response
 }
 
 #[tokio::main]
@@ -200,11 +230,13 @@ async fn main() -> ExitCode {
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     println!("{}", serde_json::json!({ "event": "listen", "port": port }));
     let deployable: Arc<str> = Arc::from(deployable.as_str());
+    let tally = Arc::new(Tally::default());
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
         let gate = gate.clone();
+        let tally = tally.clone();
         let deployable = deployable.clone();
         let control_token = control_token.clone();
         tokio::spawn(async move {
@@ -213,6 +245,7 @@ async fn main() -> ExitCode {
                     limiting_off,
                     control_token.clone(),
                     gate.clone(),
+                    tally.clone(),
                     deployable.clone(),
                     peer,
                     request,

@@ -32,6 +32,7 @@ compile_error!(
 
 pub mod address;
 pub mod breaker;
+pub mod clock;
 pub mod config;
 pub mod counter;
 pub mod gate_plan;
@@ -54,9 +55,10 @@ pub mod workers;
 pub mod workers_rs;
 
 pub use address::{AddressSource, ClientAddress};
+pub use clock::Clock;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use gate_plan::GatePlan;
 pub use limiter::Limiter;
 pub use limits::Limit;
 pub use plan::BindingPlan;
-pub use subject::Subject;
+pub use subject::{CallerId, Subject};

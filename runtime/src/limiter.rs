@@ -397,7 +397,6 @@ pub struct Limiter {
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<RouteLimit>,
     memory: WindowCounter,
-    tally: Tally,
 }
 
 /// One store of a limiter: its name (for logs and binding lookups), its
@@ -412,42 +411,6 @@ struct StoreState {
     /// missing binding (a free look-up in `env`) is looked up on every
     /// request, so a restored Wrangler entry is used at once.
     missing_cools_off: bool,
-}
-
-/// What a deployable counts beside its health checks, reported by its health route.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Tally {
-    /// Health checks answered.
-    pub health_checks: u64,
-    /// Requests refused: 429s, and API requests to a deployable that serves none.
-    pub refused: u64,
-}
-
-/// Why a gate (the Workers one or the native one) could not be built from
-/// the application description.
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    /// The application description did not validate.
-    #[error(transparent)]
-    Invalid(#[from] crate::config::Diagnostics),
-    /// The application has no deployable of that name.
-    #[error(transparent)]
-    UnknownDeployable(#[from] UnknownDeployable),
-    /// The deployable counts in Redis, and this build of `runtime` has no
-    /// Redis store: enable its `redis` feature.
-    #[error(
-        "the deployable counts in Redis (connection `{connection}`), and runtime was built \
-         without its `redis` feature"
-    )]
-    RedisNotBuilt {
-        /// The Redis connection the deployable's store names.
-        connection: String,
-    },
-    /// The platform's cryptographic random source (Web Crypto's
-    /// `crypto.getRandomValues` on Workers) failed, so the in-memory
-    /// counter's digest could not be keyed unpredictably.
-    #[error("no random seed for the in-memory counter: {0}")]
-    NoRandomness(String),
 }
 
 impl Limiter {
@@ -482,7 +445,6 @@ impl Limiter {
             subject_stores: plan.subject_stores,
             routes: plan.routes,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
-            tally: Tally::default(),
         }
     }
 
@@ -584,7 +546,7 @@ impl Limiter {
     /// store that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
     /// refused if any limit refuses it, with `Retry-After` the longest window
-    /// among those that refused; a refusal is added to the tally.
+    /// among those that refused.
     ///
     /// Windows are aligned to `now.wall_ms`, as the binding aligns them; a
     /// store's cool-off is measured on `now.monotonic_ms` (see [`Now`]).
@@ -602,11 +564,10 @@ impl Limiter {
                 }),
             }
         }
-        let refusal = Refusal::by(refused_by);
-        if refusal.is_some() {
-            self.record_refused();
+        Decision {
+            refusal: Refusal::by(refused_by),
+            logs,
         }
-        Decision { refusal, logs }
     }
 
     /// Settles one check with its store's answer, counting in memory when
@@ -663,18 +624,6 @@ impl Limiter {
             PolicyName::Route(index) => self.routes.get(index).map_or("", |r| &r.path),
         }
     }
-
-    /// Records a request this deployable refused (a 429, or an API request to
-    /// a deployable that serves none).
-    pub fn record_refused(&mut self) {
-        self.tally.refused += 1;
-    }
-
-    /// Records a health check and returns the tally to report.
-    pub fn record_health_check(&mut self) -> Tally {
-        self.tally.health_checks += 1;
-        self.tally
-    }
 }
 
 impl fmt::Debug for Limiter {
@@ -683,7 +632,6 @@ impl fmt::Debug for Limiter {
             .field("counting", &self.counting)
             .field("stores", &self.stores)
             .field("tracked_keys", &self.memory.tracked_keys())
-            .field("tally", &self.tally)
             .finish()
     }
 }

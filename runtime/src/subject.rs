@@ -57,3 +57,16 @@ impl std::fmt::Debug for Subject {
         }
     }
 }
+
+/// The signed-in caller of a request, as a request extension the
+/// application's sign-in inserts before a gate's tower layer runs (the
+/// native `RateLimitLayer`, or workers-rs's on Workers). It is a key, so its
+/// `Debug` leaves the id out.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CallerId(pub String);
+
+impl std::fmt::Debug for CallerId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CallerId(..)")
+    }
+}

@@ -17,10 +17,10 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::clock::Clock;
 use crate::config::Counting;
 use crate::gate_plan::{GatePlan, PlanError};
-pub use crate::limiter::GateError;
-use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, Tally, url_path};
+use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, url_path};
 use crate::parked::ParkedRequests;
 use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
@@ -188,6 +188,8 @@ pub struct Gate {
     /// Whether the in-memory counter's digest is keyed by a random seed yet
     /// (drawn on the first decision: see [`Gate::new`]).
     seeded: Cell<bool>,
+    /// The clock its decisions read (see [`Gate::clock`]).
+    clock: Clock,
 }
 
 /// The text binding the build step puts the deployable's plan in
@@ -203,6 +205,18 @@ pub enum PlanBindingError {
     /// It holds no plan this runtime reads.
     #[error("the text binding {PLAN_BINDING}: {0}")]
     Invalid(#[from] PlanError),
+}
+
+/// Why a Workers gate could not decide a request: only its first decision
+/// draws anything from the platform, the in-memory counter's seed (its
+/// bindings' troubles fall back to memory, and its plan's are
+/// [`PlanBindingError`] when it is built).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// Web Crypto's `crypto.getRandomValues` failed, so the in-memory
+    /// counter's digest could not be keyed unpredictably.
+    #[error("no random seed for the in-memory counter: {0}")]
+    NoRandomness(String),
 }
 
 /// The error of a decision that found no random seed for the counter.
@@ -321,6 +335,7 @@ impl Gate {
             resume,
             deployable,
             seeded: Cell::new(seed.is_some()),
+            clock: Clock::default(),
         }
     }
 
@@ -351,23 +366,20 @@ impl Gate {
     /// `respond` runs exactly once; an `Err` it returns is thrown (or rejects
     /// the promise).
     ///
-    /// `now_ms` is the embedding's clock in ms since the Unix epoch, read when
-    /// the request arrived: a production Worker passes `Date.now()`, a test
-    /// embedding may pass its own clock. It must never go backwards between
-    /// requests of one isolate (the fallback count's windows are aligned to
-    /// it). The 500 ms deadline runs on the isolate's real timers whatever it is.
+    /// The time is the gate's [`Clock`] (`Date.now()`, never going
+    /// backwards within the isolate), read when the request arrives; the
+    /// 500 ms deadline runs on the isolate's real timers whatever it reads.
     pub fn decide<F>(
         &self,
         env: &JsValue,
         subject: &Subject,
         path: &str,
-        now_ms: u64,
         respond: F,
     ) -> Result<JsValue, JsValue>
     where
         F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
     {
-        self.decide_boxed(env, subject, path, now_ms, Box::new(respond))
+        self.decide_boxed(env, subject, path, Box::new(respond))
     }
 
     /// [`Gate::decide`], one function whatever `respond` is: the code
@@ -377,12 +389,12 @@ impl Gate {
         env: &JsValue,
         subject: &Subject,
         path: &str,
-        now_ms: u64,
         respond: Respond,
     ) -> Result<JsValue, JsValue> {
         if !self.seeded.get() {
             self.draw_seed()?;
         }
+        let now_ms = self.clock.wall_ms();
         let mut pending = {
             let mut limiter = self.shared.limiter.borrow_mut();
             let checks = limiter.checks(subject, path);
@@ -423,6 +435,12 @@ impl Gate {
         outcome
     }
 
+    /// The clock this gate's decisions read (with the `testing` feature, the
+    /// harness's scenario clock shifts it).
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
     /// The deployable this gate limits, as its plan names it.
     pub fn deployable(&self) -> &str {
         &self.deployable
@@ -436,16 +454,6 @@ impl Gate {
     /// Whether this deployable serves an API (asked on every request, so no clone).
     pub fn serves_api(&self) -> bool {
         *self.shared.limiter.borrow().counting() != Counting::NoApi
-    }
-
-    /// Records a request refused for another reason (an API request to a deployable without one).
-    pub fn record_refused(&self) {
-        self.shared.limiter.borrow_mut().record_refused();
-    }
-
-    /// Records a health check and returns the tally its response reports.
-    pub fn record_health_check(&self) -> Tally {
-        self.shared.limiter.borrow_mut().record_health_check()
     }
 }
 
@@ -465,7 +473,7 @@ pub(crate) fn warm_up() -> Option<Gate> {
                         store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
     let plan = GatePlan::from_text(PLAN).ok()?;
     let gate = Gate::build(plan, Some(0), false);
-    let now_ms = js_sys::Date::now() as u64;
+    let now_ms = gate.clock.wall_ms();
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
     let subjects = [
         request.as_ref().map_or_else(
@@ -481,7 +489,7 @@ pub(crate) fn warm_up() -> Option<Gate> {
     // `decide` returns, and the request is counted in memory.
     let env = JsValue::from(js_sys::Object::new());
     for subject in &subjects {
-        let _ = gate.decide(&env, subject, &path, now_ms, |_| Ok(JsValue::UNDEFINED));
+        let _ = gate.decide(&env, subject, &path, |_| Ok(JsValue::UNDEFINED));
     }
     // The binding answering within the limit (two base-8 digits).
     let within_twice = f64::from(Code::Within as u8 * 9);

@@ -1,5 +1,5 @@
 //! The gate in a Worker written with workers-rs (the `worker` crate; the
-//! `workers-rs` feature, wasm32 only): [`Gate::check`] from an
+//! `workers-rs` feature, wasm32 only): [`Gate::decide`] from an
 //! `#[event(fetch)]` handler, with a `worker::Request` or (workers-rs's
 //! `http` feature) an `http::Request`, and [`RateLimitLayer`], a tower layer
 //! for axum on Workers.
@@ -27,9 +27,11 @@ use js_sys::futures::JsFuture;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::send::{SendFuture, SendWrapper};
 
+use crate::clock::Clock;
+use crate::config::Counting;
 use crate::limiter::{ADDRESS_HEADER, Refusal};
-use crate::subject::Subject;
-use crate::workers::{Gate, subject_of};
+use crate::subject::{CallerId, Subject};
+use crate::workers::subject_of;
 
 /// A request the gate can limit: the path it is limited under, and its subject.
 pub trait Limited {
@@ -69,84 +71,71 @@ impl<B> Limited for http::Request<B> {
 /// The isolate's gate, as [`crate::workers::isolate_gate`] keeps it (built
 /// by [`crate::workers::start`] from the Worker's `#[event(start)]`, or else
 /// on the first request), for a workers-rs handler.
-pub fn isolate_gate(env: &worker::Env) -> worker::Result<Rc<Gate>> {
-    crate::workers::isolate_gate(env.as_ref()).map_err(|e| worker::Error::RustError(e.to_string()))
+pub fn isolate_gate(env: &worker::Env) -> worker::Result<Gate> {
+    crate::workers::isolate_gate(env.as_ref())
+        .map(|gate| Gate { gate })
+        .map_err(|e| worker::Error::RustError(e.to_string()))
 }
 
 /// What a workers-rs Worker's `#[event(start)]` calls, in the global scope:
 /// [`crate::workers::start`] (the gate's request path compiled, the
 /// isolate's gate built), and the adapter's own path run once on the
 /// throw-away gate: a `worker::Request` made from a request (workers-rs
-/// parses its URL then) and [`Gate::check`] on it, so V8 compiles them
+/// parses its URL then) and [`Gate::decide`] on it, so V8 compiles them
 /// there too and not on the first request.
 pub fn start() {
     if let Some(gate) = crate::workers::warm_up() {
-        warm_up_check(&gate);
+        warm_up_decide(&Gate {
+            gate: Rc::new(gate),
+        });
     }
     crate::workers::build_isolate_gate_in_global_scope();
 }
 
-/// [`Gate::check`] once on `gate` with a `worker::Request`, its binding
+/// [`Gate::decide`] once on `gate` with a `worker::Request`, its binding
 /// missing from `env`: ready at its first poll, so no waker is needed.
-fn warm_up_check(gate: &Gate) {
+fn warm_up_decide(gate: &Gate) {
     let Ok(request) = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up") else {
         return;
     };
     let request = worker::Request::from(request);
     let env: worker::Env = js_sys::Object::new().unchecked_into();
-    let check = std::pin::pin!(gate.check(&request, &env, None));
-    let _ = check.poll(&mut Context::from_waker(Waker::noop()));
+    let subject = request.subject(None);
+    let path = request.limited_path();
+    let decision = std::pin::pin!(gate.decide(&env, &subject, &path));
+    let _ = decision.poll(&mut Context::from_waker(Waker::noop()));
 }
 
-#[cfg(feature = "testing")]
-thread_local! {
-    /// The scenario clock's offset (see [`set_clock_offset_ms`]).
-    static CLOCK_OFFSET_MS: Cell<i64> = const { Cell::new(0) };
-}
-
-/// From now on this isolate's workers-rs gates read the clock as
-/// `Date.now()` plus `offset_ms`: a test hook (the harness's scenario
-/// clock), so only with the `testing` feature. Timers (the 500 ms deadline)
-/// stay real.
-#[cfg(feature = "testing")]
-pub fn set_clock_offset_ms(offset_ms: i64) {
-    CLOCK_OFFSET_MS.with(|offset| offset.set(offset_ms));
-}
-
-/// The clock a workers-rs gate reads, in ms since the Unix epoch.
-fn now_ms() -> u64 {
-    let now = js_sys::Date::now() as u64;
-    #[cfg(feature = "testing")]
-    let now = now.saturating_add_signed(CLOCK_OFFSET_MS.with(Cell::get));
-    now
+/// The isolate's gate (see [`isolate_gate`]) for a workers-rs Worker: the
+/// same gate as [`crate::workers::Gate`], deciding with a future instead
+/// of a callback. Cloning it is cheap (a reference to the isolate's).
+#[derive(Clone)]
+pub struct Gate {
+    gate: Rc<crate::workers::Gate>,
 }
 
 impl Gate {
-    /// Decides `request`: `Ok` to pass it on, `Err` with the refusal to answer
-    /// ([`refusal_response`], or [`Refusal::to_http`]). Never fails for the
-    /// binding's sake: every binding problem falls back to memory. The
-    /// future is ready at once unless a binding has to be waited for (at
-    /// most the 500 ms deadline). `caller_id` is the caller the application
-    /// signed in, if any; the time is `Date.now()`.
-    pub async fn check(
+    /// Decides one request to `path` for `subject` (see [`Limited`] for a
+    /// request's), asking the bindings of `env`: `Ok` to pass it on, `Err`
+    /// with the refusal to answer ([`refusal_response`], or
+    /// [`Refusal::to_http`]). Never fails for the binding's sake: every
+    /// binding problem falls back to memory. The future is ready at once
+    /// unless a binding has to be waited for (at most the 500 ms deadline).
+    /// The time is the gate's [`Clock`].
+    pub async fn decide(
         &self,
-        request: &impl Limited,
         env: &worker::Env,
-        caller_id: Option<&str>,
+        subject: &Subject,
+        path: &str,
     ) -> Result<(), Refusal> {
-        let subject = request.subject(caller_id);
         let verdict = Rc::new(Cell::new(None));
         let decided = verdict.clone();
-        let outcome = self.decide(
-            env,
-            &subject,
-            &request.limited_path(),
-            now_ms(),
-            move |result| {
+        let outcome = self
+            .gate
+            .decide(env.as_ref(), subject, path, move |result| {
                 decided.set(Some(result));
                 Ok(JsValue::UNDEFINED)
-            },
-        );
+            });
         if let Ok(promise) = outcome
             && !promise.is_undefined()
         {
@@ -156,6 +145,27 @@ impl Gate {
         // No verdict only if the gate itself failed (never the binding's
         // doing): the request is not failed for it.
         verdict.take().unwrap_or(Ok(()))
+    }
+
+    /// The clock this gate's decisions read (with the `testing` feature, the
+    /// harness's scenario clock shifts it).
+    pub fn clock(&self) -> &Clock {
+        self.gate.clock()
+    }
+
+    /// The deployable this gate limits, as its plan names it.
+    pub fn deployable(&self) -> &str {
+        self.gate.deployable()
+    }
+
+    /// How this deployable counts: through the binding, in memory, or not at all (no API).
+    pub fn counting(&self) -> Counting {
+        self.gate.counting()
+    }
+
+    /// Whether this deployable serves an API.
+    pub fn serves_api(&self) -> bool {
+        self.gate.serves_api()
     }
 }
 
@@ -169,18 +179,6 @@ pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
     Ok(worker::Response::error(refusal.body(), Refusal::STATUS)?.with_headers(headers))
 }
 
-/// The signed-in caller of a request, as a request extension the
-/// application's sign-in inserts before [`RateLimitLayer`] runs. It is a
-/// key, so its `Debug` leaves the id out.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CallerId(pub String);
-
-impl std::fmt::Debug for CallerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CallerId(..)")
-    }
-}
-
 /// A tower layer limiting every request of the service it wraps, for axum
 /// on Workers: `router.layer(RateLimitLayer::new(gate, env))`, the router
 /// built per request as workers-rs's axum support has it (the `env` is the
@@ -188,13 +186,13 @@ impl std::fmt::Debug for CallerId {
 /// never reaches the inner service.
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    gate: SendWrapper<Rc<Gate>>,
+    gate: SendWrapper<Gate>,
     env: worker::Env,
 }
 
 impl RateLimitLayer {
     /// The layer deciding through `gate` (the isolate's), asking the bindings of `env`.
-    pub fn new(gate: Rc<Gate>, env: worker::Env) -> RateLimitLayer {
+    pub fn new(gate: Gate, env: worker::Env) -> RateLimitLayer {
         RateLimitLayer {
             gate: SendWrapper::new(gate),
             env,
@@ -244,11 +242,12 @@ where
         let mut inner = std::mem::replace(&mut self.inner, ready);
         let layer = self.layer.clone();
         SendFuture::new(Box::pin(async move {
-            let caller = request.extensions().get::<CallerId>().map(|c| c.0.clone());
+            let caller = request.extensions().get::<CallerId>().map(|c| c.0.as_str());
+            let subject = request.subject(caller);
             let verdict = layer
                 .gate
                 .0
-                .check(&request, &layer.env, caller.as_deref())
+                .decide(&layer.env, &subject, &request.limited_path())
                 .await;
             match verdict {
                 Ok(()) => inner.call(request).await,

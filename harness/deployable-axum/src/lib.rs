@@ -16,8 +16,6 @@
 //! `LIMITING = "off"` (benchmarks only) leaving the layer out.
 #![cfg(target_arch = "wasm32")]
 
-use std::rc::Rc;
-
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
@@ -25,8 +23,9 @@ use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
-use runtime::workers::{Gate, limiting_off};
-use runtime::workers_rs::{CallerId, RateLimitLayer, isolate_gate};
+use runtime::CallerId;
+use runtime::workers::limiting_off;
+use runtime::workers_rs::{Gate, RateLimitLayer, isolate_gate};
 use tower_service::Service;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::send::SendWrapper;
@@ -35,10 +34,45 @@ use worker::{Context, Env, HttpRequest, Result, event};
 /// The header this fixture takes the signed-in caller's id from.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
-/// The scenario clock: the harness's entry module calls this on `POST /clock`.
+/// What the health route reports beside the gate's state, counted by this
+/// fixture (the production gate counts no health checks): health checks
+/// answered, and requests refused (429s, and API requests to a deployable
+/// serving none). One isolate, one thread: plain cells.
+#[derive(Default)]
+struct Tally {
+    health_checks: std::cell::Cell<u64>,
+    refused: std::cell::Cell<u64>,
+}
+
+impl Tally {
+    /// Counts a refused request.
+    fn refused(&self) {
+        self.refused.set(self.refused.get() + 1);
+    }
+
+    /// Counts a health check, and returns the counts to report.
+    fn health_check(&self) -> (u64, u64) {
+        self.health_checks.set(self.health_checks.get() + 1);
+        (self.health_checks.get(), self.refused.get())
+    }
+}
+
+thread_local! {
+    /// This isolate's [`Tally`].
+    static TALLY: Tally = Tally::default();
+}
+
+/// The scenario clock: the harness's entry module calls this on `POST
+/// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
-pub fn set_clock_offset_ms(offset_ms: f64) {
-    runtime::workers_rs::set_clock_offset_ms(offset_ms as i64);
+pub fn set_clock_offset_ms(
+    offset_ms: f64,
+    env: wasm_bindgen::JsValue,
+) -> std::result::Result<(), wasm_bindgen::JsValue> {
+    let gate = runtime::workers::isolate_gate(&env)
+        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    gate.clock().set_offset_ms(offset_ms as i64);
+    Ok(())
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response {
@@ -63,8 +97,17 @@ async fn caller(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
+/// Counts the requests the layer refused (its 429s) in the [`Tally`].
+async fn count_refusals(request: Request, next: Next) -> Response {
+    let response = next.run(request).await;
+    if response.status() == StatusCode::TOO_MANY_REQUESTS {
+        TALLY.with(Tally::refused);
+    }
+    response
+}
+
 /// The routes, built per request (the layer asks this request's `env`).
-fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
+fn router(gate: Gate, env: Env, limited: bool) -> Router {
     let shared = SendWrapper::new(gate.clone());
     let api = Router::new().route(
         "/api/{*rest}",
@@ -74,7 +117,7 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
                 if gate.serves_api() {
                     json(StatusCode::OK, serde_json::json!({ "ok": true }))
                 } else {
-                    gate.record_refused();
+                    TALLY.with(Tally::refused);
                     json(
                         StatusCode::NOT_FOUND,
                         serde_json::json!({ "error": "no_api" }),
@@ -86,6 +129,7 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
     let api = if limited {
         api.layer(RateLimitLayer::new(gate.clone(), env))
             .layer(middleware::from_fn(caller))
+            .layer(middleware::from_fn(count_refusals))
     } else {
         api
     };
@@ -96,15 +140,15 @@ fn router(gate: Rc<Gate>, env: Env, limited: bool) -> Router {
             get(move || {
                 let gate = shared.clone();
                 async move {
-                    let tally = gate.record_health_check();
+                    let (health_checks, refused) = TALLY.with(Tally::health_check);
                     json(
                         StatusCode::OK,
                         serde_json::json!({
                             "status": "ok",
                             "deployable": gate.deployable(),
                             "counting": gate.counting().name(),
-                            "health_checks": tally.health_checks,
-                            "refused": tally.refused,
+                            "health_checks": health_checks,
+                            "refused": refused,
                         }),
                     )
                 }

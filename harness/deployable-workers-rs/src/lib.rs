@@ -1,7 +1,7 @@
 //! The harness's deployable written as people write a Rust Worker with
 //! workers-rs: an `#[event(fetch)]` handler taking a `worker::Request` and
 //! `worker::Env`, the gate asked through `runtime::workers_rs`
-//! ([`Gate::check`]). It serves the same routes as `harness/deployable`, so
+//! ([`Gate::decide`]). It serves the same routes as `harness/deployable`, so
 //! the whole scenario corpus runs against it (`harness run --worker
 //! workers-rs`):
 //!
@@ -18,13 +18,41 @@
 //! text binding `LIMITING = "off"` answers `/api/...` without the gate.
 #![cfg(target_arch = "wasm32")]
 
-use runtime::workers::{Gate, HeaderName, limiting_off};
-use runtime::workers_rs::{isolate_gate, refusal_response};
+use runtime::workers::{HeaderName, limiting_off};
+use runtime::workers_rs::{Gate, Limited, isolate_gate, refusal_response};
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, Request, Response, Result, event};
 
 /// The header this fixture takes the signed-in caller's id from.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
+
+/// What the health route reports beside the gate's state, counted by this
+/// fixture (the production gate counts no health checks): health checks
+/// answered, and requests refused (429s, and API requests to a deployable
+/// serving none). One isolate, one thread: plain cells.
+#[derive(Default)]
+struct Tally {
+    health_checks: std::cell::Cell<u64>,
+    refused: std::cell::Cell<u64>,
+}
+
+impl Tally {
+    /// Counts a refused request.
+    fn refused(&self) {
+        self.refused.set(self.refused.get() + 1);
+    }
+
+    /// Counts a health check, and returns the counts to report.
+    fn health_check(&self) -> (u64, u64) {
+        self.health_checks.set(self.health_checks.get() + 1);
+        (self.health_checks.get(), self.refused.get())
+    }
+}
+
+thread_local! {
+    /// This isolate's [`Tally`].
+    static TALLY: Tally = Tally::default();
+}
 
 thread_local! {
     /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
@@ -32,10 +60,17 @@ thread_local! {
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
 }
 
-/// The scenario clock: the harness's entry module calls this on `POST /clock`.
+/// The scenario clock: the harness's entry module calls this on `POST
+/// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
-pub fn set_clock_offset_ms(offset_ms: f64) {
-    runtime::workers_rs::set_clock_offset_ms(offset_ms as i64);
+pub fn set_clock_offset_ms(
+    offset_ms: f64,
+    env: wasm_bindgen::JsValue,
+) -> std::result::Result<(), wasm_bindgen::JsValue> {
+    let gate = runtime::workers::isolate_gate(&env)
+        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    gate.clock().set_offset_ms(offset_ms as i64);
+    Ok(())
 }
 
 fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
@@ -54,15 +89,15 @@ fn start() {
 /// compile the API path and no more (see `harness/deployable`).
 #[inline(never)]
 fn health(gate: &Gate) -> Result<Response> {
-    let tally = gate.record_health_check();
+    let (health_checks, refused) = TALLY.with(Tally::health_check);
     json(
         200,
         &serde_json::json!({
             "status": "ok",
             "deployable": gate.deployable(),
             "counting": gate.counting().name(),
-            "health_checks": tally.health_checks,
-            "refused": tally.refused,
+            "health_checks": health_checks,
+            "refused": refused,
         }),
     )
 }
@@ -84,14 +119,16 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        gate.record_refused();
+        TALLY.with(Tally::refused);
         return not_found("no_api");
     }
     if limiting_off(env.as_ref()) {
         return json(200, &serde_json::json!({ "ok": true }));
     }
     let caller = CALLER.with(|name| name.read(&req.headers().0));
-    if let Err(refusal) = gate.check(&req, &env, caller.as_deref()).await {
+    let subject = req.subject(caller.as_deref());
+    if let Err(refusal) = gate.decide(&env, &subject, &path).await {
+        TALLY.with(Tally::refused);
         return refusal_response(&refusal);
     }
     json(200, &serde_json::json!({ "ok": true }))

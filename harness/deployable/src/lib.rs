@@ -15,9 +15,9 @@
 //!   `Retry-After`; 404 (counted as refused) when the deployable serves no API.
 //! - anything else: 404.
 //!
-//! The clock is the embedding's: `entry.js` passes `now_ms` (a production
-//! Worker would pass `Date.now()`; the harness's entry adds the scenario
-//! clock's offset it gets on its control channel).
+//! The clock is the gate's own (`Date.now()`); the harness's entry module
+//! shifts it by the scenario clock's offset through
+//! [`set_clock_offset_ms`], which it gets on its control channel.
 //!
 //! Benchmarks only: the optional text binding `LIMITING = "off"` switches
 //! limiting off, so `/api/...` answers 200 `{"ok":true}` without asking the
@@ -34,6 +34,34 @@ use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
+
+/// What the health route reports beside the gate's state, counted by this
+/// fixture (the production gate counts no health checks): health checks
+/// answered, and requests refused (429s, and API requests to a deployable
+/// serving none). One isolate, one thread: plain cells.
+#[derive(Default)]
+struct Tally {
+    health_checks: std::cell::Cell<u64>,
+    refused: std::cell::Cell<u64>,
+}
+
+impl Tally {
+    /// Counts a refused request.
+    fn refused(&self) {
+        self.refused.set(self.refused.get() + 1);
+    }
+
+    /// Counts a health check, and returns the counts to report.
+    fn health_check(&self) -> (u64, u64) {
+        self.health_checks.set(self.health_checks.get() + 1);
+        (self.health_checks.get(), self.refused.get())
+    }
+}
+
+thread_local! {
+    /// This isolate's [`Tally`].
+    static TALLY: Tally = Tally::default();
+}
 
 thread_local! {
     /// [`CALLER_HEADER`], read on every API request.
@@ -77,15 +105,15 @@ fn passed() -> Result<web_sys::Response, JsValue> {
 /// `GET /health`: the gate's state, counting the check.
 #[inline(never)]
 fn health(gate: &Gate) -> Result<JsValue, JsValue> {
-    let tally = gate.record_health_check();
+    let (health_checks, refused) = TALLY.with(Tally::health_check);
     json_response(
         200,
         &serde_json::json!({
             "status": "ok",
             "deployable": gate.deployable(),
             "counting": gate.counting().name(),
-            "health_checks": tally.health_checks,
-            "refused": tally.refused,
+            "health_checks": health_checks,
+            "refused": refused,
         }),
     )
 }
@@ -103,12 +131,19 @@ pub fn start() {
     runtime::workers::start();
 }
 
-/// The Worker's fetch handler, called by the JavaScript entry module with
-/// the time the request arrived, in ms since the Unix epoch (never going
-/// backwards in an isolate: see [`Gate::decide`]). It returns the response,
-/// or a promise of it when the gate waits for a binding.
+/// The scenario clock: the harness's entry module calls this on `POST
+/// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
-pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsValue, JsValue> {
+pub fn set_clock_offset_ms(offset_ms: f64, env: JsValue) -> Result<(), JsValue> {
+    let gate = isolate_gate(&env).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    gate.clock().set_offset_ms(offset_ms as i64);
+    Ok(())
+}
+
+/// The Worker's fetch handler, called by the JavaScript entry module. It
+/// returns the response, or a promise of it when the gate waits for a binding.
+#[wasm_bindgen]
+pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue> {
     let gate = isolate_gate(&env).map_err(|e| JsValue::from_str(&e.to_string()))?;
     let path = path_of(&request);
     if path == "/health" {
@@ -118,7 +153,7 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        gate.record_refused();
+        TALLY.with(Tally::refused);
         return not_found("no_api");
     }
     if limiting_off(&env) {
@@ -127,14 +162,11 @@ pub fn fetch(request: web_sys::Request, env: JsValue, now_ms: f64) -> Result<JsV
     let headers = request.headers();
     let caller = CALLER.with(|name| name.read(&headers));
     let subject = subject_of(&headers, caller.as_deref());
-    gate.decide(
-        &env,
-        &subject,
-        &path,
-        now_ms as u64,
-        |verdict| match verdict {
-            Ok(()) => passed().map(JsValue::from),
-            Err(refusal) => refusal_response(&refusal).map(JsValue::from),
-        },
-    )
+    gate.decide(&env, &subject, &path, |verdict| match verdict {
+        Ok(()) => passed().map(JsValue::from),
+        Err(refusal) => {
+            TALLY.with(Tally::refused);
+            refusal_response(&refusal).map(JsValue::from)
+        }
+    })
 }

@@ -31,86 +31,40 @@ use std::hash::{BuildHasher, Hasher};
 use std::net::SocketAddr;
 use std::panic::Location;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 #[cfg(feature = "redis")]
 use self::redis::RedisStore;
 use crate::address::{AddressSource, AddressUnknown, ClientAddress, FORWARDED_FOR_HEADER};
+use crate::clock::Clock;
 use crate::config::{Application, Counting};
-pub use crate::limiter::GateError;
-use crate::limiter::{
-    ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, Tally, UnknownDeployable,
-};
+use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, UnknownDeployable};
+use crate::subject::CallerId;
 use crate::subject::Subject;
 
-/// The instance's two clocks ([`Now`]): the wall clock, which windows, the
-/// Redis keys and the fallback counter read so they agree on which window is
-/// running, and a monotonic one ([`Instant`]), which cool-offs read so a
-/// wall clock stepped back cannot stretch them. Both are shifted by an
-/// offset that is zero in production (the harness's scenario clock moves
-/// it, with the `testing` feature).
-#[derive(Debug)]
-pub struct Clock {
-    origin: Instant,
-    /// The scenario clock: both clocks, as time passing moves them.
-    offset_ms: AtomicI64,
-    /// A step of the wall clock alone, as NTP or a resumed VM makes one.
-    wall_step_ms: AtomicI64,
-}
-
-impl Default for Clock {
-    fn default() -> Self {
-        Clock {
-            origin: Instant::now(),
-            offset_ms: AtomicI64::new(0),
-            wall_step_ms: AtomicI64::new(0),
-        }
-    }
-}
-
-impl Clock {
-    /// Both clocks now.
-    pub fn now(&self) -> Now {
-        Now {
-            wall_ms: self.wall_ms(),
-            monotonic_ms: self.monotonic_ms(),
-        }
-    }
-
-    /// Milliseconds since the Unix epoch, shifted by the offset.
-    pub fn wall_ms(&self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
-        let shift =
-            self.offset_ms.load(Ordering::Relaxed) + self.wall_step_ms.load(Ordering::Relaxed);
-        wall.saturating_add_signed(shift)
-    }
-
-    /// Milliseconds since the clock was made, shifted by the offset: never
-    /// going backwards in production.
-    pub fn monotonic_ms(&self) -> u64 {
-        let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
-        elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
-    }
-
-    /// Shifts both clocks by `offset_ms` (as time passing would): a test
-    /// hook (the harness's scenario clock, which only moves forward), so
-    /// only with the `testing` feature.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn set_offset_ms(&self, offset_ms: i64) {
-        self.offset_ms.store(offset_ms, Ordering::Relaxed);
-    }
-
-    /// Steps the wall clock alone by `by_ms` (negative: back), as NTP or a
-    /// resumed VM steps it: a test hook, only with the `testing` feature.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn step_wall_ms(&self, by_ms: i64) {
-        self.wall_step_ms.fetch_add(by_ms, Ordering::Relaxed);
-    }
+/// Why a native gate could not be built from the application description:
+/// the description, the deployable's name, or a store this build cannot
+/// reach. Nothing else fails it (a Redis down at startup is a fallback).
+#[derive(Debug, thiserror::Error)]
+pub enum GateError {
+    /// The application description did not validate.
+    #[error(transparent)]
+    Invalid(#[from] crate::config::Diagnostics),
+    /// The application has no deployable of that name.
+    #[error(transparent)]
+    UnknownDeployable(#[from] UnknownDeployable),
+    /// The deployable counts in Redis, and this build of `runtime` has no
+    /// Redis store: enable its `redis` feature.
+    #[error(
+        "the deployable counts in Redis (connection `{connection}`), and runtime was built \
+         without its `redis` feature"
+    )]
+    RedisNotBuilt {
+        /// The Redis connection the deployable's store names.
+        connection: String,
+    },
 }
 
 /// A request the server handed no socket peer, on a deployable whose client
@@ -329,16 +283,6 @@ impl NativeGate {
     pub fn serves_api(&self) -> bool {
         *self.limiter().counting() != Counting::NoApi
     }
-
-    /// Records a request refused for another reason (an API request to a deployable without one).
-    pub fn record_refused(&self) {
-        self.limiter().record_refused();
-    }
-
-    /// Records a health check and returns the tally its response reports.
-    pub fn record_health_check(&self) -> Tally {
-        self.limiter().record_health_check()
-    }
 }
 
 /// Writes one `rate_limits.fallback` event through `tracing`: the connection
@@ -376,18 +320,6 @@ pub struct PeerAddr(pub SocketAddr);
 impl std::fmt::Debug for PeerAddr {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("PeerAddr(..)")
-    }
-}
-
-/// The signed-in caller of a request, as a request extension inserted by the
-/// application's sign-in before [`RateLimitLayer`] runs. It is a key, so its
-/// `Debug` leaves the id out.
-#[derive(Clone, PartialEq, Eq)]
-pub struct CallerId(pub String);
-
-impl std::fmt::Debug for CallerId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("CallerId(..)")
     }
 }
 

@@ -26,9 +26,9 @@ use redis::cluster_async::ClusterConnection;
 use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
-use super::Clock;
 use super::refused::RefusedCache;
 use super::scripts;
+use crate::clock::Clock;
 use crate::config::RedisEndpoint;
 use crate::keys;
 use crate::limiter::{Ask, Pending};

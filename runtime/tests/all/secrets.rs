@@ -10,15 +10,17 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 
+use runtime::CallerId;
 use runtime::address::{AddressUnknown, TrustedProxies};
 use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
 use runtime::config::{Application, Code, UnknownCode};
 use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
 use runtime::gate_plan::{GatePlan, UnknownDeployable};
-use runtime::limiter::{GateError, Now};
+use runtime::limiter::Now;
+use runtime::native::GateError;
 use runtime::native::redis::RedisStore;
 use runtime::native::refused::RefusedCache;
-use runtime::native::{CallerId, NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
+use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
 use runtime::plan::BindingPlan;
 use runtime::store::{BindingAnswer, FallbackReason};
 use runtime::{Limit, Limiter, Subject};
@@ -108,7 +110,6 @@ fn shown_description() -> Shown {
         GateError::RedisNotBuilt {
             connection: "cache".into(),
         },
-        GateError::NoRandomness("no crypto".into()),
     ];
     let errors: Vec<String> = gate_errors.iter().map(ToString::to_string).collect();
     let endpoint = redis_endpoint(&counting);
@@ -159,7 +160,7 @@ fn shown_description() -> Shown {
             "config::diagnostics::UnknownCode",
             format!("{0:?} {0}", UnknownCode("x".into())),
         ),
-        ("limiter::GateError", format!("{gate_errors:?} {errors:?}")),
+        ("native::GateError", format!("{gate_errors:?} {errors:?}")),
         (
             "gate_plan::UnknownDeployable",
             format!("{0:?} {0}", UnknownDeployable("x".into())),
@@ -237,10 +238,6 @@ fn shown_decision() -> Shown {
             "limiter::Refusal",
             format!("{refusal:?} {}", refusal.body()),
         ),
-        (
-            "limiter::Tally",
-            format!("{:?}", limiter.record_health_check()),
-        ),
         ("native::refused::RefusedCache", format!("{refused_keys:?}")),
         (
             "store::BindingAnswer",
@@ -272,8 +269,11 @@ async fn shown_native() -> Shown {
     let redis = RedisStore::new(&redis_endpoint(&counting));
     let peer = PeerAddr(format!("{ADDRESS}:4000").parse().expect("addr"));
     vec![
-        ("native::CallerId", format!("{:?}", CallerId(CALLER.into()))),
-        ("native::Clock", format!("{:?}", gate.clock())),
+        (
+            "subject::CallerId",
+            format!("{:?}", CallerId(CALLER.into())),
+        ),
+        ("clock::Clock", format!("{:?}", gate.clock())),
         ("native::NativeGate", format!("{gate:?}")),
         (
             "native::NoPeerAddress",
@@ -382,7 +382,7 @@ fn public_types() -> BTreeSet<String> {
 }
 
 /// Public types with no `Debug` to show here, and why.
-const NOT_SHOWN: [(&str, &str); 10] = [
+const NOT_SHOWN: [(&str, &str); 11] = [
     (
         "counter::WindowCounter",
         "has no Debug: it keeps digests of keys, never keys",
@@ -406,9 +406,10 @@ const NOT_SHOWN: [(&str, &str); 10] = [
         "wasm32 only: says the PLAN binding is missing or which plan line is wrong (a plan holds binding names and limits, no key or secret)",
     ),
     (
-        "workers_rs::CallerId",
-        "wasm32 only; its Debug leaves the id out, as native::CallerId's",
+        "workers::GateError",
+        "wasm32 only: says crypto.getRandomValues failed, with its message (no key or secret)",
     ),
+    ("workers_rs::Gate", "wasm32 only, and has no Debug"),
     (
         "workers_rs::RateLimitLayer",
         "wasm32 only, and has no Debug",

@@ -1,0 +1,126 @@
+//! The clock a gate reads ([`Clock`], reached through its `clock()`): each
+//! gate reads its own, so no caller passes the time in. Natively it is two
+//! clocks, the wall clock and a monotonic one; on Workers (wasm32) one,
+//! `Date.now()`. Either way it never goes backwards within a process or an
+//! isolate, and the 500 ms deadline runs on real timers whatever it reads.
+//! With the `testing` feature the harness's scenario clock shifts it
+//! (`set_offset_ms`); production builds have no such hook.
+
+#[cfg(not(target_arch = "wasm32"))]
+use std::sync::atomic::{AtomicI64, Ordering};
+#[cfg(not(target_arch = "wasm32"))]
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use crate::limiter::Now;
+
+/// The instance's two clocks ([`Now`]): the wall clock, which windows, the
+/// Redis keys and the fallback counter read so they agree on which window is
+/// running, and a monotonic one ([`Instant`]), which cool-offs read so a
+/// wall clock stepped back cannot stretch them. Both are shifted by an
+/// offset that is zero in production (the harness's scenario clock moves
+/// it, with the `testing` feature).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug)]
+pub struct Clock {
+    origin: Instant,
+    /// The scenario clock: both clocks, as time passing moves them.
+    offset_ms: AtomicI64,
+    /// A step of the wall clock alone, as NTP or a resumed VM makes one.
+    wall_step_ms: AtomicI64,
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Default for Clock {
+    fn default() -> Self {
+        Clock {
+            origin: Instant::now(),
+            offset_ms: AtomicI64::new(0),
+            wall_step_ms: AtomicI64::new(0),
+        }
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+impl Clock {
+    /// Both clocks now.
+    pub fn now(&self) -> Now {
+        Now {
+            wall_ms: self.wall_ms(),
+            monotonic_ms: self.monotonic_ms(),
+        }
+    }
+
+    /// Milliseconds since the Unix epoch, shifted by the offset.
+    pub fn wall_ms(&self) -> u64 {
+        let wall = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        let shift =
+            self.offset_ms.load(Ordering::Relaxed) + self.wall_step_ms.load(Ordering::Relaxed);
+        wall.saturating_add_signed(shift)
+    }
+
+    /// Milliseconds since the clock was made, shifted by the offset: never
+    /// going backwards in production.
+    pub fn monotonic_ms(&self) -> u64 {
+        let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Shifts both clocks by `offset_ms` (as time passing would): a test
+    /// hook (the harness's scenario clock, which only moves forward), so
+    /// only with the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_ms.store(offset_ms, Ordering::Relaxed);
+    }
+
+    /// Steps the wall clock alone by `by_ms` (negative: back), as NTP or a
+    /// resumed VM steps it: a test hook, only with the `testing` feature.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn step_wall_ms(&self, by_ms: i64) {
+        self.wall_step_ms.fetch_add(by_ms, Ordering::Relaxed);
+    }
+}
+
+/// An isolate's clock: `Date.now()`, the one clock a Worker has, so both of
+/// [`Now`]'s are it. It never goes backwards within the isolate (the
+/// fallback count's windows are aligned to it): a reading behind the last
+/// one is the last one. Shifted by an offset that is zero in production
+/// (the harness's scenario clock moves it, with the `testing` feature).
+#[cfg(target_arch = "wasm32")]
+#[derive(Debug, Default)]
+pub struct Clock {
+    /// The latest reading, which no later one goes behind.
+    last_ms: std::cell::Cell<u64>,
+    /// The scenario clock.
+    #[cfg(feature = "testing")]
+    offset_ms: std::cell::Cell<i64>,
+}
+
+#[cfg(target_arch = "wasm32")]
+impl Clock {
+    /// The clock now, as both of [`Now`]'s.
+    pub fn now(&self) -> Now {
+        Now::one_clock(self.wall_ms())
+    }
+
+    /// Milliseconds since the Unix epoch (`Date.now()`), shifted by the
+    /// offset, never behind an earlier reading.
+    pub fn wall_ms(&self) -> u64 {
+        let now = js_sys::Date::now() as u64;
+        #[cfg(feature = "testing")]
+        let now = now.saturating_add_signed(self.offset_ms.get());
+        let now = now.max(self.last_ms.get());
+        self.last_ms.set(now);
+        now
+    }
+
+    /// Shifts the clock by `offset_ms` (as time passing would): a test hook
+    /// (the harness's scenario clock, which only moves forward), so only
+    /// with the `testing` feature. Timers (the 500 ms deadline) stay real.
+    #[cfg(feature = "testing")]
+    pub fn set_offset_ms(&self, offset_ms: i64) {
+        self.offset_ms.set(offset_ms);
+    }
+}
