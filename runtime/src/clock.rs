@@ -1,8 +1,9 @@
 //! The clock a gate reads ([`Clock`], reached through its `clock()`): each
 //! gate reads its own, so no caller passes the time in. Natively it is two
 //! clocks, the wall clock and a monotonic one; on Workers (wasm32) one,
-//! `Date.now()`. Either way it never goes backwards within a process or an
-//! isolate, and the 500 ms deadline runs on real timers whatever it reads.
+//! `Date.now()`, which it never lets go backwards within the isolate (the
+//! native wall clock may step back, as NTP steps it: cool-offs read the
+//! monotonic one). The 500 ms deadline runs on real timers whatever it reads.
 //! With the `testing` feature the harness's scenario clock shifts it
 //! (`set_offset_ms`); production builds have no such hook.
 

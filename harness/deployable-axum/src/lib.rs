@@ -129,7 +129,6 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
     let api = if limited {
         api.layer(RateLimitLayer::new(gate.clone(), env))
             .layer(middleware::from_fn(caller))
-            .layer(middleware::from_fn(count_refusals))
     } else {
         api
     };
@@ -161,6 +160,8 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
                 serde_json::json!({ "error": "not_found" }),
             )
         })
+        // The fixture's own tally, outside the application's stack.
+        .layer(middleware::from_fn(count_refusals))
 }
 
 /// Compiles the request path and builds the isolate's gate while the
