@@ -84,7 +84,7 @@ impl NativeProcess {
         deployable: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, None, epoch).await
+        Self::spawn(fixture, application, deployable, &[], None, epoch).await
     }
 
     /// [`NativeProcess::start`], its clock moved by the harness's `POST
@@ -99,13 +99,33 @@ impl NativeProcess {
         control_token: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, Some(control_token), epoch).await
+        Self::spawn(
+            fixture,
+            application,
+            deployable,
+            &[],
+            Some(control_token),
+            epoch,
+        )
+        .await
+    }
+
+    /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
+    pub async fn start_with(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        extra: &[&str],
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
+        Self::spawn(fixture, application, deployable, extra, None, epoch).await
     }
 
     async fn spawn(
         fixture: &Path,
         application: &Path,
         deployable: &str,
+        extra: &[&str],
         control_token: Option<&str>,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
@@ -116,6 +136,7 @@ impl NativeProcess {
         command
             .arg(application)
             .arg(deployable)
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
