@@ -2,7 +2,10 @@
 //! `runtime::native`, with the Workers fixture's routes, started by the
 //! harness as real processes.
 //!
-//! `native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off] [--control-token TOKEN]`
+//! `native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off]`, with the
+//! control token (if any) in the environment variable [`CONTROL_TOKEN_VAR`]:
+//! an argv is readable by every local user (`/proc/PID/cmdline`), who could
+//! then move the fixture's clock; an environment only by its owner.
 //!
 //! - It listens on `127.0.0.1:0` and reports its port as the first line on
 //!   stdout: `{"event":"listen","port":N}`.
@@ -10,7 +13,7 @@
 //! - `/api/...`: through [`RateLimitLayer`]: 200 `{"ok":true}`, or the 429.
 //!   404 (counted as refused) when the deployable serves no API.
 //! - `POST /clock` with `x-harness-control: TOKEN` and `{"offset_ms":N}`
-//!   (only with `--control-token TOKEN`): the scenario clock, as the Workers
+//!   (only with a control token): the scenario clock, as the Workers
 //!   fixture's control channel sets it; the gate's windows, Redis keys and
 //!   cool-off all read it. Answers `{"offset_ms":N}`.
 //! - anything else: 404.
@@ -181,8 +184,17 @@ async fn route(
     response
 }
 
+/// The environment variable the harness hands the control token in
+/// (`harness::world::native::CONTROL_TOKEN_VAR`). The fixture starts no
+/// process, so nothing inherits it.
+const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
+
 #[tokio::main]
 async fn main() -> ExitCode {
+    let control_token: Option<Arc<str>> = std::env::var(CONTROL_TOKEN_VAR)
+        .ok()
+        .filter(|token| !token.is_empty())
+        .map(|token| Arc::from(token.as_str()));
     tracing_subscriber::fmt()
         .json()
         .flatten_event(true)
@@ -192,16 +204,12 @@ async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(application), Some(deployable)) = (args.first(), args.get(1)) else {
         eprintln!(
-            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off] [--control-token TOKEN]"
+            "usage: native-fixture APPLICATION.toml DEPLOYABLE [--limiting-off] \
+             (the control token, if any, in {CONTROL_TOKEN_VAR})"
         );
         return ExitCode::from(2);
     };
     let limiting_off = args.iter().any(|a| a == "--limiting-off");
-    let control_token: Option<Arc<str>> = args
-        .iter()
-        .position(|a| a == "--control-token")
-        .and_then(|i| args.get(i + 1))
-        .map(|t| Arc::from(t.as_str()));
     let source = match std::fs::read_to_string(application) {
         Ok(source) => source,
         Err(error) => {

@@ -3,6 +3,7 @@
 //! (the wasm deployable, `native-fixture`) when it is missing or stale, and
 //! asks cargo nothing when no file the last build read has changed.
 
+use crate::world::process::child_command;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
@@ -164,7 +165,7 @@ impl CargoOutput {
     /// directory, run from the repository. The outer build's `RUSTFLAGS`
     /// stay, so cargo reuses what that build compiled.
     pub fn build_command(&self, package: &str, bin: &str) -> Command {
-        let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        let mut command = child_command(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
         command
             .args(["build", "--quiet", "-p", package, "--bin", bin, "--profile"])
             .arg(&self.profile)

@@ -3,8 +3,8 @@
 //! miniflare, wasm-opt, schema tools) is installed with `npm ci` when it is
 //! missing, saying so.
 
+use crate::world::process::child_command;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The lock file [`ci_unless`] holds in an npm folder while it looks and installs.
 pub const INSTALL_LOCK: &str = ".npm-ci.lock";
@@ -76,7 +76,7 @@ pub fn ci_unless(dir: &Path, ready: &[&Path], why: &str, extra: &[&str]) -> Resu
 
 /// Runs `npm ARGS` in `dir`.
 pub fn run(dir: &Path, args: &[&str]) -> Result<(), NpmError> {
-    let output = Command::new("npm")
+    let output = child_command("npm")
         .args(args)
         .args(["--no-audit", "--no-fund"])
         .current_dir(dir)

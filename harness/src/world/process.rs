@@ -3,7 +3,8 @@
 //! ([`die_with_harness`], and Ctrl-C stops the harness however it was
 //! started: [`stop_on_interrupt`]), and what it writes is kept line by line
 //! with the time since the scenario started ([`Log`]), read to its end once
-//! it is gone ([`LogReaders`]).
+//! it is gone ([`LogReaders`]). Every child starts from [`child_command`],
+//! so none inherits the Cloudflare credentials.
 #![allow(
     unsafe_code,
     reason = "die_with_harness sets PR_SET_PDEATHSIG in the child between fork and exec (pre_exec), and stop_on_interrupt sets a signal's disposition: only unsafe code can"
@@ -15,6 +16,26 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 use tokio::task::JoinHandle;
+
+/// The environment variables that hold the Cloudflare account's secret and
+/// its id: only the harness's own API client reads them.
+const CLOUDFLARE_SECRETS: [&str; 2] = [
+    crate::world::cloudflare::credentials::TOKEN_VARIABLE,
+    crate::world::cloudflare::credentials::ACCOUNT_VARIABLE,
+];
+
+/// The command every child process of the harness starts from (cargo, npm,
+/// rustup, workerd, redis-server, native-fixture, wasm tools...): the
+/// harness's environment without the Cloudflare credentials, which a child
+/// has no use for and could leak (a build script, a crash dump, a log of
+/// its environment). Async callers wrap it: `tokio::process::Command::from`.
+pub fn child_command(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new(program);
+    for secret in CLOUDFLARE_SECRETS {
+        command.env_remove(secret);
+    }
+    command
+}
 
 /// Which of a process's streams a line came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +207,7 @@ mod tests {
 
     /// `sh -c script` with its stdout read into a log.
     fn spawn(script: &str) -> (tokio::process::Child, Log, LogReaders) {
-        let mut child = Command::new("sh")
+        let mut child = Command::from(child_command("sh"))
             .args(["-c", script])
             .stdout(Stdio::piped())
             .kill_on_drop(true)

@@ -7,6 +7,7 @@
 //! `SCRIPT FLUSH` (`scripts_flushed`). The harness drives them through the
 //! `redis` crate (a process per command cost the suite ~4 % of its CPU).
 
+use crate::world::process::child_command;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -146,7 +147,7 @@ fn install_redis_server(name: &'static str) -> Result<(), RedisError> {
         &["update", "-qq"][..],
         &["install", "-y", "-qq", "redis-server"][..],
     ] {
-        let output = std::process::Command::new("apt-get")
+        let output = child_command("apt-get")
             .args(args)
             .env("DEBIAN_FRONTEND", "noninteractive")
             .output()
@@ -215,7 +216,7 @@ impl RedisServer {
     }
 
     async fn spawn(&mut self) -> Result<(), RedisError> {
-        let mut command = Command::new(redis_server()?);
+        let mut command = Command::from(child_command(redis_server()?));
         command
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])

@@ -99,7 +99,9 @@ impl ScenarioRedis {
         match &self.topology {
             Topology::Server(server) => StoreAddress::Url(server.url()),
             Topology::Cluster(cluster) => StoreAddress::Nodes(cluster.urls()),
-            Topology::Missing(held) => StoreAddress::Url(format!("redis://127.0.0.1:{}", held.port)),
+            Topology::Missing(held) => {
+                StoreAddress::Url(format!("redis://127.0.0.1:{}", held.port))
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 //! library so nothing extra has to be installed) and shrinks it with
 //! binaryen's `wasm-opt`, as workers-rs's `worker-build` does.
 
+use crate::world::process::child_command;
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -186,7 +187,7 @@ pub fn build_worker(worker: WorkerChoice) -> Result<WorkerBuild, BuildError> {
         let asked_at = std::time::SystemTime::now();
         ensure_target()?;
         run(
-            Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            child_command(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
                 .args([
                     "build",
                     "--quiet",
@@ -319,7 +320,7 @@ fn wasm_opt(input: &Path, output: &Path) -> Result<(), WasmOptError> {
         &["--ignore-scripts"],
     )?;
     run(
-        Command::new(&binary)
+        child_command(&binary)
             .args(WASM_OPT_FLAGS)
             .arg(input)
             .arg("-o")
@@ -367,7 +368,7 @@ fn collect_files(
 
 /// Adds the wasm32 target with rustup when it is missing, saying so.
 fn ensure_target() -> Result<(), BuildError> {
-    let installed = Command::new("rustup")
+    let installed = child_command("rustup")
         .args(["target", "list", "--installed"])
         .output();
     match installed {
@@ -383,7 +384,7 @@ fn ensure_target() -> Result<(), BuildError> {
         Ok(_) => {
             eprintln!("harness: adding the {TARGET} target with rustup");
             run(
-                Command::new("rustup").args(["target", "add", TARGET]),
+                child_command("rustup").args(["target", "add", TARGET]),
                 "rustup target add",
             )
         }

@@ -345,11 +345,15 @@ fn native_scenario_signalled_leaves_nothing(mark: &str, signal: Signal) {
     let mut harness = Harness(harness_run(dir.path(), mark));
     let parent = harness.0.id();
     let mut pids = Vec::new();
-    wait_for_start(&mut harness, "redis-server and two native instances", || {
-        pids = common::children_named(parent, "redis-server");
-        pids.extend(common::children_named(parent, "native-fixture"));
-        pids.len() == 3
-    });
+    wait_for_start(
+        &mut harness,
+        "redis-server and two native instances",
+        || {
+            pids = common::children_named(parent, "redis-server");
+            pids.extend(common::children_named(parent, "native-fixture"));
+            pids.len() == 3
+        },
+    );
     signal_and_expect_gone(&mut harness, signal, Ending::KilledBySignal, &pids);
 }
 
@@ -361,4 +365,80 @@ fn sigkill_mid_native_scenario_leaves_no_redis_or_native_instance() {
 #[test]
 fn sigint_mid_native_scenario_leaves_no_redis_or_native_instance() {
     native_scenario_signalled_leaves_nothing("native-sigint", Signal::SIGINT);
+}
+
+/// The environment a process started with, as `NAME=value` entries.
+fn environment_of(pid: u32) -> Vec<String> {
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == 0)
+                .map(|entry| String::from_utf8_lossy(entry).into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// No child of the harness inherits the Cloudflare credentials, and the
+/// native fixture's control token is in its environment (readable by its
+/// owner only), never its argv (`/proc/PID/cmdline`, readable by everyone).
+#[test]
+fn children_get_no_cloudflare_credentials_and_no_token_in_their_argv() {
+    let token_canary = "cloudflare-token-canary-7f3a";
+    let account_canary = "cloudflare-account-canary-91c2";
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = common::native_redis_app("url = \"redis://127.0.0.1:1\"");
+    std::fs::write(
+        dir.path().join("native.toml"),
+        format!(
+            "[[scenario]]\nname = \"native secrets\"\nisolates = 2\ndeployable = \"api\"\napplication_inline = \'\'\'{app}\'\'\'\n[[scenario.steps]]\nsleep_ms = 60000\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
+        ),
+    )
+    .expect("write scenario");
+    let child = harness_command()
+        .args(["run", "--scenarios"])
+        .arg(dir.path())
+        .env(MARKER, "secrets")
+        .env("CLOUDFLARE_API_TOKEN", token_canary)
+        .env("CLOUDFLARE_ACCOUNT_ID", account_canary)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("harness starts");
+    let mut harness = Harness(child);
+    let parent = harness.0.id();
+    let (mut redis, mut fixtures) = (Vec::new(), Vec::new());
+    wait_for_start(
+        &mut harness,
+        "redis-server and two native instances",
+        || {
+            redis = common::children_named(parent, "redis-server");
+            fixtures = common::children_named(parent, "native-fixture");
+            redis.len() == 1 && fixtures.len() == 2
+        },
+    );
+    for pid in redis.iter().chain(&fixtures) {
+        let environment = environment_of(*pid).join("\n");
+        assert!(
+            !environment.contains(token_canary) && !environment.contains(account_canary),
+            "process {pid} inherited a Cloudflare credential"
+        );
+    }
+    for pid in &fixtures {
+        let token = environment_of(*pid)
+            .into_iter()
+            .find_map(|entry| {
+                entry
+                    .strip_prefix(&format!("{}=", harness::world::native::CONTROL_TOKEN_VAR))
+                    .map(str::to_owned)
+            })
+            .expect("the control token in the fixture's environment");
+        assert!(!token.is_empty(), "a control token");
+        let argv = std::fs::read(format!("/proc/{pid}/cmdline")).expect("argv");
+        let argv = String::from_utf8_lossy(&argv);
+        assert!(
+            !argv.contains(&token),
+            "the control token is on the fixture's argv"
+        );
+    }
 }

@@ -62,11 +62,11 @@ impl NativeLaunch {
 
     /// Starts one instance and waits for it to listen.
     pub async fn start(&self, epoch: Instant) -> Result<NativeProcess, NativeError> {
-        NativeProcess::start_with(
+        NativeProcess::start_controlled(
             &self.fixture,
             &self.application,
             &self.deployable,
-            &["--control-token", &self.token],
+            &self.token,
             epoch,
         )
         .await

@@ -15,6 +15,7 @@ pub mod serve;
 
 pub use fixture::FixtureError;
 
+use crate::world::process::child_command;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,10 @@ pub fn fixture_path() -> Result<PathBuf, NativeError> {
     fixture::built_fixture().map_err(NativeError::Fixture)
 }
 
+/// The environment variable the native fixture takes its control token from
+/// (`harness/native/main.rs` reads and clears the same name).
+pub const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
+
 /// One running native instance.
 pub struct NativeProcess {
     child: Child,
@@ -79,7 +84,30 @@ impl NativeProcess {
         deployable: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::start_with(fixture, application, deployable, &[], epoch).await
+        Self::spawn(fixture, application, deployable, &[], None, epoch).await
+    }
+
+    /// [`NativeProcess::start`], its clock moved by the harness's `POST
+    /// /clock` with `control_token`. The token goes in the child's
+    /// environment ([`CONTROL_TOKEN_VAR`]), never its argv: any local user
+    /// reads a process's argv (`/proc/PID/cmdline`), only its owner its
+    /// environment.
+    pub async fn start_controlled(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        control_token: &str,
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
+        Self::spawn(
+            fixture,
+            application,
+            deployable,
+            &[],
+            Some(control_token),
+            epoch,
+        )
+        .await
     }
 
     /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
@@ -90,7 +118,21 @@ impl NativeProcess {
         extra: &[&str],
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        let mut command = Command::new(fixture);
+        Self::spawn(fixture, application, deployable, extra, None, epoch).await
+    }
+
+    async fn spawn(
+        fixture: &Path,
+        application: &Path,
+        deployable: &str,
+        extra: &[&str],
+        control_token: Option<&str>,
+        epoch: Instant,
+    ) -> Result<NativeProcess, NativeError> {
+        let mut command = Command::from(child_command(fixture));
+        if let Some(token) = control_token {
+            command.env(CONTROL_TOKEN_VAR, token);
+        }
         command
             .arg(application)
             .arg(deployable)

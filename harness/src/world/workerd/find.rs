@@ -1,7 +1,7 @@
 //! Finding the workerd binary and its version.
 
+use crate::world::process::child_command;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use crate::world::npm::{self, NpmError};
 use crate::world::paths::{pinned_workerd_dir, repo_root};
@@ -155,7 +155,7 @@ fn locate(choice: &WorkerdChoice) -> Result<(PathBuf, &'static str), FindError> 
 
 /// The newest published release of workerd for this platform.
 pub fn newest_npm_version() -> Result<String, FindError> {
-    let output = Command::new("npm")
+    let output = child_command("npm")
         .args(["view", PLATFORM_PACKAGE, "version"])
         .output()
         .map_err(|e| FindError::Newest(e.to_string()))?;
@@ -218,7 +218,7 @@ pub fn binary_in(npm_dir: &Path) -> PathBuf {
 
 /// The version a workerd binary reports.
 pub fn version_of(path: &Path) -> Result<String, FindError> {
-    let output = Command::new(path)
+    let output = child_command(path)
         .arg("--version")
         .output()
         .map_err(|e| FindError::Version {

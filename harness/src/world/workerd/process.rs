@@ -7,6 +7,7 @@
     reason = "workerd reports its port on fd 3: the pipe is put there between fork and exec (pre_exec), which only unsafe code can"
 )]
 
+use crate::world::process::child_command;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -89,7 +90,7 @@ impl WorkerdProcess {
         let (control_read, control_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
             .map_err(|e| ProcessError::Pipe(e.into()))?;
         let control_fd = control_write.as_raw_fd();
-        let mut command = Command::new(workerd);
+        let mut command = Command::from(child_command(workerd));
         command
             .arg("serve")
             .arg(config)
