@@ -40,7 +40,7 @@ use self::redis::RedisStore;
 use crate::address::{AddressSource, AddressUnknown, ClientAddress, FORWARDED_FOR_HEADER};
 use crate::clock::Clock;
 use crate::config::{Application, Counting};
-use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Now, Refusal, UnknownDeployable};
+use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, UnknownDeployable};
 use crate::subject::CallerId;
 use crate::subject::Subject;
 
@@ -252,8 +252,8 @@ impl NativeGate {
     async fn ask_redis(
         &self,
         mut pending: crate::limiter::Pending,
-        now: Now,
-    ) -> (crate::limiter::Pending, Now) {
+        now: crate::limiter::Now,
+    ) -> (crate::limiter::Pending, crate::limiter::Now) {
         match &self.store {
             Some(store) => {
                 store.ask(&mut pending, &self.clock).await;
