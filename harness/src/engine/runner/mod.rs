@@ -163,16 +163,33 @@ enum SharedCount {
     Redis(ScenarioRedis),
 }
 
+/// The secret the harness's control requests carry (the scenario clock of
+/// the Workers and the native instances): 128 bits from the OS, so another
+/// local user who sees the port cannot guess it. Without OS randomness
+/// (never seen on Linux) it says so and falls back to the time and pid.
+fn control_token() -> String {
+    let mut bytes = [0u8; 16];
+    match getrandom::fill(&mut bytes) {
+        Ok(()) => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+        Err(error) => {
+            eprintln!(
+                "harness: no OS randomness ({error}): the control token is made from the time"
+            );
+            let nanos = SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            format!("{:x}{:x}", nanos, std::process::id())
+        }
+    }
+}
+
 impl<'a> Runner<'a> {
     fn new(env: &'a Environment, prepared: &'a Prepared, client: reqwest::Client) -> Runner<'a> {
-        let nanos = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
         Runner {
             env,
             prepared,
             epoch: Instant::now(),
-            token: format!("{:x}{:x}", nanos, std::process::id()),
+            token: control_token(),
             observation: Observation::default(),
             isolates: Vec::new(),
             client,
