@@ -32,7 +32,11 @@ use runtime::workers::{
 };
 use wasm_bindgen::prelude::*;
 
-/// The header this fixture takes the signed-in caller's id from.
+/// The header this fixture takes the signed-in caller's id from, so a
+/// scenario can name one. A test's shortcut only: any client can write a
+/// header, and a caller is not counted by its address, so a real
+/// application takes the caller from its verified sign-in (a session, a
+/// checked token), never from a header the client sets.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 /// What the health route reports beside the gate's state, counted by this
