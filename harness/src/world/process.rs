@@ -18,11 +18,10 @@ use tokio::process::Command;
 use tokio::task::JoinHandle;
 
 /// The environment variables that hold the Cloudflare account's secret and
-/// its id: only the harness's own API client reads them.
-const CLOUDFLARE_SECRETS: [&str; 2] = [
-    crate::world::cloudflare::credentials::TOKEN_VARIABLE,
-    crate::world::cloudflare::credentials::ACCOUNT_VARIABLE,
-];
+/// its id: only the harness's own API client reads them (spelled here, as
+/// `world::cloudflare` sits beside this module and imports it; its
+/// credentials' tests check the two agree).
+pub(crate) const CLOUDFLARE_SECRETS: [&str; 2] = ["CLOUDFLARE_API_TOKEN", "CLOUDFLARE_ACCOUNT_ID"];
 
 /// The command every child process of the harness starts from (cargo, npm,
 /// rustup, workerd, redis-server, native-fixture, wasm tools...): the

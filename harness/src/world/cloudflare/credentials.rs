@@ -116,6 +116,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_variables_read_here_are_the_ones_no_child_inherits() {
+        assert_eq!(
+            crate::world::process::CLOUDFLARE_SECRETS,
+            [TOKEN_VARIABLE, ACCOUNT_VARIABLE]
+        );
+    }
+
+    #[test]
     fn a_missing_variable_is_one_line_naming_it_and_the_permission() {
         let none = Credentials::from_lookup(|_| None).unwrap_err().to_string();
         assert!(
