@@ -47,6 +47,8 @@ mod parked;
 pub mod plan;
 pub mod store;
 pub mod subject;
+#[cfg(feature = "testing")]
+pub mod testing;
 #[cfg(any(target_arch = "wasm32", test))]
 mod wire;
 #[cfg(target_arch = "wasm32")]

@@ -38,34 +38,6 @@ use worker::{Context, Env, HttpRequest, Result, event};
 /// checked token), never from a header the client sets.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
-/// What the health route reports beside the gate's state, counted by this
-/// fixture (the production gate counts no health checks): health checks
-/// answered, and requests refused (429s, and API requests to a deployable
-/// serving none). One isolate, one thread: plain cells.
-#[derive(Default)]
-struct Tally {
-    health_checks: std::cell::Cell<u64>,
-    refused: std::cell::Cell<u64>,
-}
-
-impl Tally {
-    /// Counts a refused request.
-    fn refused(&self) {
-        self.refused.set(self.refused.get() + 1);
-    }
-
-    /// Counts a health check, and returns the counts to report.
-    fn health_check(&self) -> (u64, u64) {
-        self.health_checks.set(self.health_checks.get() + 1);
-        (self.health_checks.get(), self.refused.get())
-    }
-}
-
-thread_local! {
-    /// This isolate's [`Tally`].
-    static TALLY: Tally = Tally::default();
-}
-
 /// The scenario clock: the harness's entry module calls this on `POST
 /// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
@@ -101,11 +73,11 @@ async fn caller(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Counts the requests the layer refused (its 429s) in the [`Tally`].
+/// Counts the requests the layer refused (its 429s) in the isolate's tally (`runtime::testing`).
 async fn count_refusals(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if response.status() == StatusCode::TOO_MANY_REQUESTS {
-        TALLY.with(Tally::refused);
+        runtime::testing::tally_refused();
     }
     response
 }
@@ -121,7 +93,7 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
                 if gate.serves_api() {
                     json(StatusCode::OK, serde_json::json!({ "ok": true }))
                 } else {
-                    TALLY.with(Tally::refused);
+                    runtime::testing::tally_refused();
                     json(
                         StatusCode::NOT_FOUND,
                         serde_json::json!({ "error": "no_api" }),
@@ -143,7 +115,7 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
             get(move || {
                 let gate = shared.clone();
                 async move {
-                    let (health_checks, refused) = TALLY.with(Tally::health_check);
+                    let (health_checks, refused) = runtime::testing::tally_health_check();
                     json(
                         StatusCode::OK,
                         serde_json::json!({

@@ -30,34 +30,6 @@ use worker::{Context, Env, Request, Response, Result, event};
 /// checked token), never from a header the client sets.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
-/// What the health route reports beside the gate's state, counted by this
-/// fixture (the production gate counts no health checks): health checks
-/// answered, and requests refused (429s, and API requests to a deployable
-/// serving none). One isolate, one thread: plain cells.
-#[derive(Default)]
-struct Tally {
-    health_checks: std::cell::Cell<u64>,
-    refused: std::cell::Cell<u64>,
-}
-
-impl Tally {
-    /// Counts a refused request.
-    fn refused(&self) {
-        self.refused.set(self.refused.get() + 1);
-    }
-
-    /// Counts a health check, and returns the counts to report.
-    fn health_check(&self) -> (u64, u64) {
-        self.health_checks.set(self.health_checks.get() + 1);
-        (self.health_checks.get(), self.refused.get())
-    }
-}
-
-thread_local! {
-    /// This isolate's [`Tally`].
-    static TALLY: Tally = Tally::default();
-}
-
 thread_local! {
     /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
     /// reads it, so the two Workers' costs compare).
@@ -93,7 +65,7 @@ fn start() {
 /// compile the API path and no more (see `harness/deployable`).
 #[inline(never)]
 fn health(gate: &Gate) -> Result<Response> {
-    let (health_checks, refused) = TALLY.with(Tally::health_check);
+    let (health_checks, refused) = runtime::testing::tally_health_check();
     json(
         200,
         &serde_json::json!({
@@ -123,7 +95,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        TALLY.with(Tally::refused);
+        runtime::testing::tally_refused();
         return not_found("no_api");
     }
     if limiting_off(env.as_ref()) {
@@ -132,7 +104,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     let caller = CALLER.with(|name| name.read(&req.headers().0));
     let subject = req.subject(caller.as_deref());
     if let Err(refusal) = gate.decide(&env, &subject, &path).await {
-        TALLY.with(Tally::refused);
+        runtime::testing::tally_refused();
         return refusal_response(&refusal);
     }
     json(200, &serde_json::json!({ "ok": true }))

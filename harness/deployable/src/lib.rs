@@ -39,34 +39,6 @@ use wasm_bindgen::prelude::*;
 /// checked token), never from a header the client sets.
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
-/// What the health route reports beside the gate's state, counted by this
-/// fixture (the production gate counts no health checks): health checks
-/// answered, and requests refused (429s, and API requests to a deployable
-/// serving none). One isolate, one thread: plain cells.
-#[derive(Default)]
-struct Tally {
-    health_checks: std::cell::Cell<u64>,
-    refused: std::cell::Cell<u64>,
-}
-
-impl Tally {
-    /// Counts a refused request.
-    fn refused(&self) {
-        self.refused.set(self.refused.get() + 1);
-    }
-
-    /// Counts a health check, and returns the counts to report.
-    fn health_check(&self) -> (u64, u64) {
-        self.health_checks.set(self.health_checks.get() + 1);
-        (self.health_checks.get(), self.refused.get())
-    }
-}
-
-thread_local! {
-    /// This isolate's [`Tally`].
-    static TALLY: Tally = Tally::default();
-}
-
 thread_local! {
     /// [`CALLER_HEADER`], read on every API request.
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
@@ -109,7 +81,7 @@ fn passed() -> Result<web_sys::Response, JsValue> {
 /// `GET /health`: the gate's state, counting the check.
 #[inline(never)]
 fn health(gate: &Gate) -> Result<JsValue, JsValue> {
-    let (health_checks, refused) = TALLY.with(Tally::health_check);
+    let (health_checks, refused) = runtime::testing::tally_health_check();
     json_response(
         200,
         &serde_json::json!({
@@ -157,7 +129,7 @@ pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        TALLY.with(Tally::refused);
+        runtime::testing::tally_refused();
         return not_found("no_api");
     }
     if limiting_off(&env) {
@@ -169,7 +141,7 @@ pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue
     gate.decide(&env, &subject, &path, |verdict| match verdict {
         Ok(()) => passed().map(JsValue::from),
         Err(refusal) => {
-            TALLY.with(Tally::refused);
+            runtime::testing::tally_refused();
             refusal_response(&refusal).map(JsValue::from)
         }
     })
