@@ -81,9 +81,9 @@ use http_body_util::{BodyExt, Empty};
 use hyper::body::Bytes;
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
+use runtime::bindings::Bindings;
 use runtime::config::Application;
 use runtime::limiter::ADDRESS_HEADER;
-use runtime::plan::BindingPlan;
 use tokio::net::TcpStream;
 
 /// The application every deployable config runs, and its deployable.
@@ -270,7 +270,7 @@ fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
     let deployable = app
         .deployable(DEPLOYABLE)
         .expect("the application has the deployable");
-    BindingPlan::for_deployable(app, deployable)
+    Bindings::for_deployable(app, deployable)
         .bindings
         .iter()
         .map(|b| EmulatedBinding {

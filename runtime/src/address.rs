@@ -13,7 +13,7 @@
 //! A native server's client is the socket's peer, `CF-Connecting-IP` behind
 //! Cloudflare, or the client its trusted proxies name in `X-Forwarded-For`
 //! ([`AddressSource`], the deployable's `client_address`); deciding it is a
-//! plain function here ([`AddressSource::client_address`]), the headers read
+//! plain function here ([`AddressSource::resolve`]), the headers read
 //! by the I/O layer.
 
 use std::fmt;
@@ -212,7 +212,7 @@ impl AddressSource {
     /// only what it trusts: the peer source reads neither header, the
     /// Cloudflare source only its header, the proxies source only
     /// `X-Forwarded-For`, and that only from a trusted peer.
-    pub fn client_address(
+    pub fn resolve(
         &self,
         peer: Option<IpAddr>,
         cloudflare_header: Option<&str>,

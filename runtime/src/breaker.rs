@@ -1,14 +1,14 @@
-//! The cool-off of one store (a Cloudflare binding, or a Redis connection),
-//! with no I/O inside: a store that timed out or failed is not asked again
-//! for [`COOL_OFF_MS`], so a troubled store costs one wait, not one per
+//! The cool-off of one backend (a Cloudflare binding, or a Redis connection),
+//! with no I/O inside: a backend that timed out or failed is not asked again
+//! for [`COOL_OFF_MS`], so a troubled backend costs one wait, not one per
 //! request; then one request at a time probes it.
 //!
-//! Call order, per request and per store the request would ask:
-//! 1. [`Breaker::route`] with the time: ask the store ([`Route::Ask`]), probe
+//! Call order, per request and per backend the request would ask:
+//! 1. [`Breaker::route`] with the time: ask the backend ([`Route::Ask`]), probe
 //!    it ([`Route::Probe`]: ask it, and this request's answer decides), or
 //!    count in memory without asking ([`Route::CoolingOff`]).
 //! 2. When the request asked (`Ask` or `Probe`), [`Breaker::record`] with
-//!    whether the store answered in time, and the time. While a probe is
+//!    whether the backend answered in time, and the time. While a probe is
 //!    under way only the probe asks (an ask begun before the cool-off ended
 //!    its deadline 9.5 s earlier), so whatever is recorded then decides it.
 //!
@@ -21,9 +21,9 @@
 //! by the runtime) holds the breaker for at most [`PROBE_LEASE_MS`], after
 //! which another request probes.
 
-use crate::store::DEADLINE_MS;
+use crate::backend::DEADLINE_MS;
 
-/// How long a store that timed out or failed is left alone: requests it
+/// How long a backend that timed out or failed is left alone: requests it
 /// would count are counted in memory at once meanwhile.
 pub const COOL_OFF_MS: u64 = 10_000;
 
@@ -31,19 +31,19 @@ pub const COOL_OFF_MS: u64 = 10_000;
 /// twice the deadline, so a recorded probe always comes first.
 pub const PROBE_LEASE_MS: u64 = 2 * DEADLINE_MS as u64;
 
-/// What one request does about one store.
+/// What one request does about one backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {
-    /// Ask the store, with the deadline: it is healthy as far as we know.
+    /// Ask the backend, with the deadline: it is healthy as far as we know.
     Ask,
-    /// Ask the store, with the deadline: the cool-off is over and this
+    /// Ask the backend, with the deadline: the cool-off is over and this
     /// request is the one that finds out whether it recovered.
     Probe,
     /// Don't ask: count in memory now, without waiting or logging.
     CoolingOff,
 }
 
-/// How an asked store did.
+/// How an asked backend did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// It answered in time (whatever it answered).
@@ -63,7 +63,7 @@ enum State {
     Probing { lease_ends_ms: u64 },
 }
 
-/// The cool-off state of one store in one isolate (or process).
+/// The cool-off state of one backend in one isolate (or process).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Breaker {
     state: State,
@@ -76,20 +76,20 @@ impl Default for Breaker {
 }
 
 impl Breaker {
-    /// A breaker for a store not yet known to be in trouble.
+    /// A breaker for a backend not yet known to be in trouble.
     pub const fn new() -> Breaker {
         Breaker {
             state: State::Closed,
         }
     }
 
-    /// Whether the store is asked on every request (no cool-off or probe under way).
+    /// Whether the backend is asked on every request (no cool-off or probe under way).
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
     }
 
-    /// What this request does about the store at `monotonic_ms`. A `Probe`
-    /// is handed to one request at a time: the caller must ask the store and
+    /// What this request does about the backend at `monotonic_ms`. A `Probe`
+    /// is handed to one request at a time: the caller must ask the backend and
     /// [`record`](Self::record) its outcome.
     pub fn route(&mut self, monotonic_ms: u64) -> Route {
         match self.state {
@@ -107,7 +107,7 @@ impl Breaker {
         }
     }
 
-    /// Records how the store did for a request that asked it. A trouble
+    /// Records how the backend did for a request that asked it. A trouble
     /// while closed starts a cool-off; while probing, the outcome closes the
     /// breaker or starts a new cool-off. During a cool-off nothing changes:
     /// requests asked before it began, ending late, do not lengthen or end it.

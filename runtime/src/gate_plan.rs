@@ -1,44 +1,44 @@
 //! What one deployable's gate needs at request time, planned at build time:
-//! how it counts, the stores it asks, and each limit with its store. The
+//! how it counts, the backends it asks, and each limit with its backend. The
 //! framework's build step validates the application description and writes
-//! this plan ([`GatePlan::to_text`], `harness check --plan`); a Worker builds
+//! this plan ([`GatePlan::to_text`], `harness validate --plan`); a Worker builds
 //! its gate from the text ([`GatePlan::from_text`]) with no TOML parser and
 //! no validation code linked, in microseconds.
 //!
 //! The text form is a few lines, one field per space-separated word:
 //!
 //! ```text
-//! rate-limits-plan 1
+//! rate-limits-plan 2
 //! deployable edge
 //! counting binding limits 1001
-//! store LIMITS_20_PER_10S
-//! store LIMITS_120_PER_60S
-//! store LIMITS_600_PER_60S
+//! backend LIMITS_20_PER_10S
+//! backend LIMITS_120_PER_60S
+//! backend LIMITS_600_PER_60S
 //! subjects 2 1
 //! route 0 20 10 /api/search
 //! ```
 //!
-//! `subjects` gives the stores of a signed-in caller's limit and of an
-//! address's (`-` for none); a `route` line its store, its requests, its
+//! `subjects` gives the backends of a signed-in caller's limit and of an
+//! address's (`-` for none); a `route` line its backend, its requests, its
 //! window in seconds and its path. A word escapes `\` as `\\`, a space as
 //! `\s`, a tab as `\t`, a line feed as `\n` and a carriage return as `\r`, so
 //! any name or path fits on its line.
 
+use crate::backend::BackendId;
+use crate::bindings::Bindings;
 use crate::config::{Application, Counting, Deployable};
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
-use crate::plan::BindingPlan;
-use crate::store::StoreId;
 
 /// The first line of every plan: the format and its version. A Worker built
 /// against another version refuses the plan instead of misreading it.
-const HEADER: &str = "rate-limits-plan 1";
+const HEADER: &str = "rate-limits-plan 2";
 
-/// A route's own limit, and the store that counts it.
+/// A route's own limit, and the backend that counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RouteLimit {
     pub(crate) path: String,
     pub(crate) limit: Limit,
-    pub(crate) store: Option<StoreId>,
+    pub(crate) backend: Option<BackendId>,
 }
 
 /// The gate of one deployable, as [`crate::Limiter::from_plan`] builds it.
@@ -46,11 +46,11 @@ pub(crate) struct RouteLimit {
 pub struct GatePlan {
     pub(crate) deployable: String,
     pub(crate) counting: Counting,
-    /// The stores it asks, by [`StoreId`]: the bindings in namespace order,
+    /// The backends it asks, by [`BackendId`]: the bindings in namespace order,
     /// or the one Redis connection.
-    pub(crate) stores: Vec<String>,
-    /// The stores of the built-in limits: a caller's, then an address's.
-    pub(crate) subject_stores: [Option<StoreId>; 2],
+    pub(crate) backends: Vec<String>,
+    /// The backends of the built-in limits: a caller's, then an address's.
+    pub(crate) subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     pub(crate) routes: Vec<RouteLimit>,
 }
@@ -74,7 +74,7 @@ pub enum PlanError {
     /// The text does not start with this version's header.
     #[error(
         "not a rate-limit plan of this version (its first line must be `{HEADER}`): write it \
-         again with this framework's `harness check --plan`"
+         again with this framework's `harness validate --plan`"
     )]
     Version,
     /// A line of the text is not what the format says.
@@ -94,21 +94,21 @@ impl GatePlan {
             .deployable(deployable)
             .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?;
         let counting = app.counting(deployable);
-        let plan = BindingPlan::for_deployable(app, deployable);
-        let stores: Vec<String> = match &counting {
+        let plan = Bindings::for_deployable(app, deployable);
+        let backends: Vec<String> = match &counting {
             Counting::Redis { connection, .. } => vec![connection.clone()],
             Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => {
                 plan.bindings.iter().map(|b| b.name.clone()).collect()
             }
         };
-        // A Redis store is asked about every limit; a binding about its own.
-        let store_for = |limit: Limit| match &counting {
-            Counting::Redis { .. } => Some(StoreId::new(0)),
+        // A Redis backend is asked about every limit; a binding about its own.
+        let backend_for = |limit: Limit| match &counting {
+            Counting::Redis { .. } => Some(BackendId::new(0)),
             Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => plan
                 .bindings
                 .iter()
                 .position(|b| b.limit == limit)
-                .map(StoreId::new),
+                .map(BackendId::new),
         };
         // A route listed twice (`rate_limits.route_duplicate` in a checked
         // description) must not count one request twice under one key.
@@ -122,18 +122,41 @@ impl GatePlan {
                 routes.push(RouteLimit {
                     path: route.path.clone(),
                     limit,
-                    store: store_for(limit),
+                    backend: backend_for(limit),
                 });
             }
         }
-        let subject_stores = [store_for(CALLER_LIMIT), store_for(ADDRESS_LIMIT)];
+        let subject_backends = [backend_for(CALLER_LIMIT), backend_for(ADDRESS_LIMIT)];
         Ok(GatePlan {
             deployable: deployable.name.clone(),
             counting,
-            stores,
-            subject_stores,
+            backends,
+            subject_backends,
             routes,
         })
+    }
+
+    /// The plan of the Workers gate's warm-up ([`crate::workers`]): a
+    /// deployable counting its one route and both built-in limits through
+    /// one binding, `WARM_UP`, that no Worker has. Built here rather than read
+    /// from text, so a change to the text format cannot turn it off.
+    #[cfg(any(target_arch = "wasm32", test))]
+    pub(crate) fn warm_up() -> GatePlan {
+        let backend = Some(BackendId::new(0));
+        GatePlan {
+            deployable: "warm-up".to_owned(),
+            counting: Counting::Binding {
+                connection: "warm-up".to_owned(),
+                namespace: 1,
+            },
+            backends: vec!["WARM_UP".to_owned()],
+            subject_backends: [backend, backend],
+            routes: vec![RouteLimit {
+                path: "/warm-up".to_owned(),
+                limit: Limit::new(1, 10),
+                backend,
+            }],
+        }
     }
 
     /// The deployable this plan is for.
@@ -155,7 +178,7 @@ impl GatePlan {
             text.push_str(&escaped.join(" "));
             text.push('\n');
         };
-        line(&["rate-limits-plan", "1"]);
+        line(&HEADER.split(' ').collect::<Vec<_>>());
         line(&["deployable", &self.deployable]);
         match &self.counting {
             Counting::Binding {
@@ -168,15 +191,15 @@ impl GatePlan {
                 return Err(PlanError::CountsInRedis(self.deployable.clone()));
             }
         }
-        for store in &self.stores {
-            line(&["store", store]);
+        for backend in &self.backends {
+            line(&["backend", backend]);
         }
-        let [caller, address] = self.subject_stores.map(store_word);
+        let [caller, address] = self.subject_backends.map(backend_word);
         line(&["subjects", &caller, &address]);
         for route in &self.routes {
             line(&[
                 "route",
-                &store_word(route.store),
+                &backend_word(route.backend),
                 &route.limit.requests.to_string(),
                 &route.limit.window_seconds.to_string(),
                 &route.path,
@@ -186,7 +209,7 @@ impl GatePlan {
     }
 
     /// Reads a plan [`GatePlan::to_text`] wrote. Nothing in it is trusted
-    /// blindly: a store index out of range, a limit of 0 requests or seconds,
+    /// blindly: a backend index out of range, a limit of 0 requests or seconds,
     /// or a line the format does not have is a [`PlanError`], never a panic.
     pub fn from_text(text: &str) -> Result<GatePlan, PlanError> {
         let mut lines = text.lines();
@@ -196,8 +219,8 @@ impl GatePlan {
         let mut plan = GatePlan {
             deployable: String::new(),
             counting: Counting::NoApi,
-            stores: Vec::new(),
-            subject_stores: [None, None],
+            backends: Vec::new(),
+            subject_backends: [None, None],
             routes: Vec::new(),
         };
         let (mut deployable, mut counting, mut subjects) = (false, false, false);
@@ -231,16 +254,16 @@ impl GatePlan {
                     };
                     counting = true;
                 }
-                ["store", name] if !subjects => plan.stores.push((*name).to_owned()),
+                ["backend", name] if !subjects => plan.backends.push((*name).to_owned()),
                 ["subjects", caller, address] if !subjects => {
-                    let stores = plan.stores.len();
-                    plan.subject_stores = [
-                        read_store(caller, stores).ok_or_else(|| at("no such store"))?,
-                        read_store(address, stores).ok_or_else(|| at("no such store"))?,
+                    let backends = plan.backends.len();
+                    plan.subject_backends = [
+                        read_backend(caller, backends).ok_or_else(|| at("no such backend"))?,
+                        read_backend(address, backends).ok_or_else(|| at("no such backend"))?,
                     ];
                     subjects = true;
                 }
-                ["route", store, requests, window, path] if subjects => {
+                ["route", backend, requests, window, path] if subjects => {
                     let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
                     let (Some(requests), Some(window)) = (count(requests), count(window)) else {
                         return Err(at(
@@ -250,8 +273,8 @@ impl GatePlan {
                     plan.routes.push(RouteLimit {
                         path: (*path).to_owned(),
                         limit: Limit::new(requests, window),
-                        store: read_store(store, plan.stores.len())
-                            .ok_or_else(|| at("no such store"))?,
+                        backend: read_backend(backend, plan.backends.len())
+                            .ok_or_else(|| at("no such backend"))?,
                     });
                 }
                 _ => return Err(at("not a line of a plan here")),
@@ -267,19 +290,19 @@ impl GatePlan {
     }
 }
 
-/// A store as a plan writes it: its index, or `-` for none.
-fn store_word(store: Option<StoreId>) -> String {
-    store.map_or_else(|| "-".to_owned(), |s| s.index().to_string())
+/// A backend as a plan writes it: its index, or `-` for none.
+fn backend_word(backend: Option<BackendId>) -> String {
+    backend.map_or_else(|| "-".to_owned(), |s| s.index().to_string())
 }
 
-/// The store a plan's word names among `stores`: `Some(None)` for `-`,
-/// `None` for anything else that is not an index below `stores`.
-fn read_store(word: &str, stores: usize) -> Option<Option<StoreId>> {
+/// The backend a plan's word names among `backends`: `Some(None)` for `-`,
+/// `None` for anything else that is not an index below `backends`.
+fn read_backend(word: &str, backends: usize) -> Option<Option<BackendId>> {
     if word == "-" {
         return Some(None);
     }
     let index: usize = word.parse().ok()?;
-    (index < stores).then(|| Some(StoreId::new(index)))
+    (index < backends).then(|| Some(BackendId::new(index)))
 }
 
 /// A word with the characters the format uses escaped.
@@ -322,6 +345,34 @@ fn unescape(word: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Limiter, Subject};
+
+    /// The Workers gate's warm-up (wasm32 only) runs on this plan: it must
+    /// be a plan the format can carry, and every check it makes must ask
+    /// the binding, or the warm-up would not run the asking path at all.
+    #[test]
+    fn the_warm_up_plan_asks_its_binding_for_every_subject_and_its_route() {
+        let plan = GatePlan::warm_up();
+        let text = plan.to_text().expect("a Workers plan");
+        assert_eq!(GatePlan::from_text(&text), Ok(plan.clone()), "{text}");
+        let limiter = Limiter::from_plan(plan, 0);
+        assert_eq!(limiter.backend_names().collect::<Vec<_>>(), ["WARM_UP"]);
+        for subject in [
+            Subject::of_request(None, Some("192.0.2.1")),
+            Subject::of_request(None, Some("2001:db8::1")),
+            Subject::of_request(Some("warm-up"), None),
+        ] {
+            let checks = limiter.checks(&subject, "/warm-up");
+            assert_eq!(
+                checks.len(),
+                2,
+                "{subject:?}: its built-in limit and the route's"
+            );
+            for check in &checks {
+                assert_eq!(check.backend(), Some(BackendId::new(0)), "{subject:?}");
+            }
+        }
+    }
 
     #[test]
     fn escaped_words_come_back_as_they_were() {

@@ -100,7 +100,7 @@ mod tests {
 
     #[test]
     fn a_path_holding_the_separator_could_share_a_key_which_is_why_none_may() {
-        // The pair issue 19 names: route `/a|caller:b` for caller `c`, and
+        // Two keys that would be one: route `/a|caller:b` for caller `c`, and
         // route `/a` for caller `b|caller:c`. The description refuses the
         // first (`rate_limits.route_path_invalid`).
         let one = route(

@@ -3,13 +3,13 @@
 //! ## The modules
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
-//! (with stable diagnostic codes), [`plan`] turns its limits into
+//! (with stable diagnostic codes), [`bindings`] turns its limits into
 //! Cloudflare bindings ([`names`]) and Wrangler entries, and [`gate_plan`]
 //! writes what one deployable's gate needs, so a Worker builds it without
 //! the description's parser. Request time:
 //! [`limiter`] decides each request without doing I/O, under the [`keys`]
 //! of its [`subject`] (an [`address`] or a signed-in caller) and its
-//! [`limits`], asking the [`store`]s the I/O layer reaches, counting in
+//! [`limits`], asking the [`backend`]s the I/O layer reaches, counting in
 //! [`counter`] when a store can't be asked, and leaving a troubled store
 //! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
 //! `workers` asks Cloudflare's bindings inside workerd (and, with the
@@ -31,6 +31,8 @@ compile_error!(
 );
 
 pub mod address;
+pub mod backend;
+pub mod bindings;
 pub mod breaker;
 pub mod clock;
 pub mod config;
@@ -44,8 +46,6 @@ pub mod names;
 pub mod native;
 #[cfg(any(target_arch = "wasm32", test))]
 mod parked;
-pub mod plan;
-pub mod store;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -57,10 +57,10 @@ pub mod workers;
 pub mod workers_rs;
 
 pub use address::{AddressSource, ClientAddress};
+pub use bindings::Bindings;
 pub use clock::Clock;
 pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
 pub use gate_plan::GatePlan;
 pub use limiter::Limiter;
 pub use limits::Limit;
-pub use plan::BindingPlan;
 pub use subject::{CallerId, Subject};

@@ -1,26 +1,26 @@
 //! The decision for each request, with no I/O inside: the caller asks the
-//! stores (Cloudflare's bindings, or Redis) and passes in their answers and
+//! backends (Cloudflare's bindings, or Redis) and passes in their answers and
 //! the time, so the same code runs in native unit tests, in wasm inside
 //! workerd, and behind a native server.
 //!
 //! A request goes through three steps, each consuming what the last made:
 //! 1. [`Limiter::checks`] says which limits count it, under which key
-//!    ([`crate::keys`]), and which store (if any) to ask for each.
-//! 2. [`Limiter::asks`] takes those checks and says which stores to ask
-//!    now: a store that timed out or failed is left alone for a cool-off
+//!    ([`crate::keys`]), and which backend (if any) to ask for each.
+//! 2. [`Limiter::asks`] takes those checks and says which backends to ask
+//!    now: a backend that timed out or failed is left alone for a cool-off
 //!    ([`crate::breaker::COOL_OFF_MS`]), then probed by one request at a
-//!    time ([`crate::breaker`]), so a troubled store costs one wait, not one
+//!    time ([`crate::breaker`]), so a troubled backend costs one wait, not one
 //!    per request. It returns the request as a [`Pending`].
-//! 3. The I/O layer asks the stores of the pending request's [`Ask`]s (all
+//! 3. The I/O layer asks the backends of the pending request's [`Ask`]s (all
 //!    at once, so one deadline bounds the request), answers each ask in
 //!    place, and hands the [`Pending`] to [`Limiter::conclude`], which
-//!    settles every check (falling back to the isolate's memory for a store
-//!    that can't be or isn't asked), records how each asked store did, and
+//!    settles every check (falling back to the isolate's memory for a backend
+//!    that can't be or isn't asked), records how each asked backend did, and
 //!    returns the [`Decision`]: the refusal, if any limit refused, and the
 //!    fallback log lines to write.
 //!
 //! An answer travels inside the ask it answers, so it cannot reach another
-//! check. Every I/O layer (Workers, the native gate, its Redis store) calls
+//! check. Every I/O layer (Workers, the native gate, its Redis backend) calls
 //! these three and nothing else, so the decision exists once.
 //!
 //! Time comes in as two clocks ([`Now`]), as quinn-proto passes an `Instant`
@@ -31,6 +31,7 @@
 
 use std::fmt;
 
+use crate::backend::{BackendAnswer, BackendId, FallbackReason};
 use crate::breaker::{Breaker, Outcome, Route};
 use crate::config::{Application, Counting};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
@@ -38,7 +39,6 @@ pub use crate::gate_plan::UnknownDeployable;
 use crate::gate_plan::{GatePlan, RouteLimit};
 use crate::keys;
 use crate::limits::Limit;
-use crate::store::{BindingAnswer, FallbackReason, StoreId};
 use crate::subject::Subject;
 
 /// The header the address is taken from on Workers (and on a native server
@@ -101,7 +101,7 @@ pub(crate) fn url_path(url: &str) -> &str {
     }
 }
 
-/// One limit that counts a request, the key it is counted under, the store
+/// One limit that counts a request, the key it is counted under, the backend
 /// to ask, and (once [`Limiter::asks`] has seen it) whether to ask it and
 /// what it answered. Only [`Limiter::checks`] makes one. Its `Debug` leaves
 /// the key out.
@@ -109,7 +109,7 @@ pub(crate) fn url_path(url: &str) -> &str {
 pub struct Check {
     limit: Limit,
     key: String,
-    store: Option<StoreId>,
+    backend: Option<BackendId>,
     policy: PolicyName,
     slot: Slot,
 }
@@ -119,7 +119,7 @@ impl fmt::Debug for Check {
         f.debug_struct("Check")
             .field("limit", &self.limit)
             .field("key", &format_args!(".."))
-            .field("store", &self.store)
+            .field("backend", &self.backend)
             .field("policy", &self.policy)
             .field("slot", &self.slot)
             .finish()
@@ -139,13 +139,13 @@ enum PolicyName {
 /// Where a check stands between [`Limiter::asks`] and [`Limiter::conclude`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
-    /// Counted in memory: no store, or its store is cooling off.
+    /// Counted in memory: no backend, or its backend is cooling off.
     NotAsked,
-    /// Its store is to be asked, and has not answered (yet): counted in
+    /// Its backend is to be asked, and has not answered (yet): counted in
     /// memory if it never does.
     Asked,
-    /// Its store was asked and answered this.
-    Answered(BindingAnswer),
+    /// Its backend was asked and answered this.
+    Answered(BackendAnswer),
 }
 
 impl Check {
@@ -159,20 +159,20 @@ impl Check {
         &self.key
     }
 
-    /// The store to ask: one of Cloudflare's bindings, or the Redis
+    /// The backend to ask: one of Cloudflare's bindings, or the Redis
     /// connection; `None` when the request is counted in memory.
-    pub fn store(&self) -> Option<StoreId> {
-        self.store
+    pub fn backend(&self) -> Option<BackendId> {
+        self.backend
     }
 
-    /// Whether the I/O layer is to ask this check's store (see [`Pending::asks`]).
+    /// Whether the I/O layer is to ask this check's backend (see [`Pending::asks`]).
     pub fn is_asked(&self) -> bool {
         self.slot != Slot::NotAsked
     }
 
-    /// What its store answered, if it was asked and answered.
+    /// What its backend answered, if it was asked and answered.
     #[cfg(test)]
-    pub(crate) fn answer(&self) -> Option<BindingAnswer> {
+    pub(crate) fn answer(&self) -> Option<BackendAnswer> {
         match self.slot {
             Slot::Answered(answer) => Some(answer),
             Slot::NotAsked | Slot::Asked => None,
@@ -181,9 +181,9 @@ impl Check {
 }
 
 /// One request between [`Limiter::asks`] and [`Limiter::conclude`]: its
-/// checks, each carrying the answer of its store once the I/O layer has it.
+/// checks, each carrying the answer of its backend once the I/O layer has it.
 #[derive(Debug)]
-#[must_use = "a pending request is concluded; an unanswered probe holds its store's cool-off until its lease ends"]
+#[must_use = "a pending request is concluded; an unanswered probe holds its backend's cool-off until its lease ends"]
 pub struct Pending {
     checks: Vec<Check>,
 }
@@ -194,32 +194,32 @@ impl Pending {
         &self.checks
     }
 
-    /// The checks whose store to ask now, in the checks' order (the same
+    /// The checks whose backend to ask now, in the checks' order (the same
     /// order every time, answered or not). An ask left unanswered is counted
     /// in memory, as if it had not been asked.
     pub fn asks(&mut self) -> impl Iterator<Item = Ask<'_>> {
         self.checks.iter_mut().filter_map(|check| match check.slot {
             Slot::NotAsked => None,
             Slot::Asked | Slot::Answered(_) => Some(Ask {
-                store: check.store?,
+                backend: check.backend?,
                 check,
             }),
         })
     }
 }
 
-/// One store to ask for one check of a [`Pending`] request: what to ask it,
+/// One backend to ask for one check of a [`Pending`] request: what to ask it,
 /// and where its answer goes.
 #[derive(Debug)]
 pub struct Ask<'a> {
-    store: StoreId,
+    backend: BackendId,
     check: &'a mut Check,
 }
 
 impl Ask<'_> {
-    /// The store to ask.
-    pub fn store(&self) -> StoreId {
-        self.store
+    /// The backend to ask.
+    pub fn backend(&self) -> BackendId {
+        self.backend
     }
 
     /// The key to ask it about ([`crate::keys`]). Never logged.
@@ -232,18 +232,18 @@ impl Ask<'_> {
         self.check.limit
     }
 
-    /// What the store said, for [`Limiter::conclude`].
-    pub fn answer(self, answer: BindingAnswer) {
+    /// What the backend said, for [`Limiter::conclude`].
+    pub fn answer(self, answer: BackendAnswer) {
         self.check.slot = Slot::Answered(answer);
     }
 }
 
-/// The `rate_limits.fallback` log line, emitted once per store per isolate
+/// The `rate_limits.fallback` log line, emitted once per backend per isolate
 /// (or process).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FallbackLog {
-    /// The store's name: the binding's, or the Redis connection's.
-    pub store: String,
+    /// The backend's name: the binding's, or the Redis connection's.
+    pub backend: String,
     /// Why it could not be asked.
     pub reason: FallbackReason,
 }
@@ -263,7 +263,7 @@ impl FallbackLog {
         }
         let line = Line {
             event: Self::EVENT,
-            binding: &self.store,
+            binding: &self.backend,
             reason: self.reason.as_str(),
         };
         serde_json::to_string(&line).unwrap_or_default()
@@ -385,24 +385,24 @@ pub struct Decision {
 /// The request-time state of one deployable in one isolate (or process).
 ///
 /// Inputs and outputs, in order, for each request: [`Limiter::checks`],
-/// [`Limiter::asks`], then (after asking the stores) [`Limiter::conclude`].
+/// [`Limiter::asks`], then (after asking the backends) [`Limiter::conclude`].
 /// Requests may interleave between them: each call is self-contained.
 pub struct Limiter {
     counting: Counting,
-    /// The stores this deployable asks, by [`StoreId`]: the plan's bindings
+    /// The backends this deployable asks, by [`BackendId`]: the plan's bindings
     /// in namespace order, or the one Redis connection.
-    stores: Vec<StoreState>,
-    /// The stores of the built-in limits: a caller's, then an address's.
-    subject_stores: [Option<StoreId>; 2],
+    backends: Vec<BackendState>,
+    /// The backends of the built-in limits: a caller's, then an address's.
+    subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<RouteLimit>,
     memory: WindowCounter,
 }
 
-/// One store of a limiter: its name (for logs and binding lookups), its
+/// One backend of a limiter: its name (for logs and binding lookups), its
 /// cool-off, and whether its fallback was logged yet.
 #[derive(Debug)]
-struct StoreState {
+struct BackendState {
     name: String,
     breaker: Breaker,
     logged: bool,
@@ -429,10 +429,10 @@ impl Limiter {
     pub fn from_plan(plan: GatePlan, seed: u128) -> Limiter {
         let missing_cools_off = matches!(plan.counting, Counting::Redis { .. });
         let route_limits: Vec<Limit> = plan.routes.iter().map(|r| r.limit).collect();
-        let stores = plan
-            .stores
+        let backends = plan
+            .backends
             .into_iter()
-            .map(|name| StoreState {
+            .map(|name| BackendState {
                 name,
                 breaker: Breaker::new(),
                 logged: false,
@@ -441,8 +441,8 @@ impl Limiter {
             .collect();
         Limiter {
             counting: plan.counting,
-            stores,
-            subject_stores: plan.subject_stores,
+            backends,
+            subject_backends: plan.subject_backends,
             routes: plan.routes,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
         }
@@ -460,17 +460,17 @@ impl Limiter {
         &self.counting
     }
 
-    /// The names of the stores this deployable asks, in [`StoreId`] order:
+    /// The names of the backends this deployable asks, in [`BackendId`] order:
     /// the bindings' names as the Worker sees them in `env`, or the Redis
     /// connection's.
-    pub fn store_names(&self) -> impl Iterator<Item = &str> {
-        self.stores.iter().map(|s| s.name.as_str())
+    pub fn backend_names(&self) -> impl Iterator<Item = &str> {
+        self.backends.iter().map(|s| s.name.as_str())
     }
 
     /// The name of `store`, as [`FallbackLog`] names it (empty for an id of
     /// another limiter).
-    pub fn store_name(&self, store: StoreId) -> &str {
-        self.stores.get(store.index()).map_or("", |s| &s.name)
+    pub fn backend_name(&self, backend: BackendId) -> &str {
+        self.backends.get(backend.index()).map_or("", |s| &s.name)
     }
 
     /// The limits that count a request from `subject` to `path`, in the order
@@ -482,9 +482,9 @@ impl Limiter {
             return Vec::new();
         }
         let subject_key = keys::subject(subject);
-        let subject_store = match subject {
-            Subject::Caller(_) => self.subject_stores[0],
-            Subject::Address(_) => self.subject_stores[1],
+        let subject_backend = match subject {
+            Subject::Caller(_) => self.subject_backends[0],
+            Subject::Address(_) => self.subject_backends[1],
         };
         let routes = self
             .routes
@@ -497,7 +497,7 @@ impl Limiter {
         checks.push(Check {
             limit: subject.limit(),
             key: String::new(),
-            store: subject_store,
+            backend: subject_backend,
             policy: PolicyName::Subject(subject.policy()),
             slot: Slot::NotAsked,
         });
@@ -505,7 +505,7 @@ impl Limiter {
             checks.push(Check {
                 limit: route.limit,
                 key: keys::route(&route.path, &subject_key),
-                store: route.store,
+                backend: route.backend,
                 policy: PolicyName::Route(index),
                 slot: Slot::NotAsked,
             });
@@ -514,8 +514,8 @@ impl Limiter {
         checks
     }
 
-    /// Takes a request's checks and says which stores to ask now: none for
-    /// a check without a store, nor for a store cooling off after it timed
+    /// Takes a request's checks and says which backends to ask now: none for
+    /// a check without a backend, nor for a backend cooling off after it timed
     /// out or failed (the request is then counted in memory at once, with no
     /// wait and no log line). After the cool-off one request is told to ask
     /// (the probe) while the others keep counting in memory. A missing
@@ -526,8 +526,10 @@ impl Limiter {
     /// The cool-offs run on `now.monotonic_ms`.
     pub fn asks(&mut self, mut checks: Vec<Check>, now: Now) -> Pending {
         for check in &mut checks {
-            let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
-            check.slot = match store.map(|s| s.breaker.route(now.monotonic_ms)) {
+            let backend = check
+                .backend
+                .and_then(|id| self.backends.get_mut(id.index()));
+            check.slot = match backend.map(|s| s.breaker.route(now.monotonic_ms)) {
                 Some(Route::Ask | Route::Probe) => Slot::Asked,
                 Some(Route::CoolingOff) | None => Slot::NotAsked,
             };
@@ -537,19 +539,19 @@ impl Limiter {
 
     /// Settles every check of one request and decides it.
     ///
-    /// Each asked check carries what its store answered ([`Ask::answer`]),
+    /// Each asked check carries what its backend answered ([`Ask::answer`]),
     /// or nothing (counted in memory, as a check not asked is). An answer in
-    /// time, or a failure or timeout, is news of the store's health and
+    /// time, or a failure or timeout, is news of the backend's health and
     /// moves its cool-off, and so is a Redis found `missing` (a dial each
-    /// time); a missing binding and [`BindingAnswer::Remembered`] do not.
+    /// time); a missing binding and [`BackendAnswer::Remembered`] do not.
     /// Every check is settled, in binding mode and in memory mode alike: a
-    /// store that can't be asked counts the request in memory and is logged
+    /// backend that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
     /// refused if any limit refuses it, with `Retry-After` the longest window
     /// among those that refused.
     ///
     /// Windows are aligned to `now.wall_ms`, as the binding aligns them; a
-    /// store's cool-off is measured on `now.monotonic_ms` (see [`Now`]).
+    /// backend's cool-off is measured on `now.monotonic_ms` (see [`Now`]).
     pub fn conclude(&mut self, pending: Pending, now: Now) -> Decision {
         let mut refused_by = Vec::new();
         let mut logs = Vec::new();
@@ -570,8 +572,8 @@ impl Limiter {
         }
     }
 
-    /// Settles one check with its store's answer, counting in memory when
-    /// the store was not asked or can't be.
+    /// Settles one check with its backend's answer, counting in memory when
+    /// the backend was not asked or can't be.
     fn settle(&mut self, check: &Check, now: Now) -> (Verdict, Option<FallbackLog>) {
         let answer = match check.slot {
             Slot::Answered(answer) => answer,
@@ -579,11 +581,13 @@ impl Limiter {
                 return (self.memory.hit(check.limit, &check.key, now.wall_ms), None);
             }
         };
-        let store = check.store.and_then(|id| self.stores.get_mut(id.index()));
-        match (answer, store) {
-            (BindingAnswer::Answered { success }, store) => {
-                if let Some(store) = store {
-                    store.breaker.record(Outcome::Answered, now.monotonic_ms);
+        let backend = check
+            .backend
+            .and_then(|id| self.backends.get_mut(id.index()));
+        match (answer, backend) {
+            (BackendAnswer::Answered { success }, backend) => {
+                if let Some(backend) = backend {
+                    backend.breaker.record(Outcome::Answered, now.monotonic_ms);
                 }
                 let verdict = if success {
                     Verdict::Within
@@ -594,24 +598,24 @@ impl Limiter {
             }
             // Nothing was asked: a probe that ends here leaves the breaker
             // probing, and its lease hands the probe on.
-            (BindingAnswer::Remembered, _) => (Verdict::Exceeded, None),
-            (BindingAnswer::Unavailable(reason), Some(store)) => {
+            (BackendAnswer::Remembered, _) => (Verdict::Exceeded, None),
+            (BackendAnswer::Unavailable(reason), Some(backend)) => {
                 let troubled = match reason {
-                    FallbackReason::Missing => store.missing_cools_off,
+                    FallbackReason::Missing => backend.missing_cools_off,
                     FallbackReason::Failed | FallbackReason::TimedOut => true,
                 };
                 if troubled {
-                    store.breaker.record(Outcome::Troubled, now.monotonic_ms);
+                    backend.breaker.record(Outcome::Troubled, now.monotonic_ms);
                 }
-                let log = (!store.logged).then(|| FallbackLog {
-                    store: store.name.clone(),
+                let log = (!backend.logged).then(|| FallbackLog {
+                    backend: backend.name.clone(),
                     reason,
                 });
-                store.logged = true;
+                backend.logged = true;
                 (self.memory.hit(check.limit, &check.key, now.wall_ms), log)
             }
-            // Only a check with a store is asked, so only one is answered.
-            (BindingAnswer::Unavailable(_), None) => {
+            // Only a check with a backend is asked, so only one is answered.
+            (BackendAnswer::Unavailable(_), None) => {
                 (self.memory.hit(check.limit, &check.key, now.wall_ms), None)
             }
         }
@@ -630,7 +634,7 @@ impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
             .field("counting", &self.counting)
-            .field("stores", &self.stores)
+            .field("backends", &self.backends)
             .field("tracked_keys", &self.memory.tracked_keys())
             .finish()
     }

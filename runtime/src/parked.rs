@@ -14,7 +14,7 @@
 //! and is counted in memory), and cancelled requests hold at most
 //! [`MAX_STALE`] slots.
 
-use crate::store::DEADLINE_MS;
+use crate::backend::DEADLINE_MS;
 
 /// Slots kept before stale ones are looked for.
 const SWEEP_AT: usize = 64;

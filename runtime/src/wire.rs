@@ -11,11 +11,11 @@
 //! decode to the answer it means, and every binding it asks must get the
 //! key [`crate::keys`] built, however the key is spelled.
 
+use crate::backend::{BackendAnswer, FallbackReason};
 use crate::keys;
 use crate::limiter::Pending;
-use crate::store::{BindingAnswer, FallbackReason};
 
-/// The most stores asked at once: their codes fill a double's 53 bits
+/// The most backends asked at once: their codes fill a double's 53 bits
 /// (`MAX_ASKS` in `ask-bindings.js`). A valid application asks at most two
 /// (the subject's limit and the route's own); asks past these are counted
 /// in memory, unasked.
@@ -61,13 +61,13 @@ impl Code {
     }
 
     /// What the limiter reads in it.
-    pub fn answer(self) -> BindingAnswer {
+    pub fn answer(self) -> BackendAnswer {
         match self {
-            Code::Refused => BindingAnswer::Answered { success: false },
-            Code::Within => BindingAnswer::Answered { success: true },
-            Code::Missing => BindingAnswer::Unavailable(FallbackReason::Missing),
-            Code::Failed => BindingAnswer::Unavailable(FallbackReason::Failed),
-            Code::TimedOut => BindingAnswer::Unavailable(FallbackReason::TimedOut),
+            Code::Refused => BackendAnswer::Answered { success: false },
+            Code::Within => BackendAnswer::Answered { success: true },
+            Code::Missing => BackendAnswer::Unavailable(FallbackReason::Missing),
+            Code::Failed => BackendAnswer::Unavailable(FallbackReason::Failed),
+            Code::TimedOut => BackendAnswer::Unavailable(FallbackReason::TimedOut),
         }
     }
 
@@ -81,11 +81,11 @@ impl Code {
 }
 
 /// The asks of a request as `askBindings` takes them: `asks` is
-/// `[store index, key length in UTF-16 units, ...]` and `keys` the keys one
+/// `[backend index, key length in UTF-16 units, ...]` and `keys` the keys one
 /// after another (left out of its `Debug`).
 #[derive(Default, PartialEq, Eq)]
 pub struct AskList {
-    /// Two numbers per ask: the store's index, then its key's length.
+    /// Two numbers per ask: the backend's index, then its key's length.
     pub asks: Vec<u32>,
     /// Every ask's key, in order.
     pub keys: String,
@@ -110,7 +110,7 @@ impl AskList {
         };
         for ask in pending.asks().take(MAX_ASKS) {
             list.asks
-                .push(u32::try_from(ask.store().index()).unwrap_or(u32::MAX));
+                .push(u32::try_from(ask.backend().index()).unwrap_or(u32::MAX));
             list.asks.push(keys::utf16_units(ask.key()));
             list.keys.push_str(ask.key());
         }
@@ -142,10 +142,10 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::backend::BackendId;
     use crate::config::{Application, Deployable, Route, Store, StoreDriver, Target};
     use crate::limiter::Limiter;
     use crate::limits::Limit;
-    use crate::store::StoreId;
     use crate::subject::Subject;
 
     const SCRIPT: &str = include_str!("ask-bindings.js");
@@ -257,7 +257,7 @@ mod tests {
     }
 
     /// One request asked through `ask-bindings.js`: its limiter, its
-    /// pending asks, and how the binding of each store index behaves.
+    /// pending asks, and how the binding of each backend index behaves.
     struct Case {
         limiter: Limiter,
         pending: Pending,
@@ -279,16 +279,23 @@ mod tests {
         let mut cases = [
             // 1 + 19 asks (17 go) of every behaviour, non-ASCII and astral
             // keys cut apart from one string.
-            case(19, "ü😀 x", "/api/ß😀", |store| BEHAVIOURS[store % 7]),
+            case(19, "ü😀 x", "/api/ß😀", |backend| {
+                BEHAVIOURS[backend % 7]
+            }),
             // One healthy ask alone: the whole string is its key.
             case(0, "😀", "/", |_| BEHAVIOURS[0]),
         ];
         let mut input = Vec::new();
         for case in &mut cases {
             let list = AskList::of(&mut case.pending);
-            let names: Vec<&str> = case.limiter.store_names().collect();
+            let names: Vec<&str> = case.limiter.backend_names().collect();
             let behaviours: serde_json::Map<String, Value> = (0..names.len())
-                .map(|store| (names[store].to_owned(), json!((case.behaviour)(store).0)))
+                .map(|backend| {
+                    (
+                        names[backend].to_owned(),
+                        json!((case.behaviour)(backend).0),
+                    )
+                })
                 .collect();
             input.push(
                 json!({ "names": names, "asks": list.asks, "keys": list.keys,
@@ -310,16 +317,19 @@ mod tests {
                 .asks()
                 .take(MAX_ASKS)
                 .map(|ask| {
-                    let store = ask.store().index();
-                    (store, ask.key().to_owned(), (case.behaviour)(store).1)
+                    let backend = ask.backend().index();
+                    (backend, ask.key().to_owned(), (case.behaviour)(backend).1)
                 })
                 .collect();
             codes_seen.extend(sent.iter().map(|(_, _, code)| *code));
             let expected: Vec<(&str, &str)> = sent
                 .iter()
                 .filter(|(_, _, code)| *code != Code::Missing)
-                .map(|(store, key, _)| {
-                    (case.limiter.store_name(StoreId::new(*store)), key.as_str())
+                .map(|(backend, key, _)| {
+                    (
+                        case.limiter.backend_name(BackendId::new(*backend)),
+                        key.as_str(),
+                    )
                 })
                 .collect();
             let seen: Vec<(String, String)> =
@@ -345,8 +355,8 @@ mod tests {
                 "case {i}: the clock is read iff a binding is troubled"
             );
             for (n, check) in case.pending.checks().iter().enumerate() {
-                let store = check.store().expect("a binding").index();
-                let expected = (n < MAX_ASKS).then(|| (case.behaviour)(store).1.answer());
+                let backend = check.backend().expect("a binding").index();
+                let expected = (n < MAX_ASKS).then(|| (case.behaviour)(backend).1.answer());
                 assert_eq!(check.answer(), expected, "case {i}, check {n}");
             }
         }

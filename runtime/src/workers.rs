@@ -17,12 +17,12 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::backend::DEADLINE_MS;
 use crate::clock::Clock;
 use crate::config::Counting;
 use crate::gate_plan::{GatePlan, PlanError};
 use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, url_path};
 use crate::parked::ParkedRequests;
-use crate::store::DEADLINE_MS;
 use crate::subject::Subject;
 use crate::wire::{self, AskList, Code};
 
@@ -178,7 +178,7 @@ impl Shared {
 /// lifetime (a `thread_local!`): its memory is the fallback count.
 pub struct Gate {
     shared: Rc<Shared>,
-    /// The limiter's bindings, by [`crate::store::StoreId`], as
+    /// The limiter's bindings, by [`crate::backend::BackendId`], as
     /// `ask-bindings.js` looks them up in `env` (`bindingKeys`).
     names: JsValue,
     /// The one continuation every waiting request resumes through, made
@@ -193,7 +193,7 @@ pub struct Gate {
 }
 
 /// The text binding the build step puts the deployable's plan in
-/// (`harness check --plan`; in Wrangler, a `vars` entry).
+/// (`harness validate --plan`; in Wrangler, a `vars` entry).
 pub const PLAN_BINDING: &str = "PLAN";
 
 /// Why a Worker has no gate: its plan could not be read.
@@ -319,7 +319,7 @@ impl Gate {
     fn build(plan: GatePlan, seed: Option<u128>, writes_logs: bool) -> Gate {
         let deployable = plan.deployable().to_owned();
         let limiter = Limiter::from_plan(plan, seed.unwrap_or(0));
-        let names = binding_keys_js(limiter.store_names().map(str::to_owned).collect());
+        let names = binding_keys_js(limiter.backend_names().map(str::to_owned).collect());
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(ParkedRequests::new()),
@@ -468,10 +468,8 @@ impl Gate {
 /// throw-away gate is keyed by a fixed seed (the global scope refuses random
 /// numbers) and writes no log line; the Worker's gate is untouched. The
 /// gate is returned for the workers-rs adapter's own warm-up.
-pub(crate) fn warm_up() -> Option<Gate> {
-    const PLAN: &str = "rate-limits-plan 1\ndeployable warm-up\ncounting binding warm-up 1\n\
-                        store WARM_UP\nsubjects 0 0\nroute 0 1 10 /warm-up\n";
-    let plan = GatePlan::from_text(PLAN).ok()?;
+pub(crate) fn warm_up() -> Gate {
+    let plan = GatePlan::warm_up();
     let gate = Gate::build(plan, Some(0), false);
     let now_ms = gate.clock.wall_ms();
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
@@ -504,7 +502,7 @@ pub(crate) fn warm_up() -> Option<Gate> {
         wire::answer(&mut pending, within_twice);
         let _ = gate.shared.conclude(pending, now_ms);
     }
-    Some(gate)
+    gate
 }
 
 /// The path a request is limited under: its URL's path, as

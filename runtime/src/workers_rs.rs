@@ -84,11 +84,9 @@ pub fn isolate_gate(env: &worker::Env) -> worker::Result<Gate> {
 /// parses its URL then) and [`Gate::decide`] on it, so V8 compiles them
 /// there too and not on the first request.
 pub fn start() {
-    if let Some(gate) = crate::workers::warm_up() {
-        warm_up_decide(&Gate {
-            gate: Rc::new(gate),
-        });
-    }
+    warm_up_decide(&Gate {
+        gate: Rc::new(crate::workers::warm_up()),
+    });
     crate::workers::build_isolate_gate_in_global_scope();
 }
 

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use runtime::GatePlan;
+use runtime::bindings::Bindings;
 use runtime::config::{Application, StoreDriver};
 use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
-use runtime::plan::BindingPlan;
 
 use crate::commands::error::CommandError;
 use crate::commands::wrangler_file::{self, Written};
@@ -113,7 +113,7 @@ pub fn wrangler(path: &Path, format: EntriesFormat) -> Result<bool, CommandError
     let Some(app) = load(path)? else {
         return Ok(false);
     };
-    let plan = BindingPlan::for_application(&app);
+    let plan = Bindings::for_application(&app);
     match format {
         EntriesFormat::Jsonc => print!("{}", plan.wrangler_jsonc()),
         EntriesFormat::Toml => print!("{}", plan.wrangler_toml()),
@@ -137,7 +137,7 @@ pub fn write_wrangler_file(path: &Path, file: &Path) -> Result<bool, CommandErro
         );
         return Ok(true);
     };
-    let entries = BindingPlan::for_application(&app).wrangler_entries();
+    let entries = Bindings::for_application(&app).wrangler_entries();
     let what = match wrangler_file::write(file, connection, &entries)? {
         Written::Created => "created",
         Written::Changed => "updated",

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstNode, CstObject, CstRootNode};
+use runtime::bindings::WranglerEntry;
 use runtime::names::is_binding_name_of;
-use runtime::plan::WranglerEntry;
 
 /// The key Wrangler reads Rate Limiting bindings from.
 const KEY: &str = "ratelimits";

@@ -669,7 +669,7 @@ fn assert_upload_is_shaped_as_cloudflare_takes_it(content_type: &str, body: &[u8
     assert_eq!(plan["type"], "plain_text");
     let plan = plan["text"].as_str().expect("text");
     assert!(
-        plan.starts_with("rate-limits-plan 1\ndeployable edge\n"),
+        plan.starts_with("rate-limits-plan 2\ndeployable edge\n"),
         "{plan}"
     );
     assert!(plan.contains(" 90000"), "{plan}");

@@ -4,8 +4,8 @@
 
 use std::path::PathBuf;
 
+use runtime::bindings::Bindings;
 use runtime::config::Application;
-use runtime::plan::BindingPlan;
 
 fn wrangler_dir() -> PathBuf {
     harness::world::paths::repo_root().join("tools/fixtures/wrangler")
@@ -36,13 +36,13 @@ fn errors(validator: &jsonschema::Validator, instance: &serde_json::Value) -> Ve
         .collect()
 }
 
-fn plan(routes: &str) -> BindingPlan {
+fn plan(routes: &str) -> Bindings {
     let source = format!(
         "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
          [rate_limits]\nstore = \"limits\"\n\
          [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n{routes}"
     );
-    BindingPlan::for_application(&Application::from_toml(&source).expect("valid"))
+    Bindings::for_application(&Application::from_toml(&source).expect("valid"))
 }
 
 fn wrangler_file(entries_json: serde_json::Value) -> serde_json::Value {

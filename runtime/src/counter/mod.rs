@@ -81,7 +81,7 @@ impl Hasher for PassThrough {
 /// The most memory a counter holds, and where: the exact table from the
 /// start, a sweep's list for a moment, and each limit's sketch from the
 /// first time the table has no room for one of its keys. docs/design.md gives
-/// the formula; `harness check` prints it for an application.
+/// the formula; `harness validate` prints it for an application.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryBound {
     /// The exact table's slots, allocated when the counter is built.

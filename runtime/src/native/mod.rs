@@ -185,10 +185,7 @@ impl NativeGate {
             );
         }
         let peer = peer.map(|p| p.ip());
-        match self
-            .addresses
-            .client_address(peer, cloudflare, &forwarded_for)
-        {
+        match self.addresses.resolve(peer, cloudflare, &forwarded_for) {
             Ok(address) => Ok(Subject::Address(address)),
             Err(reason) => {
                 self.log_address_unknown(reason, layer);
@@ -290,7 +287,7 @@ impl NativeGate {
 fn log_fallback(log: &FallbackLog) {
     tracing::warn!(
         event = FallbackLog::EVENT,
-        connection = %log.store,
+        connection = %log.backend,
         reason = log.reason.as_str(),
         "{}",
         FallbackLog::EVENT

@@ -28,11 +28,11 @@ use tokio::sync::OnceCell;
 
 use super::refused::RefusedCache;
 use super::scripts;
+use crate::backend::{BackendAnswer, DEADLINE_MS, FallbackReason};
 use crate::clock::Clock;
 use crate::config::RedisEndpoint;
 use crate::keys;
 use crate::limiter::{Ask, Pending};
-use crate::store::{BindingAnswer, DEADLINE_MS, FallbackReason};
 
 /// The deadline of one request's round trip, connecting included.
 const DEADLINE: Duration = Duration::from_millis(DEADLINE_MS as u64);
@@ -152,7 +152,7 @@ impl RedisStore {
     /// [`crate::Limiter::asks`]) and answers each ask in place. A key refused
     /// earlier in its window is answered from the cache; the rest go in one
     /// pipelined round trip, bounded by the deadline. Never fails: trouble is
-    /// a [`BindingAnswer::Unavailable`].
+    /// a [`BackendAnswer::Unavailable`].
     pub async fn ask(&self, pending: &mut Pending, clock: &Clock) {
         let now_ms = clock.wall_ms();
         let tag = pending
@@ -165,7 +165,7 @@ impl RedisStore {
             let state = self.state();
             for ask in pending.asks() {
                 if state.refused.is_refused(ask.limit(), ask.key(), now_ms) {
-                    ask.answer(BindingAnswer::Remembered);
+                    ask.answer(BackendAnswer::Remembered);
                     continue;
                 }
                 let (redis_key, window_end_ms) =
@@ -200,13 +200,13 @@ impl RedisStore {
                     }
                     count
                         .ask
-                        .answer(BindingAnswer::Answered { success: within });
+                        .answer(BackendAnswer::Answered { success: within });
                 }
             }
             Err(trouble) => {
                 let reason = trouble.reason(state.ever_answered);
                 for count in counts {
-                    count.ask.answer(BindingAnswer::Unavailable(reason));
+                    count.ask.answer(BackendAnswer::Unavailable(reason));
                 }
             }
         }

@@ -1,10 +1,10 @@
 //! The cool-off of a troubled binding (or Redis), driven through the real
 //! limiter (`checks`, `asks`, `conclude`) on clocks moved by hand.
 
+use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
 use runtime::config::Application;
 use runtime::limiter::{Decision, Now, Pending};
-use runtime::store::{BindingAnswer, FallbackReason};
 use runtime::{Limiter, Subject};
 
 const T0: u64 = 1_800_000_000_000;
@@ -25,7 +25,7 @@ fn limiter() -> Limiter {
 fn request(
     limiter: &mut Limiter,
     key: &str,
-    answer: BindingAnswer,
+    answer: BackendAnswer,
     now_ms: u64,
 ) -> (bool, Decision) {
     request_at(limiter, key, answer, Now::one_clock(now_ms))
@@ -35,7 +35,7 @@ fn request(
 fn request_at(
     limiter: &mut Limiter,
     key: &str,
-    answer: BindingAnswer,
+    answer: BackendAnswer,
     now: Now,
 ) -> (bool, Decision) {
     let checks = limiter.checks(&Subject::of_request(None, Some(key)), "/api/items");
@@ -50,8 +50,8 @@ fn request_at(
 /// A request from `key` up to its asks, its one check on the binding.
 fn ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> Pending {
     let checks = limiter.checks(&Subject::of_request(None, Some(key)), "/api/items");
-    let store = checks[0].store().expect("a binding");
-    assert_eq!(limiter.store_name(store), BINDING);
+    let store = checks[0].backend().expect("a binding");
+    assert_eq!(limiter.backend_name(store), BINDING);
     limiter.asks(checks, Now::one_clock(now_ms))
 }
 
@@ -60,10 +60,10 @@ fn would_ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> bool {
     ask(limiter, key, now_ms).checks()[0].is_asked()
 }
 
-const TIMED_OUT: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::TimedOut);
-const FAILED: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::Failed);
-const MISSING: BindingAnswer = BindingAnswer::Unavailable(FallbackReason::Missing);
-const WITHIN: BindingAnswer = BindingAnswer::Answered { success: true };
+const TIMED_OUT: BackendAnswer = BackendAnswer::Unavailable(FallbackReason::TimedOut);
+const FAILED: BackendAnswer = BackendAnswer::Unavailable(FallbackReason::Failed);
+const MISSING: BackendAnswer = BackendAnswer::Unavailable(FallbackReason::Missing);
+const WITHIN: BackendAnswer = BackendAnswer::Answered { success: true };
 
 #[test]
 fn a_timed_out_binding_is_left_alone_for_the_cool_off_and_counted_in_memory() {
@@ -231,7 +231,7 @@ fn a_probe_answered_from_the_stores_own_cache_leaves_the_cool_off_to_a_real_prob
     let (asked, d) = request(
         &mut l,
         "192.0.2.2",
-        BindingAnswer::Remembered,
+        BackendAnswer::Remembered,
         T0 + COOL_OFF_MS,
     );
     assert!(asked, "after the cool-off one request probes");

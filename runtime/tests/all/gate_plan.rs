@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use runtime::Subject;
+use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::config::{Application, Counting, Deployable, Route, Store, StoreDriver, Target};
 use runtime::gate_plan::{GatePlan, PlanError};
 use runtime::limiter::{Decision, Limiter, Now};
 use runtime::limits::Limit;
-use runtime::store::{BindingAnswer, FallbackReason};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -50,7 +50,7 @@ fn both(
     limiters: &mut [Limiter; 2],
     subject: &Subject,
     path: &str,
-    answer: Option<BindingAnswer>,
+    answer: Option<BackendAnswer>,
     now_ms: u64,
 ) -> [Decision; 2] {
     limiters.each_mut().map(|limiter| {
@@ -68,11 +68,11 @@ fn both(
 #[test]
 fn a_limiter_from_the_plans_text_decides_as_one_from_the_description() {
     let answers = [
-        Some(BindingAnswer::Answered { success: true }),
-        Some(BindingAnswer::Answered { success: false }),
-        Some(BindingAnswer::Unavailable(FallbackReason::Missing)),
-        Some(BindingAnswer::Unavailable(FallbackReason::Failed)),
-        Some(BindingAnswer::Unavailable(FallbackReason::TimedOut)),
+        Some(BackendAnswer::Answered { success: true }),
+        Some(BackendAnswer::Answered { success: false }),
+        Some(BackendAnswer::Unavailable(FallbackReason::Missing)),
+        Some(BackendAnswer::Unavailable(FallbackReason::Failed)),
+        Some(BackendAnswer::Unavailable(FallbackReason::TimedOut)),
         None,
     ];
     let mut deployables_seen = 0;
@@ -145,8 +145,8 @@ fn a_deployable_counting_in_redis_has_no_plan_text() {
 
 #[test]
 fn a_text_that_is_no_plan_is_refused_with_its_line() {
-    let good = "rate-limits-plan 1\ndeployable edge\ncounting binding limits 7\n\
-                store LIMITS_20_PER_10S\nstore LIMITS_120_PER_60S\nsubjects - 1\n\
+    let good = "rate-limits-plan 2\ndeployable edge\ncounting binding limits 7\n\
+                backend LIMITS_20_PER_10S\nbackend LIMITS_120_PER_60S\nsubjects - 1\n\
                 route 0 20 10 /api/search\n";
     assert!(GatePlan::from_text(good).is_ok());
     let line = |n| {
@@ -160,29 +160,29 @@ fn a_text_that_is_no_plan_is_refused_with_its_line() {
         ("rate-limits-plan 2\n", Err(PlanError::Version)),
         // The store lines after `subjects`.
         (
-            "rate-limits-plan 1\ndeployable e\ncounting no_api\nsubjects - -\nstore X\n",
+            "rate-limits-plan 2\ndeployable e\ncounting no_api\nsubjects - -\nbackend X\n",
             line(5),
         ),
         (
-            "rate-limits-plan 1\ndeployable e\ncounting redis cache\n",
+            "rate-limits-plan 2\ndeployable e\ncounting redis cache\n",
             line(3),
         ),
         (
-            "rate-limits-plan 1\ndeployable e\ncounting binding c x\n",
+            "rate-limits-plan 2\ndeployable e\ncounting binding c x\n",
             line(3),
         ),
         (
-            "rate-limits-plan 1\ndeployable e\ncounting in_memory\nsubjects 0 -\n",
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects 0 -\n",
             line(4),
         ),
         (
-            "rate-limits-plan 1\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 0 10 /a\n",
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 0 10 /a\n",
             line(5),
         ),
-        ("rate-limits-plan 1\ndeployable e\ndeployable f\n", line(3)),
+        ("rate-limits-plan 2\ndeployable e\ndeployable f\n", line(3)),
         // Ends before its `subjects` line.
         (
-            "rate-limits-plan 1\ndeployable e\ncounting in_memory\n",
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\n",
             line(4),
         ),
     ];
@@ -195,7 +195,7 @@ fn a_text_that_is_no_plan_is_refused_with_its_line() {
     }
     // Every error says where, and what to do about another version.
     let version = GatePlan::from_text("").expect_err("no plan").to_string();
-    assert!(version.contains("harness check --plan"), "{version}");
+    assert!(version.contains("harness validate --plan"), "{version}");
 }
 
 proptest! {
@@ -231,7 +231,7 @@ proptest! {
     }
 
     #[test]
-    fn no_text_makes_reading_a_plan_panic(text in "(rate-limits-plan 1\n)?[ -~\n]{0,300}") {
+    fn no_text_makes_reading_a_plan_panic(text in "(rate-limits-plan 2\n)?[ -~\n]{0,300}") {
         let _ = GatePlan::from_text(&text);
     }
 }

@@ -4,11 +4,11 @@ use std::net::Ipv4Addr;
 
 use runtime::ClientAddress;
 use runtime::Subject;
+use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::config::{Application, Counting};
 use runtime::config::{Deployable, RedisEndpoint, Route, Store, StoreDriver, Target};
 use runtime::limiter::{Decision, FallbackLog, Limiter, Now, Policy, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, Limit};
-use runtime::store::{BindingAnswer, FallbackReason};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -35,7 +35,7 @@ fn decide(
     limiter: &mut Limiter,
     subject: &Subject,
     path: &str,
-    answer: Option<BindingAnswer>,
+    answer: Option<BackendAnswer>,
 ) -> Decision {
     let checks = limiter.checks(subject, path);
     let mut pending = limiter.asks(checks, Now::one_clock(T0));
@@ -53,7 +53,7 @@ fn decide_each(
     limiter: &mut Limiter,
     subject: &Subject,
     path: &str,
-    answers: &[Option<BindingAnswer>],
+    answers: &[Option<BackendAnswer>],
 ) -> Decision {
     let checks = limiter.checks(subject, path);
     let mut pending = limiter.asks(checks, Now::one_clock(T0));
@@ -68,7 +68,7 @@ fn decide_each(
 /// The name of the binding `check` asks.
 fn binding(limiter: &Limiter, check: &runtime::limiter::Check) -> String {
     limiter
-        .store_name(check.store().expect("a binding"))
+        .backend_name(check.backend().expect("a binding"))
         .to_owned()
 }
 
@@ -77,7 +77,7 @@ fn run(
     limiter: &mut Limiter,
     subject: &Subject,
     n: usize,
-    answer: Option<BindingAnswer>,
+    answer: Option<BackendAnswer>,
 ) -> (usize, Vec<String>) {
     let mut within = 0;
     let mut logs = Vec::new();
@@ -123,7 +123,7 @@ fn the_binding_decides_when_it_answers() {
             &mut limiter,
             &subject,
             500,
-            Some(BindingAnswer::Answered { success: true })
+            Some(BackendAnswer::Answered { success: true })
         )
         .0,
         500
@@ -133,7 +133,7 @@ fn the_binding_decides_when_it_answers() {
             &mut limiter,
             &subject,
             3,
-            Some(BindingAnswer::Answered { success: false })
+            Some(BackendAnswer::Answered { success: false })
         )
         .0,
         0
@@ -153,7 +153,7 @@ fn each_fallback_counts_in_memory_and_logs_once_without_a_key() {
             &mut limiter,
             &subject,
             121,
-            Some(BindingAnswer::Unavailable(reason)),
+            Some(BackendAnswer::Unavailable(reason)),
         );
         assert_eq!(within, 120, "{reason:?}: counted in memory up to the limit");
         assert_eq!(logs.len(), 1, "{reason:?}: logged once");
@@ -279,8 +279,8 @@ fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
         &subject,
         "/api/search",
         &[
-            Some(BindingAnswer::Answered { success: true }),
-            Some(BindingAnswer::Answered { success: false }),
+            Some(BackendAnswer::Answered { success: true }),
+            Some(BackendAnswer::Answered { success: false }),
         ],
     );
     let refusal = only_route.refusal.expect("the route refused");
@@ -290,7 +290,7 @@ fn binding_mode_refuses_with_every_refusing_limit_and_the_longest_window() {
         &mut limiter,
         &subject,
         "/api/search",
-        Some(BindingAnswer::Answered { success: false }),
+        Some(BackendAnswer::Answered { success: false }),
     );
     assert_eq!(both.refusal.expect("both refused").retry_after_seconds, 60);
 }
@@ -300,15 +300,15 @@ fn a_route_binding_that_cannot_be_asked_is_logged_while_the_built_in_limit_refus
     let mut limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let subject = address("192.0.2.4");
     let answers = [
-        Some(BindingAnswer::Answered { success: false }),
-        Some(BindingAnswer::Unavailable(FallbackReason::Missing)),
+        Some(BackendAnswer::Answered { success: false }),
+        Some(BackendAnswer::Unavailable(FallbackReason::Missing)),
     ];
     let decision = decide_each(&mut limiter, &subject, "/api/search", &answers);
     assert!(decision.refusal.is_some());
     assert_eq!(
         decision.logs,
         [FallbackLog {
-            store: "LIMITS_2_PER_10S".into(),
+            backend: "LIMITS_2_PER_10S".into(),
             reason: FallbackReason::Missing
         }]
     );

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use runtime::CallerId;
 use runtime::address::{AddressUnknown, TrustedProxies};
+use runtime::backend::{BackendAnswer, FallbackReason};
+use runtime::bindings::Bindings;
 use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
 use runtime::config::{Application, Code, UnknownCode};
 use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
@@ -21,8 +23,6 @@ use runtime::native::GateError;
 use runtime::native::redis::RedisStore;
 use runtime::native::refused::RefusedCache;
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
-use runtime::plan::BindingPlan;
-use runtime::store::{BindingAnswer, FallbackReason};
 use runtime::{Limit, Limiter, Subject};
 use tower_layer::Layer;
 
@@ -101,7 +101,7 @@ fn shown_description() -> Shown {
         ],
     };
     let proxies = TrustedProxies::new(vec!["10.0.0.0/8".parse().expect("net")]);
-    let plan = BindingPlan::for_deployable(&app, &deployable);
+    let plan = Bindings::for_deployable(&app, &deployable);
     let invalid = Application::from_toml(&invalid_applications()[0]).expect_err("invalid");
     let diagnostic = invalid.0[0].clone();
     let gate_errors = [
@@ -118,7 +118,7 @@ fn shown_description() -> Shown {
     let plan_errors = [
         gate_plan.to_text().expect_err("a Redis plan has no text"),
         GatePlan::from_text("x").expect_err("no plan"),
-        GatePlan::from_text(&format!("rate-limits-plan 1\n{PASSWORD} {CALLER}\n"))
+        GatePlan::from_text(&format!("rate-limits-plan 2\n{PASSWORD} {CALLER}\n"))
             .expect_err("no plan"),
     ];
     let plan_error_texts: Vec<String> = plan_errors.iter().map(ToString::to_string).collect();
@@ -171,11 +171,11 @@ fn shown_description() -> Shown {
             format!("{plan_errors:?} {plan_error_texts:?}"),
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
-        ("plan::BindingPlan", format!("{plan:?}")),
-        ("plan::PlannedBinding", format!("{:?}", plan.bindings)),
-        ("plan::Simple", format!("{:?}", plan.wrangler_entries())),
+        ("bindings::Bindings", format!("{plan:?}")),
+        ("bindings::Binding", format!("{:?}", plan.bindings)),
+        ("bindings::Simple", format!("{:?}", plan.wrangler_entries())),
         (
-            "plan::WranglerEntry",
+            "bindings::WranglerEntry",
             format!("{:?}", plan.wrangler_entries()),
         ),
     ]
@@ -240,14 +240,14 @@ fn shown_decision() -> Shown {
         ),
         ("native::refused::RefusedCache", format!("{refused_keys:?}")),
         (
-            "store::BindingAnswer",
-            format!("{:?}", BindingAnswer::Remembered),
+            "backend::BackendAnswer",
+            format!("{:?}", BackendAnswer::Remembered),
         ),
         (
-            "store::FallbackReason",
+            "backend::FallbackReason",
             format!("{:?}", FallbackReason::Missing),
         ),
-        ("store::StoreId", format!("{:?}", check.store())),
+        ("backend::BackendId", format!("{:?}", check.backend())),
         ("subject::Subject", format!("{caller:?} {address:?}")),
     ]
 }

@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use runtime::GatePlan;
+use runtime::bindings::Bindings;
 use runtime::config::{Application, Diagnostics, StoreDriver};
-use runtime::plan::BindingPlan;
 
 use crate::commands::suite::{Suite, Trial};
 use crate::language::on_cloudflare;
@@ -319,7 +319,7 @@ fn plan_scenario(
                 trial: trial(),
                 deployable: prepared.deployable.clone(),
             })?;
-    let planned = BindingPlan::for_deployable(&app, deployable);
+    let planned = Bindings::for_deployable(&app, deployable);
     let scenario = prepared.scenario.scenario.get_ref();
     let behaviours = scenario
         .bindings

@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use runtime::bindings::Bindings;
 use runtime::config::Application;
-use runtime::plan::BindingPlan;
 
 use super::{ControlRequest, EngineError, Runner};
 use crate::engine::limit_call::{control_body, read_outcome};
@@ -24,7 +24,7 @@ pub fn emulated_bindings(
     let d = app
         .deployable(deployable)
         .ok_or_else(|| EngineError::UnknownDeployable(deployable.to_owned()))?;
-    let plan = BindingPlan::for_deployable(app, d);
+    let plan = Bindings::for_deployable(app, d);
     let scenario = prepared.scenario.scenario.get_ref();
     let initial = scenario
         .bindings

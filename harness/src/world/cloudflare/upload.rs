@@ -193,7 +193,7 @@ mod tests {
                     },
                     Binding::PlainText {
                         name: "PLAN".into(),
-                        text: "rate-limits-plan 1\ndeployable edge\n".into(),
+                        text: "rate-limits-plan 2\ndeployable edge\n".into(),
                     },
                 ],
             },
@@ -222,7 +222,7 @@ mod tests {
         );
         assert_eq!(
             json["bindings"][1],
-            serde_json::json!({"type":"plain_text","name":"PLAN","text":"rate-limits-plan 1\ndeployable edge\n"})
+            serde_json::json!({"type":"plain_text","name":"PLAN","text":"rate-limits-plan 2\ndeployable edge\n"})
         );
         assert_eq!(json["main_module"], "entry.js");
     }

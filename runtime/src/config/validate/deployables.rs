@@ -50,7 +50,7 @@ pub(super) fn validate_deployables(
         if d.serves_api {
             check_api_store(report, name, d.target, &declines, store, span);
         }
-        let client_address = client_address(report, name, d.target, d.client_address.as_ref());
+        let client_address = address_source(report, name, d.target, d.client_address.as_ref());
         deployables.push(Deployable {
             name: name.clone(),
             target: d.target,
@@ -65,7 +65,7 @@ pub(super) fn validate_deployables(
 /// A deployable's `client_address`: `"peer"` (a native deployable's default),
 /// `"cloudflare"` (a Worker's only source), or `{ trusted_proxies = [...] }`,
 /// each entry an address or a network (`10.0.0.0/8`, `2001:db8::/32`).
-fn client_address(
+fn address_source(
     report: &mut Report<'_>,
     name: &str,
     target: Target,

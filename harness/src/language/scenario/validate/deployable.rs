@@ -92,7 +92,7 @@ fn validate_binding_keys(
     app: &Application,
     deployable: &Deployable,
 ) -> Result<(), String> {
-    let plan = runtime::plan::BindingPlan::for_deployable(app, deployable);
+    let plan = runtime::bindings::Bindings::for_deployable(app, deployable);
     let known: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
     for (name, wanted) in keys {
         if name == ALL_BINDINGS {

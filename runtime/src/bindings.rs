@@ -12,7 +12,7 @@ use crate::names::binding_name;
 
 /// One binding the Worker needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PlannedBinding {
+pub struct Binding {
     /// The name the Worker sees it under, such as `LIMITS_120_PER_60S`.
     pub name: String,
     /// Its namespace: bindings sharing one share their counts, even across Workers.
@@ -23,51 +23,51 @@ pub struct PlannedBinding {
 
 /// The bindings of one application, in namespace order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct BindingPlan {
-    /// One per distinct limit; their order is [`crate::store::StoreId`]'s.
-    pub bindings: Vec<PlannedBinding>,
+pub struct Bindings {
+    /// One per distinct limit; their order is [`crate::backend::BackendId`]'s.
+    pub bindings: Vec<Binding>,
 }
 
-impl BindingPlan {
+impl Bindings {
     /// The bindings an application's store needs; empty unless the store is Cloudflare's binding.
-    pub fn for_application(app: &Application) -> BindingPlan {
+    pub fn for_application(app: &Application) -> Bindings {
         app.deployables
             .iter()
-            .map(|d| BindingPlan::for_deployable(app, d))
+            .map(|d| Bindings::for_deployable(app, d))
             .find(|plan| !plan.bindings.is_empty())
             .unwrap_or_default()
     }
 
     /// The bindings one deployable asks: none unless it counts through Cloudflare's binding.
-    pub fn for_deployable(app: &Application, deployable: &Deployable) -> BindingPlan {
+    pub fn for_deployable(app: &Application, deployable: &Deployable) -> Bindings {
         match app.counting(deployable) {
             Counting::Binding {
                 connection,
                 namespace,
-            } => BindingPlan::new(&connection, namespace, &app.limits()),
-            Counting::InMemory | Counting::Redis { .. } | Counting::NoApi => BindingPlan::default(),
+            } => Bindings::new(&connection, namespace, &app.limits()),
+            Counting::InMemory | Counting::Redis { .. } | Counting::NoApi => Bindings::default(),
         }
     }
 
     /// Plans one binding per distinct limit, numbered from `namespace`.
-    pub fn new(connection: &str, namespace: u64, limits: &[Limit]) -> BindingPlan {
+    pub fn new(connection: &str, namespace: u64, limits: &[Limit]) -> Bindings {
         let mut limits = limits.to_vec();
         limits.sort();
         limits.dedup();
         let bindings = limits
             .into_iter()
             .zip(namespace..)
-            .map(|(limit, namespace_id)| PlannedBinding {
+            .map(|(limit, namespace_id)| Binding {
                 name: binding_name(connection, limit),
                 namespace_id,
                 limit,
             })
             .collect();
-        BindingPlan { bindings }
+        Bindings { bindings }
     }
 
     /// The binding that counts `limit`.
-    pub fn binding_for(&self, limit: Limit) -> Option<&PlannedBinding> {
+    pub fn binding_for(&self, limit: Limit) -> Option<&Binding> {
         self.bindings.iter().find(|b| b.limit == limit)
     }
 

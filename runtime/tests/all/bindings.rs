@@ -1,10 +1,10 @@
 //! Bindings, their names and numbering, and the Wrangler entries.
 
 use proptest::prelude::*;
+use runtime::bindings::Bindings;
 use runtime::config::Application;
 use runtime::limits::Limit;
 use runtime::names::binding_name;
-use runtime::plan::BindingPlan;
 
 fn app_with_routes(routes: &[(u32, u32)]) -> Application {
     let mut source = String::from(
@@ -20,7 +20,7 @@ fn app_with_routes(routes: &[(u32, u32)]) -> Application {
     Application::from_toml(&source).expect("valid")
 }
 
-fn names_and_ids(plan: &BindingPlan) -> Vec<(String, u64)> {
+fn names_and_ids(plan: &Bindings) -> Vec<(String, u64)> {
     plan.bindings
         .iter()
         .map(|b| (b.name.clone(), b.namespace_id))
@@ -29,7 +29,7 @@ fn names_and_ids(plan: &BindingPlan) -> Vec<(String, u64)> {
 
 #[test]
 fn todays_limits_are_two_bindings() {
-    let plan = BindingPlan::for_application(&app_with_routes(&[]));
+    let plan = Bindings::for_application(&app_with_routes(&[]));
     assert_eq!(
         names_and_ids(&plan),
         [
@@ -41,7 +41,7 @@ fn todays_limits_are_two_bindings() {
 
 #[test]
 fn numbered_by_window_then_requests_and_adding_a_limit_renumbers_the_ones_after_it() {
-    let plan = BindingPlan::for_application(&app_with_routes(&[(20, 10), (300, 60)]));
+    let plan = Bindings::for_application(&app_with_routes(&[(20, 10), (300, 60)]));
     assert_eq!(
         names_and_ids(&plan),
         [
@@ -55,7 +55,7 @@ fn numbered_by_window_then_requests_and_adding_a_limit_renumbers_the_ones_after_
 
 #[test]
 fn a_route_sharing_a_built_in_limit_shares_its_binding() {
-    let plan = BindingPlan::for_application(&app_with_routes(&[(120, 60)]));
+    let plan = Bindings::for_application(&app_with_routes(&[(120, 60)]));
     assert_eq!(plan.bindings.len(), 2);
 }
 
@@ -66,7 +66,7 @@ fn no_bindings_without_the_cloudflare_store() {
          [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n",
     )
     .expect("valid");
-    assert!(BindingPlan::for_application(&app).bindings.is_empty());
+    assert!(Bindings::for_application(&app).bindings.is_empty());
 }
 
 #[test]
@@ -79,7 +79,7 @@ fn names_are_upper_case_and_safe() {
 
 #[test]
 fn wrangler_jsonc_has_the_documented_shape() {
-    let plan = BindingPlan::for_application(&app_with_routes(&[]));
+    let plan = Bindings::for_application(&app_with_routes(&[]));
     let json: serde_json::Value = serde_json::from_str(&plan.wrangler_jsonc()).expect("json");
     assert_eq!(
         json,
@@ -92,7 +92,7 @@ fn wrangler_jsonc_has_the_documented_shape() {
 
 #[test]
 fn wrangler_toml_has_the_documented_shape() {
-    let plan = BindingPlan::for_application(&app_with_routes(&[]));
+    let plan = Bindings::for_application(&app_with_routes(&[]));
     let text = plan.wrangler_toml();
     assert!(text.contains("[[ratelimits]]"), "{text}");
     assert!(text.contains("[ratelimits.simple]"), "{text}");
@@ -114,7 +114,7 @@ proptest! {
         limits in prop::collection::vec((1u32..5_000, prop::sample::select(vec![10u32, 60])), 0..20),
     ) {
         let limits: Vec<Limit> = limits.into_iter().map(|(r, w)| Limit::new(r, w)).collect();
-        let plan = BindingPlan::new("limits", namespace, &limits);
+        let plan = Bindings::new("limits", namespace, &limits);
         let mut names: Vec<&str> = plan.bindings.iter().map(|b| b.name.as_str()).collect();
         names.sort();
         names.dedup();

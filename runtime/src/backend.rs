@@ -1,35 +1,35 @@
-//! The stores a limiter asks (Cloudflare's bindings, or a Redis connection),
+//! The backends a limiter asks (Cloudflare's bindings, or a Redis connection),
 //! as the sans-IO [`crate::limiter`] and the I/O layers that ask them
-//! ([`crate::breaker`] included) speak of them: a store by its [`StoreId`],
+//! ([`crate::breaker`] included) speak of them: a backend by its [`BackendId`],
 //! the deadline it is given, and what it answered.
 
-/// How long a store is waited for before the request is counted in memory:
+/// How long a backend is waited for before the request is counted in memory:
 /// Cloudflare's binding on Workers, the whole Redis round trip (connecting
 /// included) on a native server.
 pub const DEADLINE_MS: u32 = 500;
 
-/// A store of one limiter, by its place in the limiter's table of stores
+/// A backend of one limiter, by its place in the limiter's table of backends
 /// (Cloudflare's bindings in namespace order, or the one Redis connection):
 /// a number the hot path copies where it would clone a name, and the index
-/// of the store's cool-off. Its name is [`crate::Limiter::store_name`].
+/// of the backend's cool-off. Its name is [`crate::Limiter::backend_name`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct StoreId(u32);
+pub struct BackendId(u32);
 
-impl StoreId {
-    /// The id of the store at `index` in a limiter's table (only the limiter
-    /// makes ids, so an id always names a store of its limiter).
-    pub(crate) fn new(index: usize) -> StoreId {
-        StoreId(u32::try_from(index).unwrap_or(u32::MAX))
+impl BackendId {
+    /// The id of the backend at `index` in a limiter's table (only the limiter
+    /// makes ids, so an id always names a backend of its limiter).
+    pub(crate) fn new(index: usize) -> BackendId {
+        BackendId(u32::try_from(index).unwrap_or(u32::MAX))
     }
 
-    /// The store's place in its limiter's table, as the Workers gate sends
+    /// The backend's place in its limiter's table, as the Workers gate sends
     /// it to `ask-bindings.js` (an index into the binding names).
     pub fn index(self) -> usize {
         self.0 as usize
     }
 }
 
-/// Why a store could not be asked, as logged.
+/// Why a backend could not be asked, as logged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FallbackReason {
     /// The Worker has no binding of that name, or Redis was never reached.
@@ -37,7 +37,7 @@ pub enum FallbackReason {
     /// The binding threw, rejected, or answered something other than `{ success: boolean }`;
     /// or Redis answered with an error.
     Failed,
-    /// The store did not answer within [`DEADLINE_MS`].
+    /// The backend did not answer within [`DEADLINE_MS`].
     TimedOut,
 }
 
@@ -52,9 +52,9 @@ impl FallbackReason {
     }
 }
 
-/// What the store said for one check.
+/// What the backend said for one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BindingAnswer {
+pub enum BackendAnswer {
     /// `{ success }` in time.
     Answered {
         /// Whether the request is within the limit.
@@ -62,8 +62,8 @@ pub enum BindingAnswer {
     },
     /// No usable answer: the request is counted in memory instead.
     Unavailable(FallbackReason),
-    /// Refused from the store's own cache of keys it refused earlier in
-    /// their window: no round trip was made, so it is no news of the store's
+    /// Refused from the backend's own cache of keys it refused earlier in
+    /// their window: no round trip was made, so it is no news of the backend's
     /// health and moves no cool-off (a probe answered so is not a probe).
     Remembered,
 }
