@@ -12,7 +12,7 @@
 //! - *count server*: the one workerd process that keeps every emulated binding's count for a run ([`world::workerd::CountServer`]).
 //! - *binding emulation*: `assets/ratelimit-binding.js`, the `ratelimit` binding as the Worker sees it, with its faults.
 //! - *fault*: a way an emulated binding misbehaves (throwing, rejecting, malformed, slow, hanging, missing).
-//! - *Redis behaviour*: how a native scenario's real Redis behaves (`store = ...` at the start, `set_store = ...` mid-run).
+//! - *Redis behaviour*: how a native scenario's real Redis behaves (`redis_starts = ...` at the start, `set_redis = ...` mid-run).
 //! - *expectation*: what a scenario says must hold of what was observed.
 //! - *verdict*: a trial's outcome once the expected failures (`scenarios/expected-failures.toml`) are applied.
 //! - *report*: what a run prints: one line per trial, the failures, and `N passed, N failed, N skipped`.

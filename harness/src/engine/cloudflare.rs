@@ -68,7 +68,7 @@ pub async fn run_steps(
             }
             Ok(Action::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
             Ok(Action::SetBindings(_)) => return Err(not_here("`set_bindings`")),
-            Ok(Action::SetStore(_)) => return Err(not_here("`set_store`")),
+            Ok(Action::SetRedis(_)) => return Err(not_here("`set_redis`")),
             Ok(Action::AdvanceClock(_)) => return Err(not_here("`advance_clock`")),
             Ok(Action::RestartIsolate(_)) => return Err(not_here("`restart_isolate`")),
             Ok(Action::Limit(_)) => return Err(not_here("`limit`")),

@@ -1,9 +1,9 @@
 //! A native scenario's Redis: one real `redis-server` or a real three-master
 //! cluster ([`crate::world::redis`]) started for the scenario and stopped with it,
 //! or nothing at all for a `missing` store, and the store behaviours of the
-//! scenario language done to it for real ([`StoreBehaviour`]).
+//! scenario language done to it for real ([`RedisBehaviour`]).
 
-use crate::language::scenario::{RedisCalls, RedisKind, StoreBehaviour};
+use crate::language::scenario::{RedisBehaviour, RedisCalls, RedisKind};
 use crate::world::redis::{RedisCluster, RedisError, RedisServer};
 
 /// Where the native instances' store connection points.
@@ -69,7 +69,7 @@ pub enum ScenarioRedisError {
     #[error("`{behaviour}` cannot be done to {store}")]
     Unsupported {
         /// The behaviour.
-        behaviour: StoreBehaviour,
+        behaviour: RedisBehaviour,
         /// The store, such as `a missing store`.
         store: &'static str,
     },
@@ -79,16 +79,16 @@ impl ScenarioRedis {
     /// Starts the scenario's Redis (`kind`) already behaving as `initial`.
     pub async fn start(
         kind: RedisKind,
-        initial: StoreBehaviour,
+        initial: RedisBehaviour,
     ) -> Result<ScenarioRedis, ScenarioRedisError> {
         let topology = match (initial, kind) {
-            (StoreBehaviour::Missing, _) => Topology::Missing(HeldPort::bind()?),
+            (RedisBehaviour::Missing, _) => Topology::Missing(HeldPort::bind()?),
             (_, RedisKind::Server) => Topology::Server(RedisServer::start().await?),
             (_, RedisKind::Cluster) => Topology::Cluster(RedisCluster::start().await?),
         };
         let mut redis = ScenarioRedis { topology };
         match initial {
-            StoreBehaviour::Healthy | StoreBehaviour::Missing => {}
+            RedisBehaviour::Healthy | RedisBehaviour::Missing => {}
             other => redis.apply(other).await?,
         }
         Ok(redis)
@@ -122,14 +122,14 @@ impl ScenarioRedis {
     }
 
     /// Does `behaviour` to every server of the store.
-    pub async fn apply(&mut self, behaviour: StoreBehaviour) -> Result<(), ScenarioRedisError> {
+    pub async fn apply(&mut self, behaviour: RedisBehaviour) -> Result<(), ScenarioRedisError> {
         let unsupported = |store| ScenarioRedisError::Unsupported { behaviour, store };
         match (&self.topology, behaviour) {
             (Topology::Missing(_), _) => return Err(unsupported("a missing store")),
-            (Topology::Cluster(_), StoreBehaviour::Restarted) => {
+            (Topology::Cluster(_), RedisBehaviour::Restarted) => {
                 return Err(unsupported("a cluster"));
             }
-            (_, StoreBehaviour::Missing) => return Err(unsupported("a running store")),
+            (_, RedisBehaviour::Missing) => return Err(unsupported("a running store")),
             _ => {}
         }
         for server in self.servers_mut() {
@@ -163,27 +163,27 @@ impl ScenarioRedis {
 
 async fn apply_to_server(
     server: &mut RedisServer,
-    behaviour: StoreBehaviour,
+    behaviour: RedisBehaviour,
 ) -> Result<(), RedisError> {
     match behaviour {
-        StoreBehaviour::Healthy if server.pid().is_none() => server.restart().await,
-        StoreBehaviour::Healthy => {
+        RedisBehaviour::Healthy if server.pid().is_none() => server.restart().await,
+        RedisBehaviour::Healthy => {
             server.resume();
             server.unpause().await
         }
-        StoreBehaviour::Down => {
+        RedisBehaviour::Down => {
             server.kill().await;
             Ok(())
         }
-        StoreBehaviour::Hanging => {
+        RedisBehaviour::Hanging => {
             server.hang();
             Ok(())
         }
-        StoreBehaviour::Slow { ms } => server.pause(ms).await,
-        StoreBehaviour::Restarted => server.restart().await,
-        StoreBehaviour::ScriptsFlushed => server.flush_scripts().await,
+        RedisBehaviour::Slow { ms } => server.pause(ms).await,
+        RedisBehaviour::Restarted => server.restart().await,
+        RedisBehaviour::ScriptsFlushed => server.flush_scripts().await,
         // Refused by `apply` before any server is touched.
-        StoreBehaviour::Missing => Ok(()),
+        RedisBehaviour::Missing => Ok(()),
     }
 }
 

@@ -417,15 +417,15 @@ fn a_missing_application_file_is_named() {
     );
 }
 
-/// A native API on Redis, inline, for the store's scenario errors.
+/// A native API on Redis, inline, for the Redis scenario errors.
 const NATIVE_REDIS: &str = "application_inline = \'\'\'\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
 
 #[test]
-fn an_unknown_store_behaviour_names_file_line_and_column() {
+fn an_unknown_redis_behaviour_names_file_line_and_column() {
     let error = malformed(&format!(
-        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}store = \"flaky\"\n"
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}redis_starts = \"flaky\"\n"
     ));
-    assert!(error.starts_with("scenarios/bad.toml:14:9: "), "{error}");
+    assert!(error.starts_with("scenarios/bad.toml:14:16: "), "{error}");
     assert!(
         error.contains("flaky") && error.contains("hanging"),
         "{error}"
@@ -433,17 +433,17 @@ fn an_unknown_store_behaviour_names_file_line_and_column() {
 }
 
 #[test]
-fn store_behaviours_only_where_they_make_sense() {
+fn redis_behaviours_only_where_they_make_sense() {
     let at_start = malformed(&format!(
-        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}store = \"restarted\"\n"
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}redis_starts = \"restarted\"\n"
     ));
     assert!(
-        at_start.starts_with("scenarios/bad.toml:14:9: "),
+        at_start.starts_with("scenarios/bad.toml:14:16: "),
         "{at_start}"
     );
     assert!(at_start.contains("mid-run"), "{at_start}");
     let missing_mid_run = malformed(&format!(
-        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_store = \"missing\"\n"
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_redis = \"missing\"\n"
     ));
     assert!(
         missing_mid_run.starts_with("scenarios/bad.toml:14:"),
@@ -454,7 +454,7 @@ fn store_behaviours_only_where_they_make_sense() {
         "{missing_mid_run}"
     );
     let cluster_restart = malformed(&format!(
-        "[[scenario]]\nname = \"a\"\nredis = \"cluster\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_store = \"restarted\"\n"
+        "[[scenario]]\nname = \"a\"\nredis = \"cluster\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_redis = \"restarted\"\n"
     ));
     assert!(
         cluster_restart.contains("cluster is not restarted"),
@@ -474,7 +474,7 @@ fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
         "{error}"
     );
     let error = malformed(&format!(
-        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nset_store = \"down\"\n"
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nset_redis = \"down\"\n"
     ));
     assert!(error.starts_with("scenarios/bad.toml:9:"), "{error}");
     assert!(error.contains("Workers deployable"), "{error}");

@@ -301,7 +301,7 @@ impl<'a> Runner<'a> {
                     .await
             }
             Action::SetBindings(changes) => self.set_bindings(changes).await,
-            Action::SetStore(behaviour) => self.set_store(index, behaviour).await,
+            Action::SetRedis(behaviour) => self.set_redis(index, behaviour).await,
             Action::WaitForWindow(seconds) => self.wait_for_window(seconds).await,
             Action::WaitForRoom(room) => self.wait_for_room(room).await,
             Action::AdvanceClock(seconds) => self.advance_clock(seconds).await,

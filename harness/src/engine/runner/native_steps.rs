@@ -1,9 +1,9 @@
 //! The engine's steps for native scenarios: starting the scenario's Redis
-//! and its `native-fixture` instances, `set_store`, and counting Redis's
+//! and its `native-fixture` instances, `set_redis`, and counting Redis's
 //! script calls around a `send` whose expectations name `redis_calls`.
 
 use super::{EngineError, Runner, SharedCount};
-use crate::language::scenario::{RedisCalls, SendRequests, StoreBehaviour};
+use crate::language::scenario::{RedisBehaviour, RedisCalls, SendRequests};
 use crate::world::native::launch::NativeLaunch;
 use crate::world::scenario_redis::ScenarioRedis;
 
@@ -14,9 +14,9 @@ impl Runner<'_> {
         let scenario = self.prepared.scenario.scenario.get_ref();
         if self.prepared.counts_in_redis() {
             let initial = scenario
-                .store
+                .redis_starts
                 .as_ref()
-                .map_or(StoreBehaviour::Healthy, |b| *b.get_ref());
+                .map_or(RedisBehaviour::Healthy, |b| *b.get_ref());
             let redis = ScenarioRedis::start(scenario.redis, initial).await?;
             self.shared_count = SharedCount::Redis(redis);
         }
@@ -35,11 +35,11 @@ impl Runner<'_> {
         self.start_all(count, application).await
     }
 
-    /// `set_store`: does the behaviour to the scenario's real Redis.
-    pub(super) async fn set_store(
+    /// `set_redis`: does the behaviour to the scenario's real Redis.
+    pub(super) async fn set_redis(
         &mut self,
         step: usize,
-        behaviour: StoreBehaviour,
+        behaviour: RedisBehaviour,
     ) -> Result<(), EngineError> {
         let SharedCount::Redis(redis) = &mut self.shared_count else {
             return Err(EngineError::NoRedis { step: step + 1 });

@@ -1,5 +1,5 @@
 //! How a scenario's emulated bindings ([`Behaviour`]) and its real Redis
-//! ([`StoreBehaviour`]) behave, at the start and after a step changes them.
+//! ([`RedisBehaviour`]) behave, at the start and after a step changes them.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -12,11 +12,11 @@ use serde::de::{self, Deserializer, MapAccess, Visitor};
 /// The key in `bindings` that stands for every planned binding.
 pub const ALL_BINDINGS: &str = "*";
 
-/// How a native scenario's real Redis behaves (`store` at the start,
-/// `set_store` mid-run). Each is done to the real server(s).
+/// How a native scenario's real Redis behaves (`redis_starts` at the start,
+/// `set_redis` mid-run). Each is done to the real server(s).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum StoreBehaviour {
+pub enum RedisBehaviour {
     /// Answers: after `hanging` it gets SIGCONT, after `slow` CLIENT UNPAUSE,
     /// after `down` a fresh server starts on the same port (empty counts).
     Healthy,
@@ -33,20 +33,20 @@ pub enum StoreBehaviour {
     Restarted,
     /// `SCRIPT FLUSH`: the next EVALSHA is NOSCRIPT (mid-run only).
     ScriptsFlushed,
-    /// Nothing ever listens at the store's URL (at the start only).
+    /// Nothing ever listens at the Redis URL (at the start only).
     Missing,
 }
 
-impl fmt::Display for StoreBehaviour {
+impl fmt::Display for RedisBehaviour {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StoreBehaviour::Healthy => f.write_str("healthy"),
-            StoreBehaviour::Down => f.write_str("down"),
-            StoreBehaviour::Hanging => f.write_str("hanging"),
-            StoreBehaviour::Slow { ms } => write!(f, "slow = {{ ms = {ms} }}"),
-            StoreBehaviour::Restarted => f.write_str("restarted"),
-            StoreBehaviour::ScriptsFlushed => f.write_str("scripts_flushed"),
-            StoreBehaviour::Missing => f.write_str("missing"),
+            RedisBehaviour::Healthy => f.write_str("healthy"),
+            RedisBehaviour::Down => f.write_str("down"),
+            RedisBehaviour::Hanging => f.write_str("hanging"),
+            RedisBehaviour::Slow { ms } => write!(f, "slow = {{ ms = {ms} }}"),
+            RedisBehaviour::Restarted => f.write_str("restarted"),
+            RedisBehaviour::ScriptsFlushed => f.write_str("scripts_flushed"),
+            RedisBehaviour::Missing => f.write_str("missing"),
         }
     }
 }

@@ -27,7 +27,7 @@ mod statuses;
 mod step;
 mod validate;
 
-pub use behaviour::{ALL_BINDINGS, Behaviour, StoreBehaviour, behaviour_of};
+pub use behaviour::{ALL_BINDINGS, Behaviour, RedisBehaviour, behaviour_of};
 pub use bounds::{MAX_CONCURRENCY, MAX_DEADLINE_MS, MAX_ISOLATES, MAX_REQUESTS};
 pub use expect::{
     Deadline, FallbackExpectation, FallbackReasonName, FinalExpectations, Latency, RedisCalls,

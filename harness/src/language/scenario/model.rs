@@ -10,7 +10,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::behaviour::{Behaviour, StoreBehaviour};
+use super::behaviour::{Behaviour, RedisBehaviour};
 use super::bounds::{MAX_ISOLATES, one};
 use super::expect::FinalExpectations;
 use super::step::Step;
@@ -75,12 +75,12 @@ pub struct Scenario {
     /// (`cluster`), started for the scenario and stopped with it.
     #[serde(default)]
     pub redis: RedisKind,
-    /// For a native deployable counting in Redis: the store's behaviour at
-    /// the start (`healthy` by default, `down`, `hanging`, `slow = { ms = N }`
-    /// or `missing`).
+    /// For a native deployable counting in Redis: how that Redis starts
+    /// (`healthy` by default, `down`, `hanging`, `slow = { ms = N }` or
+    /// `missing`).
     #[serde(default)]
-    #[schemars(with = "Option<StoreBehaviour>")]
-    pub store: Option<Spanned<StoreBehaviour>>,
+    #[schemars(with = "Option<RedisBehaviour>")]
+    pub redis_starts: Option<Spanned<RedisBehaviour>>,
     /// For an invalid application: the diagnostic codes `harness validate` must report (and no steps).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

@@ -8,11 +8,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use toml::Spanned;
 
-use super::behaviour::{Behaviour, StoreBehaviour};
+use super::behaviour::{Behaviour, RedisBehaviour};
 use super::bounds::one;
 use super::expect::SendExpectations;
 
-/// One step. Exactly one action: `send`, `set_bindings`, `set_store`,
+/// One step. Exactly one action: `send`, `set_bindings`, `set_redis`,
 /// `wait_for_window`, `wait_for_room`, `advance_clock`, `restart_isolate`,
 /// `sleep_ms` or `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -28,7 +28,7 @@ pub struct Step {
     /// Change a native scenario's Redis: `healthy`, `down`, `hanging`,
     /// `slow = { ms = N }`, `restarted` or `scripts_flushed`.
     #[serde(default)]
-    pub set_store: Option<StoreBehaviour>,
+    pub set_redis: Option<RedisBehaviour>,
     /// Move to the next boundary of a window this many seconds long (10 or
     /// 60): the scenario clock jumps there, the wall clock is waited for.
     #[serde(default)]
@@ -79,7 +79,7 @@ pub enum Action<'a> {
     /// Change bindings' behaviour in every isolate.
     SetBindings(&'a BTreeMap<String, Behaviour>),
     /// Do this to a native scenario's Redis.
-    SetStore(StoreBehaviour),
+    SetRedis(RedisBehaviour),
     /// Move to the next boundary of a window of this many seconds.
     WaitForWindow(u32),
     /// Move to the next boundary when too little is left of the window.
@@ -100,7 +100,7 @@ impl Step {
         let Step {
             send,
             set_bindings,
-            set_store,
+            set_redis,
             wait_for_window,
             wait_for_room,
             advance_clock,
@@ -117,7 +117,7 @@ impl Step {
             set_bindings
                 .as_ref()
                 .map(|b| Action::SetBindings(b.get_ref())),
-            set_store.map(Action::SetStore),
+            set_redis.map(Action::SetRedis),
             wait_for_window.map(Action::WaitForWindow),
             wait_for_room.map(Action::WaitForRoom),
             advance_clock.map(|a| Action::AdvanceClock(a.seconds)),
@@ -129,7 +129,7 @@ impl Step {
         .flatten();
         let (Some(action), None) = (actions.next(), actions.next()) else {
             return Err(
-                "a step does exactly one of: send, set_bindings, set_store, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
+                "a step does exactly one of: send, set_bindings, set_redis, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
             );
         };
         if expect.is_some() && send.is_none() {

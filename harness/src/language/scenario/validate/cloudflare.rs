@@ -81,7 +81,7 @@ pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<u
             Ok(Action::SetBindings(_)) => {
                 "`set_bindings`: a binding on Cloudflare cannot change mid-run"
             }
-            Ok(Action::SetStore(_)) => "`set_store`: Cloudflare runs no Redis of the harness's",
+            Ok(Action::SetRedis(_)) => "`set_redis`: Cloudflare runs no Redis of the harness's",
             Ok(Action::AdvanceClock(_)) => {
                 "`advance_clock`: Cloudflare has no scenario clock (window steps wait real time there)"
             }

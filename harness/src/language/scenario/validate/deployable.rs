@@ -33,12 +33,12 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
         }
     );
     let no_bindings = format!(
-        "is for a Workers deployable's Cloudflare bindings; `{deployable}` is native (its store is Redis: use `store`, `set_store`, `redis_calls`)"
+        "is for a Workers deployable's Cloudflare bindings; `{deployable}` is native (its store is Redis: use `redis_starts`, `set_redis`, `redis_calls`)"
     );
     let whole = source.scenario.span();
     if !redis {
-        if let Some(store) = &s.store {
-            return Err(source.error(store.span(), format!("`store` {no_redis}")));
+        if let Some(starts) = &s.redis_starts {
+            return Err(source.error(starts.span(), format!("`redis_starts` {no_redis}")));
         }
         if s.redis != RedisKind::Server {
             return Err(source.error(whole, format!("`redis` {no_redis}")));
@@ -64,7 +64,7 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
                  deployable, whose peer is Cloudflare's edge and whose client is \
                  `CF-Connecting-IP` (`address`)"
             )),
-            Ok(Action::SetStore(_)) if !redis => Some(format!("`set_store` {no_redis}")),
+            Ok(Action::SetRedis(_)) if !redis => Some(format!("`set_redis` {no_redis}")),
             Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
             Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
             Ok(Action::Send {

@@ -1,7 +1,7 @@
 //! Whether a scenario makes sense, validated as its file is loaded so that
 //! nothing runs that could not be judged: each step does one thing, its
 //! sequences parse and add up, its isolates exist ([`send`], [`deadline`],
-//! [`store`]); what it asks of its deployable, the deployable can do
+//! [`redis`]); what it asks of its deployable, the deployable can do
 //! ([`deployable`]); Cloudflare can run what is marked to run there
 //! ([`cloudflare`]); and it judges something. Every refusal is a
 //! [`ScenarioError`] at the place in the file.
@@ -9,8 +9,8 @@
 mod cloudflare;
 mod deadline;
 mod deployable;
+mod redis;
 mod send;
-mod store;
 
 use std::ops::Range;
 
@@ -18,8 +18,8 @@ pub use cloudflare::cloudflare_obstacle;
 use cloudflare::validate_for_cloudflare;
 use deadline::validate_deadline_isolate;
 use deployable::validate_for_deployable;
+use redis::{validate_redis_change, validate_redis_start};
 use send::validate_send;
-use store::{validate_store_at_start, validate_store_change};
 
 use super::bounds::{MAX_ISOLATES, MAX_REQUESTS};
 use super::model::{ClockKind, Scenario};
@@ -60,8 +60,8 @@ fn validate_alone(source: &ScenarioSource) -> Result<(), ScenarioError> {
                 .map_err(|e| source.error(codes.span(), e.to_string()))?;
         }
     }
-    if let Some(store) = &s.store {
-        validate_store_at_start(s, *store.get_ref()).map_err(|m| source.error(store.span(), m))?;
+    if let Some(starts) = &s.redis_starts {
+        validate_redis_start(s, *starts.get_ref()).map_err(|m| source.error(starts.span(), m))?;
     }
     let mut requests = 0;
     let mut served = vec![false; s.isolates];
@@ -119,7 +119,7 @@ fn validate_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range
         ),
         Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
         Action::RestartIsolate(isolate) => isolate_exists(isolate),
-        Action::SetStore(behaviour) => validate_store_change(s, behaviour).map_err(|m| (None, m)),
+        Action::SetRedis(behaviour) => validate_redis_change(s, behaviour).map_err(|m| (None, m)),
         Action::Limit(call) => isolate_exists(call.isolate),
         Action::Send { send, expect } => {
             if let Some(isolate) = send.isolate {
