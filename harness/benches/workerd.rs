@@ -12,7 +12,7 @@
 //!   is refused) against five workerd processes started side by side:
 //!   - `bare`: a JavaScript Worker that only answers 200 (`bare-worker.js`);
 //!   - `off`: the deployable with limiting switched off (the text binding
-//!     `LIMITING = "off"`, see `harness/deployable`), otherwise the config of
+//!     `LIMITING = "off"`, see `harness/workers/wasm-bindgen`), otherwise the config of
 //!     `on, store`;
 //!   - `on, store`: healthy emulated bindings counting in the binding store,
 //!     a workerd process of its own, as every scenario runs them;
@@ -26,8 +26,8 @@
 //!     what asking the binding costs JavaScript, beside the Rust gate;
 //!   - `workers-rs off`, `workers-rs on, in-isolate binding`, `workers-rs on,
 //!     memory`: the same three for the Worker written with workers-rs
-//!     (`harness/deployable-workers-rs`); `axum off`, `axum on, in-isolate
-//!     binding`: for the axum one (`harness/deployable-axum`).
+//!     (`harness/workers/workers-rs`); `axum off`, `axum on, in-isolate
+//!     binding`: for the axum one (`harness/workers/axum`).
 //!
 //!   The load generator is the same for all: closed loop, `CONCURRENCY`
 //!   keep-alive HTTP/1.1 connections with one request in flight each
@@ -286,9 +286,9 @@ fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
 
 /// Everything a benchmark needs to start its processes.
 struct Bench {
-    /// workerd, and the wasm-bindgen Worker (`harness/deployable`).
+    /// workerd, and the wasm-bindgen Worker (`harness/workers/wasm-bindgen`).
     env: Environment,
-    /// The other Workers (`harness/deployable-workers-rs`, `harness/deployable-axum`).
+    /// The other Workers (`harness/workers/workers-rs`, `harness/workers/axum`).
     others: Vec<WorkerBuild>,
     /// The deployable's plan, as its build step writes it.
     plan: String,

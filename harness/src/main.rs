@@ -69,9 +69,9 @@ enum Command {
         /// store, or Cloudflare's simulator (also: HARNESS_BINDING).
         #[arg(long, value_enum)]
         binding: Option<CoreChoice>,
-        /// The Worker the Workers scenarios run: `harness/deployable`
-        /// (wasm-bindgen), `harness/deployable-workers-rs` or
-        /// `harness/deployable-axum` (also: HARNESS_WORKER).
+        /// The Worker the Workers scenarios run: `harness/workers/wasm-bindgen`
+        /// (wasm-bindgen), `harness/workers/workers-rs` or
+        /// `harness/workers/axum` (also: HARNESS_WORKER).
         #[arg(long, value_enum)]
         worker: Option<WorkerChoice>,
         #[command(flatten)]

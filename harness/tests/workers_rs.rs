@@ -1,7 +1,7 @@
 //! `cargo test -p harness --test workers_rs`: every scenario of `scenarios/`
 //! that runs a Worker, the fault matrix included, on the two Workers written
-//! with workers-rs: `harness/deployable-workers-rs` (its `#[event(fetch)]`
-//! handler asks `Gate::check`) and `harness/deployable-axum` (an axum
+//! with workers-rs: `harness/workers/workers-rs` (its `#[event(fetch)]`
+//! handler calls `Gate::decide`) and `harness/workers/axum` (an axum
 //! `Router` limited by `RateLimitLayer`), each scenario a named trial per
 //! Worker (`workers-rs::FILE::NAME`, `axum::FILE::NAME`). A target of its
 //! own, so the Workers' corpora are told apart in the report. See

@@ -13,8 +13,8 @@
 //! the isolate's own `setTimeout`, so no tokio timer is needed (tokio's panic
 //! on wasm32) and the layer works under axum.
 //!
-//! `harness/deployable-workers-rs` (the fetch handler) and
-//! `harness/deployable-axum` (the layer) are such Workers; docs/workers.md
+//! `harness/workers/workers-rs` (the fetch handler) and
+//! `harness/workers/axum` (the layer) are such Workers; docs/workers.md
 //! shows both, and the scenario corpus runs against both.
 
 use std::cell::Cell;

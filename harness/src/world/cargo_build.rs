@@ -17,9 +17,9 @@ pub const MANIFESTS: [&str; 8] = [
     "Cargo.lock",
     "runtime/Cargo.toml",
     "harness/Cargo.toml",
-    "harness/deployable/Cargo.toml",
-    "harness/deployable-workers-rs/Cargo.toml",
-    "harness/deployable-axum/Cargo.toml",
+    "harness/workers/wasm-bindgen/Cargo.toml",
+    "harness/workers/workers-rs/Cargo.toml",
+    "harness/workers/axum/Cargo.toml",
     "harness/bench-native/Cargo.toml",
 ];
 

@@ -22,13 +22,13 @@ pub const WORKER_VARIABLE: &str = "HARNESS_WORKER";
 /// ways people write a Rust Worker, the same routes, the same gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum WorkerChoice {
-    /// `harness/deployable`: raw wasm-bindgen, `runtime::workers::Gate::decide`.
+    /// `harness/workers/wasm-bindgen`: raw wasm-bindgen, `runtime::workers::Gate::decide`.
     #[default]
     WasmBindgen,
-    /// `harness/deployable-workers-rs`: workers-rs's `#[event(fetch)]`,
+    /// `harness/workers/workers-rs`: workers-rs's `#[event(fetch)]`,
     /// `runtime::workers_rs` (`Gate::check`).
     WorkersRs,
-    /// `harness/deployable-axum`: an axum `Router` on Workers (workers-rs's
+    /// `harness/workers/axum`: an axum `Router` on Workers (workers-rs's
     /// `http` feature), `runtime::workers_rs::RateLimitLayer`.
     Axum,
 }
@@ -50,7 +50,7 @@ impl WorkerChoice {
         }
     }
 
-    /// `HARNESS_WORKER`: unset or `wasm-bindgen` is `harness/deployable`,
+    /// `HARNESS_WORKER`: unset or `wasm-bindgen` is `harness/workers/wasm-bindgen`,
     /// `workers-rs` and `axum` the workers-rs ones.
     pub fn from_env() -> Result<WorkerChoice, UnknownWorker> {
         match std::env::var(WORKER_VARIABLE) {
@@ -75,18 +75,18 @@ impl WorkerChoice {
     /// Its crate's folder in the repository.
     pub fn crate_dir(self) -> &'static str {
         match self {
-            WorkerChoice::WasmBindgen => "harness/deployable",
-            WorkerChoice::WorkersRs => "harness/deployable-workers-rs",
-            WorkerChoice::Axum => "harness/deployable-axum",
+            WorkerChoice::WasmBindgen => "harness/workers/wasm-bindgen",
+            WorkerChoice::WorkersRs => "harness/workers/workers-rs",
+            WorkerChoice::Axum => "harness/workers/axum",
         }
     }
 
     /// Its crate.
     fn crate_name(self) -> &'static str {
         match self {
-            WorkerChoice::WasmBindgen => "harness-deployable",
-            WorkerChoice::WorkersRs => "harness-deployable-workers-rs",
-            WorkerChoice::Axum => "harness-deployable-axum",
+            WorkerChoice::WasmBindgen => "harness-worker-wasm-bindgen",
+            WorkerChoice::WorkersRs => "harness-worker-workers-rs",
+            WorkerChoice::Axum => "harness-worker-axum",
         }
     }
 
@@ -430,7 +430,7 @@ mod tests {
     fn a_source_changed_after_the_build_asks_cargo_again() {
         let dir = tempfile::tempdir().expect("tempdir");
         let source = dir.path().join("lib.rs");
-        let raw = dir.path().join("harness_deployable.wasm");
+        let raw = dir.path().join("harness_worker_wasm_bindgen.wasm");
         let stamp = dir.path().join(CARGO_STAMP);
         let set_time = |path: &Path, time: SystemTime| {
             let file = File::options()

@@ -137,7 +137,7 @@ fn the_pull_request_workflow_runs_ci_fmt_and_clippy_on_the_msrv_and_stable() {
     let ci = position(".ci/run");
     assert!(ci < position("cargo fmt --all -- --check"));
     assert!(ci < position("cargo clippy --workspace --all-targets -- -D warnings"));
-    position("cargo clippy -p harness-deployable --target wasm32-unknown-unknown");
+    position("cargo clippy -p harness-worker-wasm-bindgen --target wasm32-unknown-unknown");
 }
 
 #[test]

@@ -54,7 +54,7 @@ pub const MINUTE_ROOM: Duration = Duration::from_secs(20);
 pub const WALL_MARGIN: Duration = Duration::from_millis(50);
 
 /// The header the test deployable reads the signed-in caller from
-/// (`harness-deployable`'s `CALLER_HEADER`).
+/// (`harness-worker-wasm-bindgen`'s `CALLER_HEADER`).
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 /// The header that carries the harness's control token (see `assets/entry.js`).

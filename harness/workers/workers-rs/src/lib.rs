@@ -1,7 +1,7 @@
 //! The harness's deployable written as people write a Rust Worker with
 //! workers-rs: an `#[event(fetch)]` handler taking a `worker::Request` and
 //! `worker::Env`, the gate asked through `runtime::workers_rs`
-//! ([`Gate::decide`]). It serves the same routes as `harness/deployable`, so
+//! ([`Gate::decide`]). It serves the same routes as `harness/workers/wasm-bindgen`, so
 //! the whole scenario corpus runs against it (`harness run --worker
 //! workers-rs`):
 //!
@@ -31,7 +31,7 @@ use worker::{Context, Env, Request, Response, Result, event};
 pub const CALLER_HEADER: &str = "X-Test-Caller";
 
 thread_local! {
-    /// [`CALLER_HEADER`], read on every API request (as `harness/deployable`
+    /// [`CALLER_HEADER`], read on every API request (as `harness/workers/wasm-bindgen`
     /// reads it, so the two Workers' costs compare).
     static CALLER: HeaderName = HeaderName::new(CALLER_HEADER);
 }
@@ -62,7 +62,7 @@ fn start() {
 
 /// `GET /health`: the gate's state, counting the check. Out of line, as is
 /// every answer but an API request's, so the first API request has V8
-/// compile the API path and no more (see `harness/deployable`).
+/// compile the API path and no more (see `harness/workers/wasm-bindgen`).
 #[inline(never)]
 fn health(gate: &Gate) -> Result<Response> {
     let (health_checks, refused) = runtime::testing::tally_health_check();

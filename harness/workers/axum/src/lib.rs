@@ -2,7 +2,7 @@
 //! workers-rs's `#[event(fetch)]` with its `http` feature hands an
 //! `http::Request` to an axum `Router`, and `runtime::workers_rs`'s
 //! [`RateLimitLayer`] limits the API routes. It serves the same routes as
-//! `harness/deployable`, so the corpus runs against it (`harness run
+//! `harness/workers/wasm-bindgen`, so the corpus runs against it (`harness run
 //! --worker axum`):
 //!
 //! - `GET /health`: 200 with `{"status":"ok","deployable","counting","health_checks","refused"}`.
