@@ -157,7 +157,7 @@ fn a_text_that_is_no_plan_is_refused_with_its_line() {
     };
     let cases: [(&str, Result<(), PlanError>); 9] = [
         ("", Err(PlanError::Version)),
-        ("rate-limits-plan 2\n", Err(PlanError::Version)),
+        ("rate-limits-plan 1\n", Err(PlanError::Version)),
         // The store lines after `subjects`.
         (
             "rate-limits-plan 2\ndeployable e\ncounting no_api\nsubjects - -\nbackend X\n",
