@@ -173,12 +173,13 @@ impl GatePlan {
     /// counting in Redis has none: [`PlanError::CountsInRedis`].
     pub fn to_text(&self) -> Result<String, PlanError> {
         let mut text = String::with_capacity(128);
+        text.push_str(HEADER);
+        text.push('\n');
         let mut line = |words: &[&str]| {
             let escaped: Vec<String> = words.iter().map(|w| escape(w)).collect();
             text.push_str(&escaped.join(" "));
             text.push('\n');
         };
-        line(&HEADER.split(' ').collect::<Vec<_>>());
         line(&["deployable", &self.deployable]);
         match &self.counting {
             Counting::Binding {

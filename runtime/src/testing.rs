@@ -1,8 +1,11 @@
-//! What the harness's Worker fixtures count beside the gate (the
-//! production gate counts no health checks): one tally per isolate, which
-//! their health route reports. Only with the `testing` feature.
+//! What the harness's Worker fixtures share beside the gate, only with the
+//! `testing` feature: one tally per isolate of health checks and refusals
+//! (the production gate counts no health checks), which their health route
+//! reports, and the scenario clock's hook.
 
 use std::cell::Cell;
+
+use crate::config::Counting;
 
 thread_local! {
     /// This isolate's health checks answered and requests refused.
@@ -14,10 +17,32 @@ pub fn tally_refused() {
     TALLY.with(|(_, refused)| refused.set(refused.get() + 1));
 }
 
-/// Counts a health check, and returns the health checks and refusals to report.
-pub fn tally_health_check() -> (u64, u64) {
-    TALLY.with(|(health_checks, refused)| {
+/// Counts a health check and returns what the fixtures' `GET /health`
+/// answers: `{"status":"ok","deployable","counting","health_checks","refused"}`.
+pub fn health_report(deployable: &str, counting: &Counting) -> serde_json::Value {
+    let (health_checks, refused) = TALLY.with(|(health_checks, refused)| {
         health_checks.set(health_checks.get() + 1);
         (health_checks.get(), refused.get())
+    });
+    serde_json::json!({
+        "status": "ok",
+        "deployable": deployable,
+        "counting": counting.name(),
+        "health_checks": health_checks,
+        "refused": refused,
     })
+}
+
+/// Shifts the clock of this isolate's gate (built from `env`'s plan) by
+/// `offset_ms`: what each fixture's exported `set_clock_offset_ms` does when
+/// the harness's entry module gets `POST /clock`.
+#[cfg(target_arch = "wasm32")]
+pub fn set_clock_offset_ms(
+    offset_ms: f64,
+    env: &wasm_bindgen::JsValue,
+) -> Result<(), wasm_bindgen::JsValue> {
+    let gate = crate::workers::isolate_gate(env)
+        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    gate.clock().set_offset_ms(offset_ms as i64);
+    Ok(())
 }

@@ -45,10 +45,7 @@ pub fn set_clock_offset_ms(
     offset_ms: f64,
     env: wasm_bindgen::JsValue,
 ) -> std::result::Result<(), wasm_bindgen::JsValue> {
-    let gate = runtime::workers::isolate_gate(&env)
-        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
-    gate.clock().set_offset_ms(offset_ms as i64);
-    Ok(())
+    runtime::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response {
@@ -115,16 +112,9 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
             get(move || {
                 let gate = shared.clone();
                 async move {
-                    let (health_checks, refused) = runtime::testing::tally_health_check();
                     json(
                         StatusCode::OK,
-                        serde_json::json!({
-                            "status": "ok",
-                            "deployable": gate.deployable(),
-                            "counting": gate.counting().name(),
-                            "health_checks": health_checks,
-                            "refused": refused,
-                        }),
+                        runtime::testing::health_report(gate.deployable(), &gate.counting()),
                     )
                 }
             }),

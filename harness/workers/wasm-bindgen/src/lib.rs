@@ -81,16 +81,9 @@ fn passed() -> Result<web_sys::Response, JsValue> {
 /// `GET /health`: the gate's state, counting the check.
 #[inline(never)]
 fn health(gate: &Gate) -> Result<JsValue, JsValue> {
-    let (health_checks, refused) = runtime::testing::tally_health_check();
     json_response(
         200,
-        &serde_json::json!({
-            "status": "ok",
-            "deployable": gate.deployable(),
-            "counting": gate.counting().name(),
-            "health_checks": health_checks,
-            "refused": refused,
-        }),
+        &runtime::testing::health_report(gate.deployable(), &gate.counting()),
     )
 }
 
@@ -111,9 +104,7 @@ pub fn start() {
 /// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
 pub fn set_clock_offset_ms(offset_ms: f64, env: JsValue) -> Result<(), JsValue> {
-    let gate = isolate_gate(&env).map_err(|e| JsValue::from_str(&e.to_string()))?;
-    gate.clock().set_offset_ms(offset_ms as i64);
-    Ok(())
+    runtime::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 /// The Worker's fetch handler, called by the JavaScript entry module. It

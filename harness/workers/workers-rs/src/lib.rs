@@ -43,10 +43,7 @@ pub fn set_clock_offset_ms(
     offset_ms: f64,
     env: wasm_bindgen::JsValue,
 ) -> std::result::Result<(), wasm_bindgen::JsValue> {
-    let gate = runtime::workers::isolate_gate(&env)
-        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
-    gate.clock().set_offset_ms(offset_ms as i64);
-    Ok(())
+    runtime::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
@@ -65,16 +62,9 @@ fn start() {
 /// compile the API path and no more (see `harness/workers/wasm-bindgen`).
 #[inline(never)]
 fn health(gate: &Gate) -> Result<Response> {
-    let (health_checks, refused) = runtime::testing::tally_health_check();
     json(
         200,
-        &serde_json::json!({
-            "status": "ok",
-            "deployable": gate.deployable(),
-            "counting": gate.counting().name(),
-            "health_checks": health_checks,
-            "refused": refused,
-        }),
+        &runtime::testing::health_report(gate.deployable(), &gate.counting()),
     )
 }
 
