@@ -10,8 +10,9 @@
 //! The header is parsed, so every spelling of one address (case, leading
 //! zeros in a group, `::` written out) reaches the same key.
 //!
-//! A native server's client is the socket's peer, `CF-Connecting-IP` behind
-//! Cloudflare, or the client its trusted proxies name in `X-Forwarded-For`
+//! A native server's client is the socket's peer, `CF-Connecting-IP` from
+//! Cloudflare's own addresses, or the client its trusted proxies name in
+//! `X-Forwarded-For`
 //! ([`AddressSource`], the deployable's `client_address`); deciding it is a
 //! plain function here ([`AddressSource::resolve`]), the headers read
 //! by the I/O layer.
@@ -45,6 +46,7 @@ impl ClientAddress {
     /// [`ClientAddress::Unknown`].
     pub fn from_header(value: Option<&str>) -> ClientAddress {
         value
+            .map(str::as_bytes)
             .and_then(parse_ip)
             .map_or(ClientAddress::Unknown, ClientAddress::of_ip)
     }
@@ -118,8 +120,9 @@ impl fmt::Debug for ClientAddress {
 
 /// An IP address written in a header: whitespace around it ignored, an IPv6
 /// address in brackets or not. IPv4-mapped IPv6 addresses are read as IPv4.
-fn parse_ip(text: &str) -> Option<IpAddr> {
-    let text = text.trim();
+/// Bytes that are not UTF-8 are no address.
+fn parse_ip(bytes: &[u8]) -> Option<IpAddr> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
     let bare = text
         .strip_prefix('[')
         .and_then(|t| t.strip_suffix(']'))
@@ -130,9 +133,13 @@ fn parse_ip(text: &str) -> Option<IpAddr> {
 /// An `X-Forwarded-For` entry: an address as [`parse_ip`] reads it, or with
 /// a port after it (`203.0.113.7:41234`, `[2001:db8::1]:443`), as some load
 /// balancers write the header.
-fn parse_forwarded(entry: &str) -> Option<IpAddr> {
+fn parse_forwarded(entry: &[u8]) -> Option<IpAddr> {
     parse_ip(entry).or_else(|| {
-        let socket = entry.trim().parse::<SocketAddr>().ok()?;
+        let socket = std::str::from_utf8(entry)
+            .ok()?
+            .trim()
+            .parse::<SocketAddr>()
+            .ok()?;
         Some(socket.ip().to_canonical())
     })
 }
@@ -140,22 +147,111 @@ fn parse_forwarded(entry: &str) -> Option<IpAddr> {
 /// The header a trusted proxy names the client in.
 pub const FORWARDED_FOR_HEADER: &str = "X-Forwarded-For";
 
+/// Where Cloudflare keeps a client's real IPv6 address when its Pseudo IPv4
+/// setting is "Overwrite Headers": `CF-Connecting-IP` (and
+/// `X-Forwarded-For`) then hold a Class E address (240.0.0.0/4) hashed from
+/// it, which no real client has.
+pub const CLOUDFLARE_IPV6_HEADER: &str = "CF-Connecting-IPv6";
+
+/// Cloudflare's published ranges, with their source and date
+/// (`runtime/data/cloudflare-ips.txt`): the peers a `"cloudflare"` source
+/// believes about `CF-Connecting-IP`.
+pub const CLOUDFLARE_RANGES_FILE: &str = include_str!("../data/cloudflare-ips.txt");
+
+/// [`CLOUDFLARE_RANGES_FILE`]'s networks, parsed once per process. A line
+/// that is no network is skipped here and refused by the test that reads
+/// the file.
+pub fn cloudflare_ranges() -> &'static [IpNet] {
+    static RANGES: std::sync::OnceLock<Vec<IpNet>> = std::sync::OnceLock::new();
+    RANGES.get_or_init(|| {
+        CLOUDFLARE_RANGES_FILE
+            .lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty() && !line.starts_with('#'))
+            .filter_map(|line| line.parse().ok())
+            .collect()
+    })
+}
+
 /// Where a native deployable takes a request's client address from: its
 /// `client_address` in the application description (`"peer"` by default,
-/// `"cloudflare"`, or `{ trusted_proxies = [...] }`). A Worker always reads
-/// `CF-Connecting-IP`.
+/// `"cloudflare"`, `{ cloudflare_via = [...] }`, or
+/// `{ trusted_proxies = [...] }`). A Worker always reads `CF-Connecting-IP`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum AddressSource {
     /// The socket's peer: the only source no client can forge on a server it
     /// reaches directly.
     #[default]
     Peer,
-    /// `CF-Connecting-IP`: only for a server every request reaches through
-    /// Cloudflare (anyone reaching it directly could write the header).
-    CloudflareHeader,
+    /// `CF-Connecting-IP`, believed only from a peer that is Cloudflare (or
+    /// one of the deployable's relays in front of it); from any other peer,
+    /// the peer is the client: anyone reaching the server directly could
+    /// write the header.
+    CloudflareHeader(CloudflarePeers),
     /// The peer, unless it is one of these proxies: then the client its
     /// proxies name in `X-Forwarded-For` ([`TrustedProxies::client`]).
     TrustedProxies(TrustedProxies),
+}
+
+/// The peers a `"cloudflare"` source believes about `CF-Connecting-IP`:
+/// Cloudflare's published ranges, and the deployable's own relays between
+/// Cloudflare and it (`cloudflare_via`: `cloudflared` for a Cloudflare
+/// Tunnel, a load balancer of its own), which pass Cloudflare's header on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CloudflarePeers {
+    via: Vec<IpNet>,
+}
+
+impl CloudflarePeers {
+    /// Cloudflare's ranges and the relays in `via`.
+    pub fn new(via: Vec<IpNet>) -> CloudflarePeers {
+        CloudflarePeers { via }
+    }
+
+    /// Whether `ip` is Cloudflare or one of the relays.
+    pub fn trusts(&self, ip: IpAddr) -> bool {
+        let ip = ip.to_canonical();
+        cloudflare_ranges()
+            .iter()
+            .chain(&self.via)
+            .any(|network| network.contains(&ip))
+    }
+
+    /// The client address a peer this trusts names: `CF-Connecting-IP`, or,
+    /// where Cloudflare's Pseudo IPv4 has overwritten that with a Class E
+    /// address, the real IPv6 address in `CF-Connecting-IPv6`.
+    fn client(&self, headers: &AddressHeaders<'_>) -> Option<IpAddr> {
+        let ip = headers.cf_connecting_ip.and_then(parse_ip)?;
+        let pseudo = matches!(ip, IpAddr::V4(v4) if v4.octets()[0] >= 240);
+        if pseudo && let Some(real @ IpAddr::V6(_)) = headers.cf_connecting_ipv6.and_then(parse_ip)
+        {
+            return Some(real);
+        }
+        Some(ip)
+    }
+}
+
+/// The request headers a source may read, as the bytes they came as: a
+/// header that is not UTF-8 is read as far as it can be, not dropped whole.
+/// They hold addresses, which are keys: its `Debug` says which are present.
+#[derive(Clone, Copy, Default)]
+pub struct AddressHeaders<'a> {
+    /// `CF-Connecting-IP`.
+    pub cf_connecting_ip: Option<&'a [u8]>,
+    /// `CF-Connecting-IPv6` ([`CLOUDFLARE_IPV6_HEADER`]).
+    pub cf_connecting_ipv6: Option<&'a [u8]>,
+    /// Every `X-Forwarded-For` line, in order.
+    pub forwarded_for: &'a [&'a [u8]],
+}
+
+impl fmt::Debug for AddressHeaders<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AddressHeaders")
+            .field("cf_connecting_ip", &self.cf_connecting_ip.map(|_| ".."))
+            .field("cf_connecting_ipv6", &self.cf_connecting_ipv6.map(|_| ".."))
+            .field("forwarded_for_lines", &self.forwarded_for.len())
+            .finish()
+    }
 }
 
 /// Why a request's client address cannot be known (logged once per process
@@ -169,7 +265,7 @@ pub enum AddressUnknown {
     NoForwardedFor,
     /// The `X-Forwarded-For` entry that names the client is not an address.
     ForwardedForInvalid,
-    /// Behind Cloudflare, the request has no `CF-Connecting-IP`, or one that
+    /// From Cloudflare, the request has no `CF-Connecting-IP`, or one that
     /// is not an address.
     NoCloudflareHeader,
 }
@@ -190,44 +286,68 @@ impl AddressUnknown {
     }
 }
 
+/// The address a source found for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resolved {
+    /// Read where the source trusts it.
+    Address(ClientAddress),
+    /// A `"cloudflare"` source's request from a peer that is neither
+    /// Cloudflare nor a relay of the deployable: the peer is counted, since
+    /// anyone reaching the server directly can write `CF-Connecting-IP`
+    /// (logged once per process as [`Resolved::PEER_NOT_CLOUDFLARE`], never
+    /// with an address: a firewall that lets only Cloudflare in, or a
+    /// `cloudflare_via` for a tunnel, is missing).
+    PeerNotCloudflare(ClientAddress),
+}
+
+impl Resolved {
+    /// The event a request from a peer that is not Cloudflare is logged as.
+    pub const PEER_NOT_CLOUDFLARE: &'static str = "rate_limits.peer_not_cloudflare";
+
+    /// The address counted.
+    pub fn address(self) -> ClientAddress {
+        match self {
+            Resolved::Address(address) | Resolved::PeerNotCloudflare(address) => address,
+        }
+    }
+}
+
 impl AddressSource {
     /// The source's name as the description writes it and logs name it:
     /// `peer`, `cloudflare` or `trusted_proxies`.
     pub fn name(&self) -> &'static str {
         match self {
             AddressSource::Peer => "peer",
-            AddressSource::CloudflareHeader => "cloudflare",
+            AddressSource::CloudflareHeader(_) => "cloudflare",
             AddressSource::TrustedProxies(_) => "trusted_proxies",
         }
     }
 
-    /// Whether the source needs the socket's peer.
-    pub fn needs_peer(&self) -> bool {
-        !matches!(self, AddressSource::CloudflareHeader)
-    }
-
     /// The client address of a request from `peer` (`None` when the server
-    /// handed over none) with these `CF-Connecting-IP` and `X-Forwarded-For`
-    /// values (every `X-Forwarded-For` line, in order). Each source reads
-    /// only what it trusts: the peer source reads neither header, the
-    /// Cloudflare source only its header, the proxies source only
-    /// `X-Forwarded-For`, and that only from a trusted peer.
+    /// handed over none) with these `headers`. Each source reads only what
+    /// it trusts: the peer source reads no header, the Cloudflare source
+    /// only Cloudflare's and only from Cloudflare, the proxies source only
+    /// `X-Forwarded-For` and only from a trusted peer. Every source needs
+    /// the peer.
     pub fn resolve(
         &self,
         peer: Option<IpAddr>,
-        cloudflare_header: Option<&str>,
-        forwarded_for: &[&str],
-    ) -> Result<ClientAddress, AddressUnknown> {
+        headers: &AddressHeaders<'_>,
+    ) -> Result<Resolved, AddressUnknown> {
+        let peer = peer.ok_or(AddressUnknown::NoPeer)?.to_canonical();
         let ip = match self {
-            AddressSource::Peer => peer.ok_or(AddressUnknown::NoPeer)?.to_canonical(),
-            AddressSource::CloudflareHeader => cloudflare_header
-                .and_then(parse_ip)
+            AddressSource::Peer => peer,
+            AddressSource::CloudflareHeader(peers) if !peers.trusts(peer) => {
+                return Ok(Resolved::PeerNotCloudflare(ClientAddress::of_ip(peer)));
+            }
+            AddressSource::CloudflareHeader(peers) => peers
+                .client(headers)
                 .ok_or(AddressUnknown::NoCloudflareHeader)?,
             AddressSource::TrustedProxies(proxies) => {
-                proxies.client(peer.ok_or(AddressUnknown::NoPeer)?, forwarded_for)?
+                proxies.client(peer, headers.forwarded_for)?
             }
         };
-        Ok(ClientAddress::of_ip(ip))
+        Ok(Resolved::Address(ClientAddress::of_ip(ip)))
     }
 }
 
@@ -260,10 +380,11 @@ impl TrustedProxies {
     /// When every entry is a proxy, the leftmost (as nginx): a caller inside
     /// the proxies' own networks.
     ///
-    /// `forwarded_for` holds the header's lines in order (several lines are
-    /// one list). A proxy that sent no entry, or an entry that is no address
-    /// where the client should be, leaves the client unknown.
-    pub fn client(&self, peer: IpAddr, forwarded_for: &[&str]) -> Result<IpAddr, AddressUnknown> {
+    /// `forwarded_for` holds the header's lines in order, as bytes (several
+    /// lines are one list; bytes that are not UTF-8 spoil only the entry
+    /// they are in). A proxy that sent no entry, or an entry that is no
+    /// address where the client should be, leaves the client unknown.
+    pub fn client(&self, peer: IpAddr, forwarded_for: &[&[u8]]) -> Result<IpAddr, AddressUnknown> {
         let peer = peer.to_canonical();
         if !self.trusts(peer) {
             return Ok(peer);
@@ -272,8 +393,8 @@ impl TrustedProxies {
         let entries = forwarded_for
             .iter()
             .rev()
-            .flat_map(|line| line.rsplit(','))
-            .filter(|entry| !entry.trim().is_empty());
+            .flat_map(|line| line.rsplit(|&byte| byte == b','))
+            .filter(|entry| !entry.trim_ascii().is_empty());
         for entry in entries {
             let ip = parse_forwarded(entry).ok_or(AddressUnknown::ForwardedForInvalid)?;
             if !self.trusts(ip) {

@@ -244,7 +244,7 @@ mod tests {
                 target: Target::Workers,
                 serves_api: true,
                 declines: Vec::new(),
-                client_address: crate::AddressSource::CloudflareHeader,
+                client_address: crate::AddressSource::CloudflareHeader(Default::default()),
             }],
             routes: (1..=routes)
                 .map(|requests| Route {

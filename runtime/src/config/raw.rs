@@ -54,6 +54,8 @@ pub(super) struct RawDeployable {
 pub(super) enum RawClientAddress {
     Named(String),
     TrustedProxies(RawList),
+    /// `{ cloudflare_via = [...] }`: Cloudflare's header, also from these relays.
+    CloudflareVia(RawList),
     /// Another shape, described for the message (`an integer`, `a table with `x``).
     Other(String),
 }
@@ -88,7 +90,9 @@ impl<'de> Deserialize<'de> for RawClientAddress {
         impl<'de> Visitor<'de> for RawVisitor {
             type Value = RawClientAddress;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("\"peer\", \"cloudflare\" or { trusted_proxies = [...] }")
+                f.write_str(
+                    "\"peer\", \"cloudflare\", { cloudflare_via = [...] } or { trusted_proxies = [...] }",
+                )
             }
             describe_others!(|what: &str| RawClientAddress::Other(what.to_owned()));
             fn visit_str<E: de::Error>(self, v: &str) -> Result<RawClientAddress, E> {
@@ -106,22 +110,29 @@ impl<'de> Deserialize<'de> for RawClientAddress {
                 mut map: A,
             ) -> Result<RawClientAddress, A::Error> {
                 let mut proxies = None;
+                let mut via = None;
                 let mut other = None;
                 while let Some(key) = map.next_key::<String>()? {
                     if key == "trusted_proxies" {
                         proxies = Some(map.next_value::<RawList>()?);
+                    } else if key == "cloudflare_via" {
+                        via = Some(map.next_value::<RawList>()?);
                     } else {
                         map.next_value::<IgnoredAny>()?;
                         other.get_or_insert(key);
                     }
                 }
-                Ok(match (other, proxies) {
-                    (Some(key), _) if key.starts_with("$__toml") => {
+                Ok(match (other, proxies, via) {
+                    (Some(key), _, _) if key.starts_with("$__toml") => {
                         RawClientAddress::Other("a date".to_owned())
                     }
-                    (Some(key), _) => RawClientAddress::Other(format!("a table with `{key}`")),
-                    (None, Some(list)) => RawClientAddress::TrustedProxies(list),
-                    (None, None) => RawClientAddress::Other("an empty table".to_owned()),
+                    (Some(key), _, _) => RawClientAddress::Other(format!("a table with `{key}`")),
+                    (None, Some(_), Some(_)) => RawClientAddress::Other(
+                        "a table with both `trusted_proxies` and `cloudflare_via`".to_owned(),
+                    ),
+                    (None, Some(list), None) => RawClientAddress::TrustedProxies(list),
+                    (None, None, Some(list)) => RawClientAddress::CloudflareVia(list),
+                    (None, None, None) => RawClientAddress::Other("an empty table".to_owned()),
                 })
             }
         }

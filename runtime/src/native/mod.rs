@@ -8,8 +8,9 @@
 //! The address of a native request comes from where the deployable's
 //! `client_address` says ([`AddressSource`]): the socket's peer by default
 //! (on a native server any client can write `CF-Connecting-IP` or
-//! `X-Forwarded-For`), `CF-Connecting-IP` for a server reached only through
-//! Cloudflare, or the client the deployable's trusted proxies name in
+//! `X-Forwarded-For`), `CF-Connecting-IP` from Cloudflare's own addresses
+//! (and the deployable's tunnel or load balancer in front of it), or the
+//! client the deployable's trusted proxies name in
 //! `X-Forwarded-For`. A request whose address cannot be known is counted
 //! under one key all such requests share, and logged once per process as
 //! `rate_limits.address_unknown` (never with an address); one the server
@@ -37,7 +38,10 @@ use std::task::{Context, Poll};
 
 #[cfg(feature = "redis")]
 use self::redis::RedisStore;
-use crate::address::{AddressSource, AddressUnknown, ClientAddress, FORWARDED_FOR_HEADER};
+use crate::address::{
+    AddressHeaders, AddressSource, AddressUnknown, CLOUDFLARE_IPV6_HEADER, ClientAddress,
+    FORWARDED_FOR_HEADER, Resolved,
+};
 use crate::clock::Clock;
 use crate::config::{Application, Counting};
 use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, UnknownDeployable};
@@ -88,6 +92,8 @@ pub struct NativeGate {
     clock: Clock,
     /// Whether `rate_limits.address_unknown` was written yet: once per process.
     address_unknown_logged: AtomicBool,
+    /// Whether `rate_limits.peer_not_cloudflare` was written yet: once per process.
+    peer_not_cloudflare_logged: AtomicBool,
 }
 
 impl NativeGate {
@@ -124,6 +130,7 @@ impl NativeGate {
             addresses,
             clock: Clock::default(),
             address_unknown_logged: AtomicBool::new(false),
+            peer_not_cloudflare_logged: AtomicBool::new(false),
         })
     }
 
@@ -174,21 +181,39 @@ impl NativeGate {
         if let Some(caller) = Subject::signed_in(caller_id) {
             return Ok(caller);
         }
-        let cloudflare = headers.get(ADDRESS_HEADER).and_then(|v| v.to_str().ok());
-        let mut forwarded_for: Vec<&str> = Vec::new();
-        if matches!(self.addresses, AddressSource::TrustedProxies(_)) {
-            forwarded_for.extend(
-                headers
-                    .get_all(FORWARDED_FOR_HEADER)
-                    .iter()
-                    .filter_map(|v| v.to_str().ok()),
-            );
-        }
+        let header = |name: &str| headers.get(name).map(http::HeaderValue::as_bytes);
+        let forwarded_for: Vec<&[u8]> = match self.addresses {
+            AddressSource::TrustedProxies(_) => headers
+                .get_all(FORWARDED_FOR_HEADER)
+                .iter()
+                .map(http::HeaderValue::as_bytes)
+                .collect(),
+            AddressSource::Peer | AddressSource::CloudflareHeader(_) => Vec::new(),
+        };
+        let read = AddressHeaders {
+            cf_connecting_ip: header(ADDRESS_HEADER),
+            cf_connecting_ipv6: header(CLOUDFLARE_IPV6_HEADER),
+            forwarded_for: &forwarded_for,
+        };
         let peer = peer.map(|p| p.ip());
-        match self.addresses.resolve(peer, cloudflare, &forwarded_for) {
-            Ok(address) => Ok(Subject::Address(address)),
+        match self.addresses.resolve(peer, &read) {
+            Ok(Resolved::Address(address)) => Ok(Subject::Address(address)),
+            Ok(Resolved::PeerNotCloudflare(address)) => {
+                self.log_once(
+                    &self.peer_not_cloudflare_logged,
+                    Resolved::PEER_NOT_CLOUDFLARE,
+                    "peer_not_cloudflare",
+                    layer,
+                );
+                Ok(Subject::Address(address))
+            }
             Err(reason) => {
-                self.log_address_unknown(reason, layer);
+                self.log_once(
+                    &self.address_unknown_logged,
+                    AddressUnknown::EVENT,
+                    reason.as_str(),
+                    layer,
+                );
                 match reason {
                     AddressUnknown::NoPeer => Err(NoPeerAddress),
                     AddressUnknown::NoForwardedFor
@@ -201,23 +226,25 @@ impl NativeGate {
         }
     }
 
-    /// Writes the process's one `rate_limits.address_unknown` event: the
+    /// Writes one of the process's address events (`rate_limits.address_unknown`,
+    /// `rate_limits.peer_not_cloudflare`) the first time it happens: the
     /// source, the reason and where the layer was built, never an address.
-    fn log_address_unknown(
+    fn log_once(
         &self,
-        reason: AddressUnknown,
+        logged: &AtomicBool,
+        event: &'static str,
+        reason: &'static str,
         layer: Option<&'static Location<'static>>,
     ) {
-        if self.address_unknown_logged.swap(true, Ordering::Relaxed) {
+        if logged.swap(true, Ordering::Relaxed) {
             return;
         }
         tracing::warn!(
-            event = AddressUnknown::EVENT,
+            event,
             source = self.addresses.name(),
-            reason = reason.as_str(),
+            reason,
             layer = layer.map(tracing::field::display),
-            "{}",
-            AddressUnknown::EVENT
+            "{event}"
         );
     }
 

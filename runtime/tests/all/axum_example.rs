@@ -34,18 +34,20 @@ rate_limit = {{ requests = 3, window = 60 }}
 
 /// Every address source there is, as a description names it: a source
 /// added to `AddressSource` stops this from compiling until the example and
-/// these tests show it. The trusted proxies are the loopback client itself.
-fn every_source() -> [&'static str; 3] {
+/// these tests show it. The trusted proxies and Cloudflare's relay are the
+/// loopback client itself.
+fn every_source() -> [&'static str; 4] {
     let sources = [
         r#""peer""#,
         r#""cloudflare""#,
+        r#"{ cloudflare_via = ["127.0.0.1/32", "::1"] }"#,
         r#"{ trusted_proxies = ["127.0.0.1/32", "::1"] }"#,
     ];
     for source in sources {
         let app = Application::from_toml(&app(source)).expect("valid");
         match app.deployable("server").expect("server").client_address {
             AddressSource::Peer
-            | AddressSource::CloudflareHeader
+            | AddressSource::CloudflareHeader(_)
             | AddressSource::TrustedProxies(_) => {}
         }
     }
@@ -78,35 +80,47 @@ async fn get(client: &reqwest::Client, url: &str, headers: &[(&str, &str)]) -> (
     (response.status().as_u16(), policy)
 }
 
+/// By the peer, and behind Cloudflare from a peer that is not Cloudflare
+/// (loopback is in none of its ranges): a forged `CF-Connecting-IP` is
+/// ignored.
 #[tokio::test]
 async fn by_the_peer_every_header_is_ignored_and_the_loopback_client_is_one_caller() {
-    let url = serve(r#""peer""#).await;
-    let client = reqwest::Client::new();
-    let mut statuses = Vec::new();
-    for n in 0..121 {
-        // A client on a native server can write any header: each a new "address".
-        let forged = format!("203.0.113.{}", n % 250);
-        let headers = [
-            ("CF-Connecting-IP", forged.as_str()),
-            ("X-Forwarded-For", forged.as_str()),
-        ];
-        statuses.push(get(&client, &format!("{url}/api/items"), &headers).await);
+    for source in [r#""peer""#, r#""cloudflare""#] {
+        let url = serve(source).await;
+        let client = reqwest::Client::new();
+        let mut statuses = Vec::new();
+        for n in 0..121 {
+            // A client on a native server can write any header: each a new "address".
+            let forged = format!("203.0.113.{}", n % 250);
+            let headers = [
+                ("CF-Connecting-IP", forged.as_str()),
+                ("X-Forwarded-For", forged.as_str()),
+            ];
+            statuses.push(get(&client, &format!("{url}/api/items"), &headers).await);
+        }
+        assert!(
+            statuses[..120].iter().all(|(s, _)| *s == 200),
+            "{source}: {statuses:?}"
+        );
+        assert_eq!(
+            statuses[120],
+            (429, "\"address\";q=120;w=60".to_owned()),
+            "{source}"
+        );
+        assert_eq!(get(&client, &format!("{url}/health"), &[]).await.0, 200);
     }
-    assert!(
-        statuses[..120].iter().all(|(s, _)| *s == 200),
-        "{statuses:?}"
-    );
-    assert_eq!(statuses[120], (429, "\"address\";q=120;w=60".to_owned()));
-    assert_eq!(get(&client, &format!("{url}/health"), &[]).await.0, 200);
 }
 
-/// Behind Cloudflare (`CF-Connecting-IP`) and behind a trusted proxy
+/// Behind Cloudflare (`CF-Connecting-IP` from its relay) and behind a trusted proxy
 /// (`X-Forwarded-For` from a peer in `trusted_proxies`), each client the
 /// header names counts apart, and one client is refused after 120.
 #[tokio::test]
 async fn behind_cloudflare_or_a_trusted_proxy_each_named_client_counts_apart() {
     for (source, header) in [
-        (r#""cloudflare""#, "CF-Connecting-IP"),
+        (
+            r#"{ cloudflare_via = ["127.0.0.1/32", "::1"] }"#,
+            "CF-Connecting-IP",
+        ),
         (
             r#"{ trusted_proxies = ["127.0.0.1/32", "::1"] }"#,
             "X-Forwarded-For",

@@ -9,7 +9,10 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::common::{Handler, Lines};
-use runtime::address::{AddressSource, AddressUnknown, TrustedProxies};
+use runtime::address::{
+    AddressHeaders, AddressSource, AddressUnknown, CLOUDFLARE_RANGES_FILE, CloudflarePeers,
+    Resolved, TrustedProxies, cloudflare_ranges,
+};
 use runtime::config::{Application, Code};
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
 use runtime::{ClientAddress, Subject};
@@ -70,7 +73,13 @@ fn the_description_says_where_the_address_comes_from() {
     assert_eq!(source(Some("\"peer\"")), AddressSource::Peer);
     assert_eq!(
         source(Some("\"cloudflare\"")),
-        AddressSource::CloudflareHeader
+        AddressSource::CloudflareHeader(CloudflarePeers::default())
+    );
+    assert_eq!(
+        source(Some(r#"{ cloudflare_via = ["127.0.0.1"] }"#)),
+        AddressSource::CloudflareHeader(CloudflarePeers::new(vec![
+            "127.0.0.1/32".parse().expect("net")
+        ]))
     );
     let AddressSource::TrustedProxies(proxies) = source(Some(PROXIES)) else {
         panic!("trusted proxies");
@@ -93,7 +102,7 @@ fn the_description_says_where_the_address_comes_from() {
     let app = Application::from_toml(workers).expect("valid");
     assert_eq!(
         app.deployable("edge").expect("edge").client_address,
-        AddressSource::CloudflareHeader
+        AddressSource::CloudflareHeader(CloudflarePeers::default())
     );
 }
 
@@ -148,6 +157,24 @@ name = "f"
 target = "workers"
 serves_api = false
 client_address = "peer"
+
+[[deployables]]
+name = "g"
+target = "native"
+serves_api = true
+client_address = { trusted_proxies = ["0.0.0.0/1", "128.0.0.0/2", "192.0.0.0/2"] }
+
+[[deployables]]
+name = "h"
+target = "native"
+serves_api = true
+client_address = { cloudflare_via = ["::/1", "8000::/1"] }
+
+[[deployables]]
+name = "i"
+target = "native"
+serves_api = true
+client_address = { cloudflare_via = ["10.0.0.1"], trusted_proxies = ["10.0.0.1"] }
 "#;
     assert_eq!(
         placed(source),
@@ -163,6 +190,9 @@ client_address = "peer"
             "rate_limits.client_address_invalid 24:18",
             "rate_limits.client_address_invalid 30:18",
             "rate_limits.client_address_invalid 36:18",
+            "rate_limits.client_address_invalid 42:18",
+            "rate_limits.client_address_invalid 48:18",
+            "rate_limits.client_address_invalid 54:18",
         ]
     );
     let messages: Vec<String> = Application::from_toml(source)
@@ -187,10 +217,16 @@ client_address = "peer"
         6,
         "`fe80::1/129` in trusted_proxies, which is not a network",
     );
-    says(7, "trusts no proxy");
+    says(7, "trusts no peer");
     says(8, "an integer");
     says(9, "a table with `proxies`");
     says(10, "built for Workers");
+    says(11, "together are every address (`0.0.0.0/0`)");
+    says(
+        12,
+        "cloudflare_via that together are every address (`::/0`)",
+    );
+    says(13, "both `trusted_proxies` and `cloudflare_via`");
 }
 
 #[test]
@@ -264,8 +300,9 @@ fn through_trusted_proxies_the_client_is_the_rightmost_address_that_is_no_proxy(
         ("10.0.0.2", &["unknown", "203.0.113.7"], Ok("203.0.113.7")),
     ];
     for (peer, lines, expected) in cases {
+        let lines: Vec<&[u8]> = lines.iter().map(|line| line.as_bytes()).collect();
         assert_eq!(
-            trusted.client(ip(peer), lines),
+            trusted.client(ip(peer), &lines),
             expected.map(ip),
             "from {peer} with {lines:?}"
         );
@@ -284,11 +321,16 @@ fn each_source_reads_only_what_it_trusts() {
         direct.subject(None, peer("192.0.2.10"), &forged),
         Ok(address("192.0.2.10"))
     );
-    // Behind Cloudflare: its header only.
+    // Behind Cloudflare: its header only, and only from Cloudflare.
     let cloudflare = gate(Some("\"cloudflare\""));
     assert_eq!(
-        cloudflare.subject(None, peer("192.0.2.10"), &forged),
+        cloudflare.subject(None, peer("162.158.0.9"), &forged),
         Ok(address("203.0.113.1"))
+    );
+    assert_eq!(
+        cloudflare.subject(None, peer("192.0.2.10"), &forged),
+        Ok(address("192.0.2.10")),
+        "a forged CF-Connecting-IP from a peer that is not Cloudflare counts the peer"
     );
     // Trusted proxies: X-Forwarded-For only, and only from a proxy.
     let proxied = gate(Some(PROXIES));
@@ -335,17 +377,17 @@ fn an_address_that_cannot_be_known_shares_one_key_and_is_logged_once_without_a_k
     assert_eq!(logged.len(), 1, "one line per process: {logged:?}");
     assert_eq!(logged[0]["source"], "trusted_proxies");
     assert_eq!(logged[0]["reason"], "no_forwarded_for");
-    // Behind Cloudflare, a request without the header: another process's line.
+    // From Cloudflare, a request without the header: another process's line.
     let cloudflare = gate(Some("\"cloudflare\""));
     assert_eq!(
-        cloudflare.subject(None, peer("10.0.0.2"), &http::HeaderMap::new()),
+        cloudflare.subject(None, peer("104.16.0.2"), &http::HeaderMap::new()),
         Ok(unknown())
     );
     let logged = lines.events("rate_limits.address_unknown");
     assert_eq!(logged.len(), 2, "{logged:?}");
     assert_eq!(logged[1]["source"], "cloudflare");
     assert_eq!(logged[1]["reason"], "no_cf_connecting_ip");
-    for key in ["10.0.0.2", "203.0.113.50"] {
+    for key in ["10.0.0.2", "104.16.0.2", "203.0.113.50"] {
         assert!(
             !lines.text().contains(key),
             "a key in a log line: {}",
@@ -357,24 +399,196 @@ fn an_address_that_cannot_be_known_shares_one_key_and_is_logged_once_without_a_k
 #[test]
 fn a_request_without_the_peer_its_source_needs_is_an_error_not_a_shared_count() {
     let (lines, _guard) = Lines::capture();
-    for source in [None, Some(PROXIES)] {
+    // Behind Cloudflare too: the header is believed only from Cloudflare.
+    let header = headers(&[("CF-Connecting-IP", "203.0.113.1")]);
+    for source in [None, Some(PROXIES), Some("\"cloudflare\"")] {
         let gate = gate(source);
         assert_eq!(
-            gate.subject(None, None, &http::HeaderMap::new()),
+            gate.subject(None, None, &header),
             Err(NoPeerAddress),
             "{source:?}"
         );
     }
-    // Behind Cloudflare the peer is not needed.
-    let cloudflare = gate(Some("\"cloudflare\""));
-    let header = headers(&[("CF-Connecting-IP", "203.0.113.1")]);
-    assert_eq!(
-        cloudflare.subject(None, None, &header),
-        Ok(address("203.0.113.1"))
-    );
     let logged = lines.events("rate_limits.address_unknown");
-    assert_eq!(logged.len(), 2, "one per gate: {logged:?}");
+    assert_eq!(logged.len(), 3, "one per gate: {logged:?}");
     assert!(logged.iter().all(|l| l["reason"] == "no_peer_address"));
+}
+
+#[test]
+fn cloudflare_s_ranges_are_kept_with_their_source_and_date_and_every_line_is_a_network() {
+    assert!(
+        CLOUDFLARE_RANGES_FILE.contains("https://www.cloudflare.com/ips-v4")
+            && CLOUDFLARE_RANGES_FILE.contains("https://www.cloudflare.com/ips-v6"),
+        "the file names its source"
+    );
+    let dated = CLOUDFLARE_RANGES_FILE.lines().any(|line| {
+        line.starts_with('#')
+            && line
+                .split(|c: char| !(c.is_ascii_digit() || c == '-'))
+                .any(|word| word.len() == 10 && word.as_bytes()[4] == b'-')
+    });
+    assert!(dated, "the file says when the ranges were read");
+    let lines: Vec<&str> = CLOUDFLARE_RANGES_FILE
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty() && !line.starts_with('#'))
+        .collect();
+    for line in &lines {
+        let network: ipnet::IpNet = line
+            .parse()
+            .unwrap_or_else(|_| panic!("`{line}` is no network"));
+        assert_eq!(
+            network.trunc(),
+            network,
+            "`{line}` has bits past its prefix"
+        );
+    }
+    assert_eq!(cloudflare_ranges().len(), lines.len(), "every line is read");
+    let v4 = cloudflare_ranges()
+        .iter()
+        .filter(|n| matches!(n, ipnet::IpNet::V4(_)))
+        .count();
+    assert_eq!((v4, cloudflare_ranges().len() - v4), (15, 7));
+}
+
+#[test]
+fn a_forged_cf_connecting_ip_from_a_peer_that_is_not_cloudflare_counts_the_peer_logged_once() {
+    let (lines, _guard) = Lines::capture();
+    let cloudflare = gate(Some("\"cloudflare\""));
+    let forged = |n: u8| headers(&[("CF-Connecting-IP", &format!("10.9.8.{n}"))]);
+    // One peer writing a new address each time is one count, not many.
+    for n in 0..5 {
+        assert_eq!(
+            cloudflare.subject(None, peer("198.51.100.66"), &forged(n)),
+            Ok(address("198.51.100.66"))
+        );
+    }
+    // Every published range is believed (its first and last address).
+    for network in cloudflare_ranges() {
+        for from in [network.network(), network.broadcast()] {
+            assert_eq!(
+                cloudflare.subject(None, Some(SocketAddr::new(from, 443)), &forged(1)),
+                Ok(address("10.9.8.1")),
+                "from {network}"
+            );
+        }
+    }
+    let logged = lines.events("rate_limits.peer_not_cloudflare");
+    assert_eq!(logged.len(), 1, "once per process: {logged:?}");
+    assert_eq!(logged[0]["source"], "cloudflare");
+    assert_eq!(logged[0]["reason"], "peer_not_cloudflare");
+    for key in ["198.51.100.66", "10.9.8."] {
+        assert!(
+            !lines.text().contains(key),
+            "a key in a log line: {}",
+            lines.text()
+        );
+    }
+    // Through a tunnel (cloudflared on loopback) or a load balancer of its
+    // own, the deployable names its relays; others are still the client.
+    let tunnel = gate(Some(r#"{ cloudflare_via = ["127.0.0.1", "10.0.0.0/8"] }"#));
+    assert_eq!(
+        tunnel.subject(None, peer("127.0.0.1"), &forged(2)),
+        Ok(address("10.9.8.2"))
+    );
+    assert_eq!(
+        tunnel.subject(None, peer("10.1.2.3"), &forged(3)),
+        Ok(address("10.9.8.3"))
+    );
+    assert_eq!(
+        tunnel.subject(None, peer("173.245.48.1"), &forged(4)),
+        Ok(address("10.9.8.4"))
+    );
+    assert_eq!(
+        tunnel.subject(None, peer("198.51.100.66"), &forged(5)),
+        Ok(address("198.51.100.66"))
+    );
+}
+
+#[test]
+fn under_pseudo_ipv4_the_real_client_is_cloudflare_s_ipv6_header_counted_by_its_64() {
+    let source = AddressSource::CloudflareHeader(CloudflarePeers::default());
+    let from = Some(ip("2606:4700::1"));
+    let resolve = |v4: Option<&str>, v6: Option<&str>| {
+        let headers = AddressHeaders {
+            cf_connecting_ip: v4.map(str::as_bytes),
+            cf_connecting_ipv6: v6.map(str::as_bytes),
+            forwarded_for: &[],
+        };
+        source.resolve(from, &headers).map(Resolved::address)
+    };
+    let of = |text: &str| ClientAddress::of_ip(ip(text));
+    // "Overwrite Headers": a Class E address, the real one beside it.
+    assert_eq!(
+        resolve(Some("240.16.0.1"), Some("2001:db8:1:2:3:4:5:6")),
+        Ok(of("2001:db8:1:2::"))
+    );
+    assert_eq!(
+        resolve(Some("255.1.2.3"), Some("[2001:db8:1:2::9]")),
+        Ok(of("2001:db8:1:2::"))
+    );
+    // Two pseudo addresses of one /64 are one client.
+    assert_eq!(
+        resolve(Some("240.16.0.2"), Some("2001:db8:1:2:ffff::1")),
+        resolve(Some("240.99.0.7"), Some("2001:db8:1:2::77"))
+    );
+    // Off, "Add Header", or an IPv6 header that is no IPv6 address: CF-Connecting-IP.
+    assert_eq!(resolve(Some("2001:db8:9::1"), None), Ok(of("2001:db8:9::")));
+    assert_eq!(
+        resolve(Some("203.0.113.5"), Some("2001:db8:1:2::1")),
+        Ok(of("203.0.113.5"))
+    );
+    assert_eq!(resolve(Some("240.16.0.1"), None), Ok(of("240.16.0.1")));
+    assert_eq!(
+        resolve(Some("240.16.0.1"), Some("203.0.113.5")),
+        Ok(of("240.16.0.1"))
+    );
+    assert_eq!(
+        resolve(None, Some("2001:db8:1:2::1")),
+        Err(AddressUnknown::NoCloudflareHeader)
+    );
+    // Through the gate, with the header named as Cloudflare names it.
+    let cloudflare = gate(Some("\"cloudflare\""));
+    let pseudo = headers(&[
+        ("CF-Connecting-IP", "240.16.0.1"),
+        ("CF-Connecting-IPv6", "2001:db8:1:2::1"),
+    ]);
+    assert_eq!(
+        cloudflare.subject(None, peer("2606:4700::1"), &pseudo),
+        Ok(address("2001:db8:1:2::"))
+    );
+}
+
+#[test]
+fn bytes_that_are_no_utf8_spoil_their_own_entry_of_x_forwarded_for_not_the_line() {
+    let proxied = gate(Some(PROXIES));
+    let line = |bytes: &[u8]| {
+        let mut headers = http::HeaderMap::new();
+        headers.append(
+            "X-Forwarded-For",
+            http::HeaderValue::from_bytes(bytes).expect("a header value"),
+        );
+        headers
+    };
+    // nginx's $proxy_add_x_forwarded_for appends the client's real address
+    // to what the client wrote, on the same line.
+    assert_eq!(
+        proxied.subject(None, peer("10.0.0.2"), &line(b"\xff\xfe, 203.0.113.7")),
+        Ok(address("203.0.113.7"))
+    );
+    assert_eq!(
+        proxied.subject(
+            None,
+            peer("10.0.0.2"),
+            &line(b"1.2.3.4, \xe9t\xe9, 203.0.113.8, 10.0.0.5")
+        ),
+        Ok(address("203.0.113.8"))
+    );
+    // Where the client should be, a bad entry is a bad entry.
+    assert_eq!(
+        proxied.subject(None, peer("10.0.0.2"), &line(b"203.0.113.9, \xff")),
+        Ok(unknown())
+    );
 }
 
 fn request(peer: Option<SocketAddr>, forwarded_for: Option<&str>) -> http::Request<String> {

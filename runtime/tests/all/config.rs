@@ -416,21 +416,50 @@ fn connections_of_other_drivers_keep_their_own_settings() {
                   [connections.queue]\ndriver = \"sqs\"\nregion = { name = \"eu\" }\n";
     let source = format!("{others}{}", app("\"limits\"", WORKERS_API));
     assert_eq!(codes(&source), []);
-    // A Redis connection's settings beyond `url` belong to the Redis driver.
+}
+
+#[test]
+fn a_redis_connection_refuses_a_field_it_does_not_know_and_hides_nothing() {
+    // `uri` for `url` would leave the connection with no server: every
+    // process would count in its own memory.
     let redis = CLOUDFLARE.replace(
         "url = \"redis://127.0.0.1:6379\"",
-        "url = \"redis://127.0.0.1:6379\"\npool_size = 8\ntls = true",
+        "uri = \"redis://127.0.0.1:6379\"\npool_size = 8",
     );
     let declined = WORKERS_API.replace(
         "serves_api = true",
         "serves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]",
     );
-    assert_eq!(
-        codes(&format!(
-            "{redis}\n[rate_limits]\nstore = \"cache\"\n\n{declined}"
-        )),
-        []
+    let source = format!(
+        "{redis}\n[rate_limits]\nstore = \"cache\"\n\n{declined}[[routes]]\npath = \"api\"\n"
     );
+    let found = diagnostics(&source);
+    let rendered = found.render("app.toml");
+    assert_eq!(
+        found.codes(),
+        [Code::InvalidToml, Code::InvalidToml, Code::RoutePathInvalid],
+        "{rendered}"
+    );
+    assert!(
+        !rendered.contains("127.0.0.1"),
+        "a URL may hold a password: {rendered}"
+    );
+    // Each at its own line, naming its field.
+    let line_of = |text: &str| {
+        source
+            .lines()
+            .position(|l| l.starts_with(text))
+            .map(|n| n + 1)
+    };
+    for field in ["uri", "pool_size"] {
+        let diagnostic = found
+            .0
+            .iter()
+            .find(|d| d.message.contains(&format!("unknown field `{field}`")))
+            .unwrap_or_else(|| panic!("no diagnostic for `{field}`: {rendered}"));
+        let at = diagnostic.location.map(|l| (l.line, l.column));
+        assert_eq!(at, line_of(&format!("{field} =")).map(|line| (line, 1)));
+    }
 }
 
 #[test]

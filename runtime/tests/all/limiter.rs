@@ -335,7 +335,7 @@ fn a_route_listed_twice_counts_each_request_once() {
             target: Target::Workers,
             serves_api: true,
             declines: Vec::new(),
-            client_address: runtime::AddressSource::CloudflareHeader,
+            client_address: runtime::AddressSource::CloudflareHeader(Default::default()),
         }],
         routes: vec![route.clone(), route],
     };

@@ -11,7 +11,9 @@ use std::path::Path;
 use std::sync::Arc;
 
 use runtime::CallerId;
-use runtime::address::{AddressUnknown, TrustedProxies};
+use runtime::address::{
+    AddressHeaders, AddressSource, AddressUnknown, CloudflarePeers, TrustedProxies,
+};
 use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::bindings::Bindings;
 use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
@@ -82,6 +84,7 @@ type Shown = Vec<(&'static str, String)>;
 /// Every public type's `Debug`, by `module::Type`, made from the secrets above.
 async fn shown() -> Shown {
     let mut shown = shown_description();
+    shown.extend(shown_addresses());
     shown.extend(shown_decision());
     shown.extend(shown_native().await);
     shown
@@ -191,6 +194,40 @@ fn redis_endpoint(counting: &runtime::config::Counting) -> runtime::config::Redi
 
 /// The sans-IO decision's types, after a request of the address and
 /// requests of the caller, the last of them refused.
+/// What a source reads and finds: the headers hold addresses, which are keys.
+fn shown_addresses() -> Shown {
+    vec![
+        (
+            "address::AddressHeaders",
+            format!(
+                "{:?}",
+                AddressHeaders {
+                    cf_connecting_ip: Some(ADDRESS.as_bytes()),
+                    cf_connecting_ipv6: Some(b"2001:db8::77"),
+                    forwarded_for: &[ADDRESS.as_bytes()],
+                }
+            ),
+        ),
+        (
+            "address::CloudflarePeers",
+            format!(
+                "{:?}",
+                CloudflarePeers::new(vec!["10.0.0.0/8".parse().expect("net")])
+            ),
+        ),
+        (
+            "address::Resolved",
+            format!(
+                "{:?}",
+                AddressSource::CloudflareHeader(CloudflarePeers::default()).resolve(
+                    Some(ADDRESS.parse().expect("ip")),
+                    &AddressHeaders::default()
+                )
+            ),
+        ),
+    ]
+}
+
 fn shown_decision() -> Shown {
     let app = Application::from_toml(&application()).expect("valid");
     let caller = Subject::of_request(Some(CALLER), None);

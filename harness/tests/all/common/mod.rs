@@ -65,7 +65,9 @@ store = "cache"
 name = "api"
 target = "native"
 serves_api = true
-client_address = "cloudflare"
+# The harness connects from loopback, standing in for cloudflared (a
+# Cloudflare Tunnel): the relay that passes CF-Connecting-IP on.
+client_address = {{ cloudflare_via = ["127.0.0.1"] }}
 
 [[routes]]
 path = "/api/search"

@@ -88,7 +88,8 @@ impl NamedStore<'_> {
 }
 
 /// What each connection is to rate limits, reporting what rate limits own:
-/// the driver, a Cloudflare connection (all of it) and a Redis connection's `url`.
+/// the driver, and all of a Cloudflare or Redis connection (an unknown field
+/// in either is a diagnostic, like Cloudflare's own configuration).
 pub(super) fn validate_connections(
     report: &mut Report<'_>,
     connections: &BTreeMap<String, Spanned<RawConnection>>,
@@ -144,6 +145,22 @@ pub(super) fn validate_connections(
                 }
             }
             Some(REDIS_DRIVER) => {
+                // A misspelled `url` would otherwise leave a connection with
+                // no server, counting in each process's memory.
+                for key in settings.keys() {
+                    if !matches!(key.get_ref().as_str(), "driver" | "url" | "nodes") {
+                        report.add(
+                            Code::InvalidToml,
+                            Some(key.span()),
+                            format!(
+                                "unknown field `{}` in connection `{name}`: a {REDIS_DRIVER} \
+                                 connection has only `driver` and either `url` (one server) or \
+                                 `nodes` (a cluster)",
+                                key.get_ref()
+                            ),
+                        );
+                    }
+                }
                 // Never the value itself: a URL may hold a password.
                 if let Some((_, url)) = setting("url")
                     && !url.get_ref().is_str()

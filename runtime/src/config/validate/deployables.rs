@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::Report;
 use super::connections::{CLOUDFLARE_DRIVER, Connection, NamedStore, REDIS_DRIVER};
-use crate::address::{AddressSource, TrustedProxies};
+use crate::address::{AddressSource, CloudflarePeers, TrustedProxies};
 use crate::config::raw::{RawClientAddress, RawDeployable, RawList};
 use crate::config::{Code, Deployable, Target};
 
@@ -63,20 +63,24 @@ pub(super) fn validate_deployables(
 }
 
 /// A deployable's `client_address`: `"peer"` (a native deployable's default),
-/// `"cloudflare"` (a Worker's only source), or `{ trusted_proxies = [...] }`,
-/// each entry an address or a network (`10.0.0.0/8`, `2001:db8::/32`).
+/// `"cloudflare"` (a Worker's only source), `{ cloudflare_via = [...] }`
+/// (Cloudflare's header through a tunnel or a load balancer of its own), or
+/// `{ trusted_proxies = [...] }`, each list's entry an address or a network
+/// (`10.0.0.0/8`, `2001:db8::/32`).
 fn address_source(
     report: &mut Report<'_>,
     name: &str,
     target: Target,
     raw: Option<&Spanned<RawClientAddress>>,
 ) -> AddressSource {
-    let usage = "write \"peer\" (the socket's peer), \"cloudflare\" (`CF-Connecting-IP`, for a \
-                 server reached only through Cloudflare) or `{ trusted_proxies = [\"10.0.0.0/8\"] }` \
-                 (the client your proxies name in `X-Forwarded-For`)";
+    let usage = "write \"peer\" (the socket's peer), \"cloudflare\" (`CF-Connecting-IP` from \
+                 Cloudflare's addresses), `{ cloudflare_via = [\"127.0.0.1\"] }` (also from your \
+                 tunnel or load balancer in front of the server) or \
+                 `{ trusted_proxies = [\"10.0.0.0/8\"] }` (the client your proxies name in \
+                 `X-Forwarded-For`)";
     let default = match target {
         Target::Native => AddressSource::Peer,
-        Target::Workers => AddressSource::CloudflareHeader,
+        Target::Workers => AddressSource::CloudflareHeader(CloudflarePeers::default()),
     };
     let Some(raw) = raw else {
         return default;
@@ -84,7 +88,7 @@ fn address_source(
     let source = match raw.get_ref() {
         RawClientAddress::Named(named) if named == "peer" => Some(AddressSource::Peer),
         RawClientAddress::Named(named) if named == "cloudflare" => {
-            Some(AddressSource::CloudflareHeader)
+            Some(AddressSource::CloudflareHeader(CloudflarePeers::default()))
         }
         RawClientAddress::Named(other) => {
             let message = format!("deployable `{name}` has client_address \"{other}\"; {usage}");
@@ -97,21 +101,23 @@ fn address_source(
             report.add(Code::ClientAddressInvalid, Some(raw.span()), message);
             None
         }
-        RawClientAddress::TrustedProxies(RawList::Other(what)) => {
-            let message = format!(
-                "deployable `{name}` has trusted_proxies that is {what}; it is a list of \
-                 addresses and networks, such as [\"10.0.0.0/8\", \"192.0.2.7\"]"
-            );
-            report.add(Code::ClientAddressInvalid, Some(raw.span()), message);
-            None
+        RawClientAddress::TrustedProxies(list) => {
+            networks(report, name, "trusted_proxies", list, raw.span())
+                .map(|networks| AddressSource::TrustedProxies(TrustedProxies::new(networks)))
         }
-        RawClientAddress::TrustedProxies(RawList::Items(items)) => {
-            trusted_proxies(report, name, items, raw.span())
+        RawClientAddress::CloudflareVia(list) => {
+            networks(report, name, "cloudflare_via", list, raw.span())
+                .map(|networks| AddressSource::CloudflareHeader(CloudflarePeers::new(networks)))
         }
     };
     match (target, source) {
         (Target::Native, Some(source)) => source,
-        (Target::Workers, Some(AddressSource::CloudflareHeader)) | (_, None) => default,
+        (Target::Workers, Some(AddressSource::CloudflareHeader(via)))
+            if via == CloudflarePeers::default() =>
+        {
+            default
+        }
+        (_, None) => default,
         (Target::Workers, Some(other)) => {
             report.add(
                 Code::ClientAddressInvalid,
@@ -128,21 +134,39 @@ fn address_source(
     }
 }
 
-/// The networks of `trusted_proxies`, every entry checked (each diagnostic
-/// at its entry); `None` when any is invalid or there is none.
-fn trusted_proxies(
+/// The networks of a list of peers to trust (`trusted_proxies`,
+/// `cloudflare_via`), every entry checked (each diagnostic at its entry);
+/// `None` when any is invalid, there is none, or together they are every
+/// address of a family (`0.0.0.0/1` with `128.0.0.0/1` trusts everyone as
+/// much as `0.0.0.0/0`).
+fn networks(
     report: &mut Report<'_>,
     name: &str,
-    items: &[Spanned<toml::Value>],
+    field: &str,
+    list: &RawList,
     span: Range<usize>,
-) -> Option<AddressSource> {
+) -> Option<Vec<ipnet::IpNet>> {
+    let items = match list {
+        RawList::Items(items) => items,
+        RawList::Other(what) => {
+            report.add(
+                Code::ClientAddressInvalid,
+                Some(span),
+                format!(
+                    "deployable `{name}` has {field} that is {what}; it is a list of \
+                     addresses and networks, such as [\"10.0.0.0/8\", \"192.0.2.7\"]"
+                ),
+            );
+            return None;
+        }
+    };
     if items.is_empty() {
         report.add(
             Code::ClientAddressInvalid,
             Some(span),
             format!(
-                "deployable `{name}` has an empty trusted_proxies, which trusts no proxy: list \
-                 your proxies' addresses or networks, or write client_address = \"peer\""
+                "deployable `{name}` has an empty {field}, which trusts no peer: list \
+                 their addresses or networks, or write client_address = \"peer\""
             ),
         );
         return None;
@@ -151,10 +175,11 @@ fn trusted_proxies(
     let mut valid = true;
     for item in items {
         let parsed = match item.get_ref() {
-            toml::Value::String(text) => network(text)
-                .map_err(|why| format!("lists `{text}` in trusted_proxies, which {why}")),
+            toml::Value::String(text) => {
+                network(text).map_err(|why| format!("lists `{text}` in {field}, which {why}"))
+            }
             other => Err(format!(
-                "lists an entry of type {} in trusted_proxies, where each entry is a string: an \
+                "lists an entry of type {} in {field}, where each entry is a string: an \
                  address or a network such as \"10.0.0.0/8\"",
                 other.type_str()
             )),
@@ -171,7 +196,24 @@ fn trusted_proxies(
             }
         }
     }
-    valid.then(|| AddressSource::TrustedProxies(TrustedProxies::new(networks)))
+    if !valid {
+        return None;
+    }
+    if let Some(everyone) = ipnet::IpNet::aggregate(&networks)
+        .into_iter()
+        .find(|network| network.prefix_len() == 0)
+    {
+        report.add(
+            Code::ClientAddressInvalid,
+            Some(span),
+            format!(
+                "deployable `{name}` has {field} that together are every address (`{everyone}`): \
+                 any client could then name itself; list your own peers' networks"
+            ),
+        );
+        return None;
+    }
+    Some(networks)
 }
 
 /// One trusted proxy: an address (its /32 or /128) or a network written
@@ -190,9 +232,11 @@ fn network(text: &str) -> Result<ipnet::IpNet, String> {
         ipnet::IpNet::from(ip)
     };
     if network.prefix_len() == 0 {
-        return Err("is every address: any client could then name itself in \
-             X-Forwarded-For; list your proxies' own networks"
-            .to_owned());
+        return Err(
+            "is every address: any client could then name itself; list your \
+             own peers' networks"
+                .to_owned(),
+        );
     }
     if network.trunc() != network {
         return Err(format!(
