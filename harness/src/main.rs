@@ -152,7 +152,9 @@ network and no credentials.";
 
 #[derive(Subcommand)]
 enum CloudflareCommand {
-    /// Delete the scripts killed runs left: those named PREFIX-xxxxxx-N, and no other.
+    /// Delete the scripts killed runs left: those named PREFIX-xxxxxx-N whose
+    /// HARNESS_RUN binding, read back, is the run's marker. Any other is kept
+    /// and listed; exit 1 when one could not be read.
     Clean {
         /// The prefix the runs had.
         #[arg(long)]
@@ -288,7 +290,7 @@ fn main() -> ExitCode {
             command: Some(CloudflareCommand::Clean { prefix }),
             ..
         } => cloudflare::clean(&prefix)
-            .map(|_| true)
+            .map(|cleaned| cleaned.is_complete())
             .map_err(CommandError::from),
         Command::Cloudflare { command: None, run } => cloudflare::run(&CloudflareRequest {
             filter: run.filter,

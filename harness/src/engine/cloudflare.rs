@@ -99,7 +99,7 @@ async fn send_requests(
     }
     if let Some(address) = &send.address {
         // Not sent (the edge sets the address), but never to be logged either.
-        observation.sent_subjects.insert(address.clone());
+        observation.sent_subjects.insert(address.get_ref().clone());
     }
     let semaphore = Arc::new(Semaphore::new(send.concurrency));
     let refused = Arc::new(AtomicBool::new(false));
@@ -118,10 +118,10 @@ async fn send_requests(
         for (name, value) in &send.headers {
             request = request.header(name, value);
         }
-        if !send.forwarded_for.is_empty() {
+        if !send.chain().is_empty() {
             // Sent as written; Cloudflare appends to it, and the Worker reads
             // CF-Connecting-IP only.
-            let chain = send.forwarded_for.join(", ");
+            let chain = send.chain().join(", ");
             request = request.header(runtime::address::FORWARDED_FOR_HEADER, chain);
         }
         let refused = refused.clone();

@@ -794,6 +794,21 @@ async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
         })
         .count();
     assert_eq!(without_120, 1, "the second upload omits one binding");
+    // Each carries the run's marker, which `clean` reads back before a delete.
+    for (script, (content_type, body)) in &edge.uploads {
+        let metadata = metadata_of(&parts(content_type, body));
+        let marker = metadata["bindings"]
+            .as_array()
+            .expect("bindings")
+            .iter()
+            .find(|b| b["name"] == "HARNESS_RUN")
+            .unwrap_or_else(|| panic!("{script} carries no marker: {metadata}"));
+        let run = script.rsplit_once('-').expect("PREFIX-xxxxxx-N").0;
+        assert_eq!(
+            marker,
+            &serde_json::json!({"type": "plain_text", "name": "HARNESS_RUN", "text": format!("harness cloudflare run {run}")})
+        );
+    }
     drop(edge);
 
     assert_report(out.path());
@@ -1068,25 +1083,41 @@ async fn an_upload_rejected_for_a_binding_names_it_with_the_api_s_message() {
 #[tokio::test]
 async fn clean_deletes_the_scripts_of_runs_with_the_prefix_and_no_other() {
     let server = MockServer::start().await;
+    let scripts = format!("/accounts/{ACCOUNT}/workers/scripts");
     Mock::given(method("GET"))
-        .and(path(format!("/accounts/{ACCOUNT}/workers/scripts")))
+        .and(path(scripts.clone()))
         .respond_with(ok(serde_json::json!([
             {"id": "hrtest-abc123-1"}, {"id": "hrtest-abc123-2"}, {"id": "hrtest-prod"},
             {"id": "hrtest-abc123"}, {"id": "shop-api"}, {"id": "hrtest-zz9zz9-14"}
         ])))
         .mount(&server)
         .await;
+    // Each script a run uploaded, read back with its run's marker.
+    for (script, run) in [
+        ("hrtest-abc123-1", "hrtest-abc123"),
+        ("hrtest-abc123-2", "hrtest-abc123"),
+        ("hrtest-zz9zz9-14", "hrtest-zz9zz9"),
+    ] {
+        Mock::given(method("GET"))
+            .and(path(format!("{scripts}/{script}/settings")))
+            .respond_with(ok(serde_json::json!({"bindings": [
+                {"type": "plain_text", "name": "HARNESS_RUN", "text": format!("harness cloudflare run {run}")}
+            ]})))
+            .mount(&server)
+            .await;
+    }
     Mock::given(method("DELETE"))
         .respond_with(ok(serde_json::Value::Null))
         .mount(&server)
         .await;
-    let deleted = cloudflare::clean_with(&api(&server.uri()), "hrtest")
+    let cleaned = cloudflare::clean_with(&api(&server.uri()), "hrtest")
         .await
         .expect("cleaned");
     assert_eq!(
-        deleted,
+        cleaned.deleted,
         ["hrtest-abc123-1", "hrtest-abc123-2", "hrtest-zz9zz9-14"]
     );
+    assert!(cleaned.kept.is_empty() && cleaned.is_complete());
     let deletes: Vec<String> = server
         .received_requests()
         .await
@@ -1098,11 +1129,146 @@ async fn clean_deletes_the_scripts_of_runs_with_the_prefix_and_no_other() {
     assert_eq!(
         deletes,
         [
-            format!("/accounts/{ACCOUNT}/workers/scripts/hrtest-abc123-1?force=true"),
-            format!("/accounts/{ACCOUNT}/workers/scripts/hrtest-abc123-2?force=true"),
-            format!("/accounts/{ACCOUNT}/workers/scripts/hrtest-zz9zz9-14?force=true"),
+            format!("{scripts}/hrtest-abc123-1?force=true"),
+            format!("{scripts}/hrtest-abc123-2?force=true"),
+            format!("{scripts}/hrtest-zz9zz9-14?force=true"),
         ]
     );
+}
+
+/// The account of issue 27: the user's own `shop-worker-1`, `shop-abcdef-2`
+/// and `shop-k3x9q2-17`, named as a run's script would be, beside one a
+/// run with prefix `shop` really uploaded (it carries the harness's
+/// marker) and one of another shape. Each look-alike's settings hold what
+/// a user's might: no marker, a `HARNESS_RUN` of the user's own, and an
+/// answer that is no API envelope (a proxy's page), so it cannot be read.
+async fn an_account_with_look_alikes() -> MockServer {
+    let server = MockServer::start().await;
+    let scripts = format!("/accounts/{ACCOUNT}/workers/scripts");
+    Mock::given(method("GET"))
+        .and(path(scripts.clone()))
+        .respond_with(ok(serde_json::json!([
+            {"id": "shop-worker-1"}, {"id": "shop-abcdef-2"}, {"id": "shop-k3x9q2-17"},
+            {"id": "shop-q7w2e9-1"}, {"id": "shop-api"}
+        ])))
+        .mount(&server)
+        .await;
+    let settings = |bindings: serde_json::Value| {
+        ok(serde_json::json!({
+            "bindings": bindings, "compatibility_date": "2026-11-17", "compatibility_flags": []
+        }))
+    };
+    let answers = [
+        (
+            "shop-worker-1",
+            settings(serde_json::json!([
+                {"type": "plain_text", "name": "PLAN", "text": "the user's own"},
+                {"type": "kv_namespace", "name": "CART", "namespace_id": "0f2a"}
+            ])),
+        ),
+        (
+            "shop-abcdef-2",
+            settings(serde_json::json!([
+                {"type": "plain_text", "name": "HARNESS_RUN", "text": "checkout, run 2"}
+            ])),
+        ),
+        (
+            "shop-k3x9q2-17",
+            ResponseTemplate::new(200).set_body_string("<html>down for maintenance</html>"),
+        ),
+        (
+            "shop-q7w2e9-1",
+            settings(serde_json::json!([
+                {"type": "ratelimit", "name": "LIMITS_120_PER_60S", "namespace_id": "900001",
+                 "simple": {"limit": 120, "period": 60}},
+                {"type": "plain_text", "name": "PLAN", "text": "rate-limits-plan 2\n"},
+                {"type": "plain_text", "name": "HARNESS_RUN",
+                 "text": "harness cloudflare run shop-q7w2e9"}
+            ])),
+        ),
+    ];
+    for (script, answer) in answers {
+        Mock::given(method("GET"))
+            .and(path(format!("{scripts}/{script}/settings")))
+            .respond_with(answer)
+            .mount(&server)
+            .await;
+        Mock::given(method("DELETE"))
+            .and(path(format!("{scripts}/{script}")))
+            .respond_with(ok(serde_json::Value::Null))
+            .expect(u64::from(script == "shop-q7w2e9-1"))
+            .named(format!("DELETE {script}"))
+            .mount(&server)
+            .await;
+    }
+    server
+}
+
+/// Issue 27: `clean --prefix shop` deleted every script named
+/// `shop-<6 letters or digits>-<digits>`, the user's own with them. Only
+/// the one carrying the harness's marker is deleted; the look-alikes are
+/// listed as kept, with why.
+#[tokio::test]
+async fn clean_deletes_no_look_alike_and_lists_each_as_kept() {
+    let server = an_account_with_look_alikes().await;
+    let output = tokio::process::Command::new(env!("CARGO_BIN_EXE_harness"))
+        .args(["cloudflare", "clean", "--prefix", "shop"])
+        .env("CLOUDFLARE_API_TOKEN", FAKE_TOKEN)
+        .env("CLOUDFLARE_ACCOUNT_ID", ACCOUNT)
+        .env("CLOUDFLARE_API_BASE_URL", server.uri())
+        .kill_on_drop(true)
+        .output()
+        .await
+        .expect("harness runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    // Every DELETE but the run's own is `expect(0)`.
+    server.verify().await;
+    assert!(stdout.contains("deleted script shop-q7w2e9-1"), "{stdout}");
+    for kept in [
+        "kept script shop-worker-1: not a run's (no HARNESS_RUN binding)",
+        "kept script shop-abcdef-2: not a run's (its HARNESS_RUN binding is not the harness's marker for it)",
+        "kept script shop-k3x9q2-17: could not verify",
+    ] {
+        assert!(stdout.contains(kept), "{kept:?} in:\n{stdout}");
+    }
+    assert!(!stdout.contains("shop-api"), "{stdout}");
+    // A script left unverified is not a clean account: exit 1, not 0.
+    assert_eq!(output.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!contains(&output.stdout, FAKE_TOKEN) && !contains(&output.stderr, FAKE_TOKEN));
+}
+
+/// [`cloudflare::clean_with`]'s own account of it: what it deleted, and
+/// each look-alike kept with why.
+#[tokio::test]
+async fn clean_keeps_what_carries_no_marker_and_what_it_cannot_verify() {
+    use harness::commands::cloudflare::Kept;
+    let server = an_account_with_look_alikes().await;
+    let cleaned = cloudflare::clean_with(&api(&server.uri()), "shop")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    server.verify().await;
+    assert_eq!(cleaned.deleted, ["shop-q7w2e9-1"]);
+    let kept: Vec<(&str, &Kept)> = cleaned
+        .kept
+        .iter()
+        .map(|k| (k.script.as_str(), &k.why))
+        .collect();
+    assert!(
+        matches!(
+            kept.as_slice(),
+            [
+                ("shop-worker-1", Kept::NoMarker),
+                ("shop-abcdef-2", Kept::OtherMarker),
+                (
+                    "shop-k3x9q2-17",
+                    Kept::Unverified(ApiError::Unexpected { .. })
+                ),
+            ]
+        ),
+        "{kept:?}"
+    );
+    assert!(!cleaned.is_complete());
 }
 
 fn repo() -> PathBuf {

@@ -513,6 +513,154 @@ fn a_peer_is_a_loopback_address_of_a_native_instance_and_a_chain_has_one_address
     assert!(error.contains("Workers deployable"), "{error}");
 }
 
+/// A scenario of one `send` step to a native deployable `api` whose
+/// `client_address` is `source`: the step is line 12.
+fn native_send(source: &str, send: &str) -> String {
+    format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = '''\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\nclient_address = {source}\n'''\ndeployable = \"api\"\n[[scenario.steps]]\nsend = {send}\n"
+    )
+}
+
+/// Where `needle` is in the `send` line of [`native_send`]: `file:12:col: `.
+fn on_send_line(send: &str, needle: &str) -> String {
+    let column = "send = ".len() + send.find(needle).expect("in the step") + 1;
+    format!("scenarios/bad.toml:12:{column}: ")
+}
+
+/// Loads `text` as a scenario file, or panics with its error.
+fn loads(text: &str) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(&path, text).expect("write");
+    load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
+fn an_address_the_deployable_never_reads_is_refused_unless_the_step_says_it_is_spoofed() {
+    let peer = "\"peer\"";
+    let proxies = "{ trusted_proxies = [\"127.0.0.2\"] }";
+    let cloudflare = "\"cloudflare\"";
+    // A native deployable counting its peers sees every `address` as 127.0.0.1.
+    let send = "{ requests = 2, address = \"10.0.0.1\" }";
+    let error = malformed(&native_send(peer, send));
+    assert!(
+        error.starts_with(&on_send_line(send, "\"10.0.0.1\"")),
+        "{error}"
+    );
+    for said in [
+        "`address` 10.0.0.1 is sent as CF-Connecting-IP, which deployable `api` does not read",
+        "client_address = \"peer\": it counts the connecting peer (`peer`)",
+        "counts this step's client as 127.0.0.1",
+        "`spoofed = true`",
+    ] {
+        assert!(error.contains(said), "{said}: {error}");
+    }
+    loads(&native_send(
+        peer,
+        "{ requests = 2, address = \"10.0.0.1\", spoofed = true }",
+    ));
+    let send = "{ requests = 2, distinct_addresses = true }";
+    let error = malformed(&native_send(peer, send));
+    assert!(error.starts_with("scenarios/bad.toml:11:"), "{error}");
+    assert!(error.contains("`distinct_addresses`"), "{error}");
+
+    // Behind a trusted proxy: the chain from the proxy is read, from any
+    // other peer it is not, and CF-Connecting-IP never is.
+    loads(&native_send(
+        proxies,
+        "{ requests = 1, peer = \"127.0.0.2\", forwarded_for = [\"203.0.113.7\"] }",
+    ));
+    let send = "{ requests = 1, peer = \"127.0.0.3\", forwarded_for = [\"203.0.113.7\"] }";
+    let error = malformed(&native_send(proxies, send));
+    assert!(
+        error.starts_with(&on_send_line(send, "[\"203.0.113.7\"]")),
+        "{error}"
+    );
+    assert!(
+        error.contains("does not read from peer 127.0.0.3")
+            && error.contains("counts this step's client as 127.0.0.3"),
+        "{error}"
+    );
+    let send = "{ requests = 1, peer = \"127.0.0.2\", forwarded_for = [\"203.0.113.7\"], address = \"203.0.113.7\" }";
+    let error = malformed(&native_send(proxies, send));
+    assert!(
+        error.starts_with(&on_send_line(send, "\"203.0.113.7\" }")),
+        "{error}"
+    );
+
+    // Behind Cloudflare the header is read from Cloudflare or a relay, and
+    // from any other peer (loopback is no Cloudflare address) it is not.
+    let relay = "{ cloudflare_via = [\"127.0.0.1\"] }";
+    loads(&native_send(
+        relay,
+        "{ requests = 1, address = \"2001:db8::1\" }",
+    ));
+    let send = "{ requests = 1, peer = \"127.0.0.2\", address = \"203.0.113.7\" }";
+    let error = malformed(&native_send(relay, send));
+    assert!(
+        error.starts_with(&on_send_line(send, "\"203.0.113.7\"")),
+        "{error}"
+    );
+    assert!(
+        error.contains("counts this step's client as 127.0.0.2"),
+        "{error}"
+    );
+    let send = "{ requests = 1, address = \"203.0.113.7\" }";
+    let error = malformed(&native_send(cloudflare, send));
+    assert!(
+        error.contains("`cloudflare_via` relays, and any other peer itself")
+            && error.contains("counts this step's client as 127.0.0.1"),
+        "{error}"
+    );
+    loads(&native_send(
+        cloudflare,
+        "{ requests = 1, address = \"203.0.113.7\", spoofed = true }",
+    ));
+
+    // A Worker reads CF-Connecting-IP, never X-Forwarded-For.
+    let workers = format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n[[scenario.steps]]\nsend = "
+    );
+    loads(&format!(
+        "{workers}{{ requests = 1, address = \"garbage\" }}\n"
+    ));
+    let error = malformed(&format!(
+        "{workers}{{ requests = 1, address = \"203.0.113.7\", forwarded_for = [\"198.51.100.1\"] }}\n"
+    ));
+    assert!(
+        error.contains("`forwarded_for` is sent as X-Forwarded-For")
+            && error.contains("a Workers deployable counts `CF-Connecting-IP`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn spoofed_on_a_step_whose_every_address_is_read_is_refused() {
+    for (source, send) in [
+        (
+            "\"peer\"",
+            "{ requests = 1, peer = \"127.0.0.2\", spoofed = true }",
+        ),
+        (
+            "{ trusted_proxies = [\"127.0.0.2\"] }",
+            "{ requests = 1, peer = \"127.0.0.2\", forwarded_for = [\"203.0.113.7\"], spoofed = true }",
+        ),
+        ("\"cloudflare\"", "{ requests = 1, spoofed = true }"),
+    ] {
+        let error = malformed(&native_send(source, send));
+        assert!(
+            error.starts_with(&on_send_line(send, "true }")),
+            "{send}: {error}"
+        );
+        assert!(
+            error.contains(
+                "`spoofed = true`, but deployable `api` reads every address this step sends"
+            ),
+            "{error}"
+        );
+    }
+}
+
 #[test]
 fn on_cloudflare_only_where_cloudflare_can_run_it() {
     // Every way a marked scenario asks what the edge cannot do, at its place.

@@ -155,9 +155,11 @@ pub fn run(request: &CloudflareRequest) -> Result<bool, CloudflareError> {
         .block_on(run_with(request, Reach::from_env()))
 }
 
-/// `harness cloudflare clean --prefix PREFIX`: deletes every script a run
-/// with that prefix left (`PREFIX-xxxxxx-N`, and no other). The names deleted.
-pub fn clean(prefix: &str) -> Result<Vec<String>, CloudflareError> {
+/// `harness cloudflare clean --prefix PREFIX`: deletes the scripts a run
+/// with that prefix left, and no one else's: a script named as a run's
+/// (`PREFIX-xxxxxx-N`) is deleted only when its settings, read back, carry
+/// the run's marker ([`run::MARKER_BINDING`]); any other is kept.
+pub fn clean(prefix: &str) -> Result<Cleaned, CloudflareError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -170,24 +172,102 @@ pub fn clean(prefix: &str) -> Result<Vec<String>, CloudflareError> {
         })
 }
 
+/// What `clean` did: the scripts it deleted, and those named as a run's
+/// that it kept, with why.
+#[derive(Debug, Clone, Default)]
+pub struct Cleaned {
+    /// Deleted: each carried its run's marker.
+    pub deleted: Vec<String>,
+    /// Named as a run's, and kept.
+    pub kept: Vec<KeptScript>,
+}
+
+impl Cleaned {
+    /// Whether every script named as a run's was told apart: none was kept
+    /// for want of an answer, so nothing a run left can be among the kept.
+    pub fn is_complete(&self) -> bool {
+        !self
+            .kept
+            .iter()
+            .any(|k| matches!(k.why, Kept::Unverified(_)))
+    }
+}
+
+/// A script named as a run's that `clean` did not delete.
+#[derive(Debug, Clone)]
+pub struct KeptScript {
+    /// Its name.
+    pub script: String,
+    /// Why it was kept.
+    pub why: Kept,
+}
+
+/// Why `clean` kept a script named as a run's.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Kept {
+    /// Its settings have no marker: a user's script that only looks like a run's.
+    #[error("not a run's (no {} binding)", run::MARKER_BINDING)]
+    NoMarker,
+    /// Its marker binding is not the harness's text for it.
+    #[error(
+        "not a run's (its {} binding is not the harness's marker for it)",
+        run::MARKER_BINDING
+    )]
+    OtherMarker,
+    /// Its settings could not be read: nothing is deleted unverified.
+    #[error("could not verify ({0}); run `clean` again")]
+    Unverified(ApiError),
+}
+
+/// Whether the bindings of `script`'s settings carry its run's marker.
+fn marked(script: &str, settings: &serde_json::Value) -> Result<(), Kept> {
+    let marker = settings["bindings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|b| b["name"] == run::MARKER_BINDING)
+        .ok_or(Kept::NoMarker)?;
+    let expected = run::marker_text(script);
+    if marker["type"] == "plain_text" && marker["text"].as_str() == Some(expected.as_str()) {
+        Ok(())
+    } else {
+        Err(Kept::OtherMarker)
+    }
+}
+
 /// [`clean`] with a given client.
-pub async fn clean_with(api: &Api, prefix: &str) -> Result<Vec<String>, CloudflareError> {
+pub async fn clean_with(api: &Api, prefix: &str) -> Result<Cleaned, CloudflareError> {
     run::check_prefix(prefix)?;
-    let ours: Vec<String> = api
+    let named: Vec<String> = api
         .list_scripts()
         .await?
         .into_iter()
         .filter(|name| run::is_run_script(prefix, name))
         .collect();
-    for name in &ours {
-        api.delete_script(name).await?;
-        println!("deleted script {name}");
+    let mut cleaned = Cleaned::default();
+    for script in named {
+        let verdict = match api.script_settings(&script).await {
+            Ok(settings) => marked(&script, &settings),
+            Err(error) => Err(Kept::Unverified(error)),
+        };
+        match verdict {
+            Ok(()) => {
+                api.delete_script(&script).await?;
+                println!("deleted script {script}");
+                cleaned.deleted.push(script);
+            }
+            Err(why) => {
+                println!("kept script {script}: {why}");
+                cleaned.kept.push(KeptScript { script, why });
+            }
+        }
     }
     println!(
-        "{} scripts of runs with prefix `{prefix}` deleted",
-        ours.len()
+        "{} scripts of runs with prefix `{prefix}` deleted, {} named like one kept",
+        cleaned.deleted.len(),
+        cleaned.kept.len()
     );
-    Ok(ours)
+    Ok(cleaned)
 }
 
 /// The run, reaching Cloudflare as `reach` says.

@@ -176,8 +176,24 @@ pub fn check_prefix(prefix: &str) -> Result<(), CloudflareRunError> {
     }
 }
 
-/// Whether `script` is a name a run with `prefix` gave (`PREFIX-xxxxxx-N`),
-/// so `clean` deletes no one else's scripts.
+/// The text binding every run's script carries, so `clean` can tell a
+/// run's script from a user's that only looks like one (`shop-abcdef-2`):
+/// a name is anyone's to choose, the marker only the harness writes.
+pub const MARKER_BINDING: &str = "HARNESS_RUN";
+
+/// The marker's text for `script` (`PREFIX-xxxxxx-N`): it names the
+/// harness and the run (`PREFIX-xxxxxx`), so it holds for that run's
+/// scripts only.
+pub fn marker_text(script: &str) -> String {
+    let run = script
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .trim_end_matches('-');
+    format!("harness cloudflare run {run}")
+}
+
+/// Whether `script` is a name a run with `prefix` gave (`PREFIX-xxxxxx-N`):
+/// the first test of `clean`, which then reads the script's
+/// [`MARKER_BINDING`] back before deleting it.
 pub fn is_run_script(prefix: &str, script: &str) -> bool {
     let Some(rest) = script
         .strip_prefix(prefix)
@@ -355,6 +371,10 @@ fn plan_scenario(
     bindings.push(Binding::PlainText {
         name: "PLAN".to_owned(),
         text: plan,
+    });
+    bindings.push(Binding::PlainText {
+        name: MARKER_BINDING.to_owned(),
+        text: marker_text(&script),
     });
     let namespaces = planned.bindings.iter().map(|b| b.namespace_id).fold(
         None,
@@ -558,6 +578,19 @@ mod tests {
         ] {
             assert!(!is_run_script("harness-rl", other), "{other}");
         }
+        // One marker for all of a run's scripts, another for another run's.
+        assert_eq!(
+            marker_text("harness-rl-abc123-3"),
+            "harness cloudflare run harness-rl-abc123"
+        );
+        assert_eq!(
+            marker_text("harness-rl-abc123-17"),
+            marker_text("harness-rl-abc123-1")
+        );
+        assert_ne!(
+            marker_text("harness-rl-abc123-1"),
+            marker_text("harness-rl-zz9zz9-1")
+        );
     }
 
     #[test]

@@ -48,9 +48,9 @@ impl Runner<'_> {
             self.observation.sent_subjects.insert(peer.to_string());
         }
         // The chain's addresses are keys the instance may count: none may be logged.
-        let chain = send.forwarded_for.join(", ");
+        let chain = send.chain().join(", ");
         self.observation.sent_subjects.extend(
-            send.forwarded_for
+            send.chain()
                 .iter()
                 .filter(|entry| entry.trim().parse::<IpAddr>().is_ok())
                 .map(|entry| entry.trim().to_owned()),
@@ -84,7 +84,7 @@ impl Runner<'_> {
                 self.observation.sent_subjects.insert(caller.clone());
             }
             let address = match (&send.address, send.distinct_addresses) {
-                (Some(address), _) => Some(address.clone()),
+                (Some(address), _) => Some(address.get_ref().clone()),
                 (None, true) => Some(self.fresh_address()),
                 (None, false) => None,
             };

@@ -166,7 +166,8 @@ pub struct SendRequests {
     pub caller: Option<String>,
     /// From this address (sent in `CF-Connecting-IP`).
     #[serde(default)]
-    pub address: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub address: Option<Spanned<String>>,
     /// From a new address for every request (not with `address`).
     #[serde(default)]
     pub distinct_addresses: bool,
@@ -179,7 +180,15 @@ pub struct SendRequests {
     /// right, as proxies append them (the client first, the last proxy's own
     /// peer last).
     #[serde(default)]
-    pub forwarded_for: Vec<String>,
+    #[schemars(with = "Vec<String>")]
+    pub forwarded_for: Option<Spanned<Vec<String>>>,
+    /// The step sends, on purpose, an `address`, `forwarded_for` or `peer`
+    /// its deployable does not read (a forged header it must not believe).
+    /// Without it such a step is refused: it would count another client than
+    /// it names, and pass or fail by accident.
+    #[serde(default)]
+    #[schemars(with = "bool")]
+    pub spoofed: Option<Spanned<bool>>,
     /// Extra request headers.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
@@ -200,6 +209,16 @@ fn default_path() -> String {
 }
 
 impl SendRequests {
+    /// The `X-Forwarded-For` entries, left to right (none when not written).
+    pub fn chain(&self) -> &[String] {
+        self.forwarded_for.as_ref().map_or(&[], |c| c.get_ref())
+    }
+
+    /// Whether the step says it sends an address the deployable must not believe.
+    pub fn spoofs(&self) -> bool {
+        self.spoofed.as_ref().is_some_and(|s| *s.get_ref())
+    }
+
     /// The loopback address to connect from, if the step names one.
     pub fn peer_address(&self) -> Result<Option<Ipv4Addr>, String> {
         let Some(peer) = &self.peer else {

@@ -1,5 +1,6 @@
 //! Cloudflare's API, as far as a run needs it: upload a Worker, give it its
-//! `workers.dev` URL, open and close a tail, delete it, list scripts. Every
+//! `workers.dev` URL, open and close a tail, delete it, list scripts and
+//! read one's settings back (for `clean`'s marker). Every
 //! request goes through one loop that retries what is transient
 //! ([`RetryPolicy`]) and turns the rest into one line ([`ApiError`]) naming
 //! the request and the API's own message, never the token.
@@ -31,13 +32,17 @@ pub enum Endpoint<'a> {
     DeleteScript(&'a str),
     /// `GET /accounts/{id}/workers/scripts`.
     ListScripts,
+    /// `GET /accounts/{id}/workers/scripts/{name}/settings`: its bindings, read back.
+    ScriptSettings(&'a str),
 }
 
 impl Endpoint<'_> {
     /// Its HTTP method.
     pub fn method(self) -> reqwest::Method {
         match self {
-            Endpoint::AccountSubdomain | Endpoint::ListScripts => reqwest::Method::GET,
+            Endpoint::AccountSubdomain | Endpoint::ListScripts | Endpoint::ScriptSettings(_) => {
+                reqwest::Method::GET
+            }
             Endpoint::Upload(_) => reqwest::Method::PUT,
             Endpoint::EnableSubdomain(_) | Endpoint::CreateTail(_) => reqwest::Method::POST,
             Endpoint::DeleteTail(..) | Endpoint::DeleteScript(_) => reqwest::Method::DELETE,
@@ -52,6 +57,7 @@ impl Endpoint<'_> {
             Endpoint::ListScripts => scripts,
             Endpoint::Upload(name) => format!("{scripts}/{name}"),
             Endpoint::EnableSubdomain(name) => format!("{scripts}/{name}/subdomain"),
+            Endpoint::ScriptSettings(name) => format!("{scripts}/{name}/settings"),
             Endpoint::CreateTail(name) => format!("{scripts}/{name}/tails"),
             Endpoint::DeleteTail(name, tail) => format!("{scripts}/{name}/tails/{tail}"),
             Endpoint::DeleteScript(name) => format!("{scripts}/{name}?force=true"),
@@ -494,6 +500,24 @@ impl Api {
     /// Deletes `script` (and whatever hangs on it); one already gone is fine.
     pub async fn delete_script(&self, script: &str) -> Result<(), ApiError> {
         gone_is_fine(self.request(Endpoint::DeleteScript(script), None).await)
+    }
+
+    /// `script`'s settings as the API gives them: `bindings` among them,
+    /// a `plain_text` one with its `text`.
+    pub async fn script_settings(&self, script: &str) -> Result<serde_json::Value, ApiError> {
+        let endpoint = Endpoint::ScriptSettings(script);
+        let result = self.request(endpoint, None).await?;
+        if result.is_object() {
+            Ok(result)
+        } else {
+            Err(ApiError::Unexpected {
+                endpoint: endpoint.to_string(),
+                detail: format!(
+                    "`result` is not an object: {}",
+                    shortened(&result.to_string(), 300)
+                ),
+            })
+        }
     }
 
     /// The names of the account's scripts.

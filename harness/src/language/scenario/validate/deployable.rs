@@ -1,11 +1,13 @@
 //! What a scenario asks of its deployable, the deployable can do: Redis
 //! steps and expectations belong to a native deployable counting in Redis,
-//! Cloudflare bindings to a Workers one.
+//! Cloudflare bindings to a Workers one, and the addresses a step sends are
+//! ones it reads ([`super::address`]).
 
 use std::collections::BTreeMap;
 
 use runtime::config::{Application, Counting, Deployable, Target};
 
+use super::address::validate_addresses;
 use crate::language::scenario::behaviour::ALL_BINDINGS;
 use crate::language::scenario::model::RedisKind;
 use crate::language::scenario::prepared::Prepared;
@@ -80,6 +82,10 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
         };
         if let Some(message) = what {
             return Err(source.error(step.span(), message));
+        }
+        if let Ok(Action::Send { send, .. }) = step.get_ref().action() {
+            validate_addresses(send, deployable, d)
+                .map_err(|(span, m)| source.error(span.unwrap_or_else(|| step.span()), m))?;
         }
     }
     Ok(())

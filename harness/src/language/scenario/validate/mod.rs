@@ -2,10 +2,12 @@
 //! nothing runs that could not be judged: each step does one thing, its
 //! sequences parse and add up, its isolates exist ([`send`], [`deadline`],
 //! [`redis`]); what it asks of its deployable, the deployable can do
-//! ([`deployable`]); Cloudflare can run what is marked to run there
+//! ([`deployable`]), the addresses it sends among what it reads
+//! ([`address`]); Cloudflare can run what is marked to run there
 //! ([`cloudflare`]); and it judges something. Every refusal is a
 //! [`ScenarioError`] at the place in the file.
 
+mod address;
 mod cloudflare;
 mod deadline;
 mod deployable;

@@ -35,9 +35,9 @@ pub(super) fn validate_send(
     }
     send.peer_address()
         .map_err(|m| (send.peer.as_ref().map(Spanned::span), m))?;
-    if let Some(entry) = send.forwarded_for.iter().find(|e| e.contains(',')) {
+    if let Some(entry) = send.chain().iter().find(|e| e.contains(',')) {
         return Err((
-            None,
+            send.forwarded_for.as_ref().map(Spanned::span),
             format!(
                 "`forwarded_for` entry `{entry}` holds a comma: write each address as an entry of its own"
             ),
@@ -47,7 +47,7 @@ pub(super) fn validate_send(
         .headers
         .keys()
         .any(|name| name.eq_ignore_ascii_case(runtime::address::FORWARDED_FOR_HEADER));
-    if forwarded_header && !send.forwarded_for.is_empty() {
+    if forwarded_header && !send.chain().is_empty() {
         return Err((
             None,
             "send an `X-Forwarded-For` chain with `forwarded_for` or in `headers`, not both"
