@@ -61,13 +61,15 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
     const units = asks[2 * i + 1];
     const key = units === keys.length ? keys : keys.slice(offset, offset + units);
     offset += units;
-    const binding = env[names[asks[2 * i]]];
-    if (binding === undefined || binding === null) {
-      codes += ANSWER.MISSING * scale;
-      continue;
-    }
+    // The look-up is inside the try too: an `env` whose getter throws
+    // (or no `env` at all) is a binding that failed, never a request lost.
     let answer;
     try {
+      const binding = env[names[asks[2 * i]]];
+      if (binding === undefined || binding === null) {
+        codes += ANSWER.MISSING * scale;
+        continue;
+      }
       answer = binding.limit({ key });
     } catch {
       codes += ANSWER.FAILED * scale;

@@ -271,8 +271,10 @@ impl GatePlan {
                             "a limit is a whole number of requests and seconds, each at least 1",
                         ));
                     };
+                    let path = crate::routes::canonical_template(path)
+                        .map_err(|_| at("a route's path is no template the gate can match"))?;
                     plan.routes.push(RouteLimit {
-                        path: (*path).to_owned(),
+                        path,
                         limit: Limit::new(requests, window),
                         backend: read_backend(backend, plan.backends.len())
                             .ok_or_else(|| at("no such backend"))?,

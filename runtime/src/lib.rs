@@ -46,6 +46,7 @@ pub mod names;
 pub mod native;
 #[cfg(any(target_arch = "wasm32", test))]
 mod parked;
+pub mod routes;
 pub mod subject;
 #[cfg(feature = "testing")]
 pub mod testing;

@@ -39,6 +39,7 @@ pub use crate::gate_plan::UnknownDeployable;
 use crate::gate_plan::{GatePlan, RouteLimit};
 use crate::keys;
 use crate::limits::Limit;
+use crate::routes::{self, RouteTable};
 use crate::subject::Subject;
 
 /// The header the address is taken from on Workers (and on a native server
@@ -396,6 +397,8 @@ pub struct Limiter {
     subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<RouteLimit>,
+    /// Which of `routes` a request's canonical path meets.
+    route_table: RouteTable,
     memory: WindowCounter,
 }
 
@@ -439,11 +442,20 @@ impl Limiter {
                 missing_cools_off,
             })
             .collect();
+        // A plan's templates are valid (validated, or read back by
+        // `GatePlan::from_text`), so the router refuses none of them.
+        let (route_table, _) = RouteTable::new(
+            plan.routes
+                .iter()
+                .enumerate()
+                .map(|(index, route)| (index, route.path.as_str())),
+        );
         Limiter {
             counting: plan.counting,
             backends,
             subject_backends: plan.subject_backends,
             routes: plan.routes,
+            route_table,
             memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
         }
     }
@@ -474,8 +486,9 @@ impl Limiter {
     }
 
     /// The limits that count a request from `subject` to `path`, in the order
-    /// to check them: the subject's built-in limit, then the route's own.
-    /// A deployable that serves no API limits nothing. No two checks share
+    /// to check them: the subject's built-in limit, then the own limits of
+    /// the route `path` meets (however it is spelt: [`routes::canonical`];
+    /// the most specific template where several match). A deployable that serves no API limits nothing. No two checks share
     /// both limit and key, so no request is counted twice under one key.
     pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
         if matches!(self.counting, Counting::NoApi) {
@@ -486,12 +499,11 @@ impl Limiter {
             Subject::Caller(_) => self.subject_backends[0],
             Subject::Address(_) => self.subject_backends[1],
         };
-        let routes = self
-            .routes
+        let met = self.route_table.routes_for(&routes::canonical(path));
+        let routes = met
             .iter()
-            .enumerate()
-            .filter(|(_, route)| route.path == path);
-        let mut checks = Vec::with_capacity(1 + routes.clone().count());
+            .filter_map(|&index| Some((index, self.routes.get(index)?)));
+        let mut checks = Vec::with_capacity(1 + met.len());
         // The subject's check first; its key is moved in once the route keys
         // that contain it are built (no copy of it per request).
         checks.push(Check {
@@ -534,6 +546,15 @@ impl Limiter {
                 Some(Route::CoolingOff) | None => Slot::NotAsked,
             };
         }
+        Pending { checks }
+    }
+
+    /// Takes a request's checks and asks no backend: every one is counted
+    /// in memory with no cool-off moved and no line written, as a check
+    /// whose backend cools off is. For an embedding that could not ask
+    /// (the workers-rs gate when the gate's own call failed), so the request
+    /// is still decided by its limits.
+    pub fn asks_none(&self, checks: Vec<Check>) -> Pending {
         Pending { checks }
     }
 

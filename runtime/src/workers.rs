@@ -428,11 +428,32 @@ impl Gate {
             ticket,
         );
         if outcome.is_err() {
-            // Thrown before or by the resume: the slot must not wait for a
-            // resume that may never come.
-            self.shared.waiting.borrow_mut().take(ticket);
+            // Thrown before the resume (the helper never throws for a
+            // binding's doing): the request is decided as though no binding
+            // answered, counted in memory, never failed nor let through
+            // unchecked. Thrown by the resume (by `respond`): its slot is
+            // already free, and the error is the embedding's.
+            let parked = self.shared.waiting.borrow_mut().take(ticket);
+            if let Some(parked) = parked {
+                let waiting = parked.item;
+                return (waiting.respond)(self.shared.conclude(waiting.pending, waiting.now_ms));
+            }
         }
         outcome
+    }
+
+    /// Decides a request by its limits in this isolate's memory alone,
+    /// asking no binding: for the workers-rs gate when [`Gate::decide`]
+    /// gave no verdict (its seed could not be drawn), so that no request
+    /// passes unchecked.
+    #[cfg(feature = "workers-rs")]
+    pub(crate) fn decide_in_memory(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
+        let now_ms = self.clock.wall_ms();
+        let pending = {
+            let limiter = self.shared.limiter.borrow();
+            limiter.asks_none(limiter.checks(subject, path))
+        };
+        self.shared.conclude(pending, now_ms)
     }
 
     /// The clock this gate's decisions read (with the `testing` feature, the

@@ -140,9 +140,14 @@ impl Gate {
             // Settles once every asked binding answered or the deadline passed.
             let _ = JsFuture::from(promise.unchecked_into::<js_sys::Promise>()).await;
         }
-        // No verdict only if the gate itself failed (never the binding's
-        // doing): the request is not failed for it.
-        verdict.take().unwrap_or(Ok(()))
+        match verdict.take() {
+            Some(verdict) => verdict,
+            // No verdict: the gate could not even count in memory (no
+            // randomness for its seed). As the wasm-bindgen gate's Worker
+            // would see its error, the request is decided by the limits
+            // alone in memory, never let through unchecked.
+            None => self.gate.decide_in_memory(subject, path),
+        }
     }
 
     /// The clock this gate's decisions read (with the `testing` feature, the

@@ -130,7 +130,9 @@ pub struct Deployable {
 /// A route with its own rate limit.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Route {
-    /// The request path it applies to, exactly (no patterns).
+    /// The paths it applies to: a template in its canonical form
+    /// ([`crate::routes::canonical_template`]; `{id}` one segment, a final
+    /// `{*rest}` the rest), as validation leaves it.
     pub path: String,
     /// Its own limit, counted beside the subject's built-in one.
     pub rate_limit: Option<Limit>,

@@ -217,12 +217,13 @@ proptest! {
                 declines: Vec::new(),
                 client_address: Default::default(),
             }],
+            // A validated description's paths: canonical templates.
             routes: paths
                 .iter()
-                .map(|(path, requests, window)| Route {
-                    path: path.clone(),
+                .filter_map(|(path, requests, window)| Some(Route {
+                    path: runtime::routes::canonical_template(path).ok()?,
                     rate_limit: Some(Limit::new(*requests, *window)),
-                })
+                }))
                 .collect(),
         };
         let plan = GatePlan::new(&app, &deployable).expect("planned");

@@ -24,4 +24,5 @@ mod floods;
 mod gate_plan;
 mod limiter;
 mod native;
+mod routes;
 mod secrets;

@@ -174,6 +174,13 @@ fn shown_description() -> Shown {
             format!("{plan_errors:?} {plan_error_texts:?}"),
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
+        (
+            "routes::TemplateError",
+            format!(
+                "{:?}",
+                runtime::routes::canonical_template("/api/users/:id")
+            ),
+        ),
         ("bindings::Bindings", format!("{plan:?}")),
         ("bindings::Binding", format!("{:?}", plan.bindings)),
         ("bindings::Simple", format!("{:?}", plan.wrangler_entries())),

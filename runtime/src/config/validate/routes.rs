@@ -1,5 +1,5 @@
-//! Each route: a unique path a request's path can match and that keeps the
-//! keys unambiguous, and its own limit, with every field checked and a
+//! Each route: a unique template (after [`routes`]'s normalisation) a
+//! request's path can match and that keeps the keys unambiguous, and its own limit, with every field checked and a
 //! window Cloudflare's binding can count when the binding is the store.
 
 use std::collections::BTreeMap;
@@ -11,50 +11,89 @@ use super::Report;
 use crate::config::raw::{RawRoute, RawRouteLimit};
 use crate::config::{BINDING_WINDOWS, Code, Location, Route};
 use crate::limits::Limit;
+use crate::routes::{self, RouteTable};
 
 pub(super) fn validate_routes(
     report: &mut Report<'_>,
     raw: &[Spanned<RawRoute>],
     binding_store: bool,
 ) -> Vec<Route> {
-    let mut first_entry: BTreeMap<&str, usize> = BTreeMap::new();
+    // Each route's shape (its canonical template, parameters unnamed), and
+    // where it was first listed: two spellings of one path are one route.
+    let mut first_entry: BTreeMap<String, (usize, String)> = BTreeMap::new();
     let mut routes = Vec::new();
+    let mut valid: Vec<(usize, Range<usize>)> = Vec::new();
     for spanned in raw {
         let route = spanned.get_ref();
-        check_route_path(report, &route.path);
-        let path = route.path.get_ref();
-        if let Some(&first) = first_entry.get(path.as_str()) {
-            let first_line = Location::of_offset(report.source, first).line;
-            report.add(
-                Code::RouteDuplicate,
-                Some(spanned.span()),
-                format!(
-                    "route `{path}` is listed again (first at line {first_line}); every entry \
-                     of a path counts each of its requests, so keep one `[[routes]]` per path"
-                ),
-            );
-        } else {
-            first_entry.insert(path, spanned.span().start);
+        let written = route.path.get_ref();
+        let canonical = check_route_path(report, &route.path);
+        let path = canonical.as_deref().unwrap_or(written);
+        if let Some(canonical) = &canonical {
+            let shape = routes::template_shape(canonical);
+            if let Some((first, first_path)) = first_entry.get(&shape) {
+                let first_line = Location::of_offset(report.source, *first).line;
+                let same = if first_path == canonical {
+                    format!("`{first_path}`")
+                } else {
+                    format!("`{first_path}`, which meets the same paths")
+                };
+                report.add(
+                    Code::RouteDuplicate,
+                    Some(spanned.span()),
+                    format!(
+                        "route `{written}` is {same}, listed again (first at line {first_line}); \
+                         every entry of a path counts each of its requests, so keep one \
+                         `[[routes]]` per path"
+                    ),
+                );
+            } else {
+                first_entry.insert(shape, (spanned.span().start, canonical.clone()));
+            }
         }
         let rate_limit = route
             .rate_limit
             .as_ref()
-            .and_then(|limit| route_limit(report, path, limit, binding_store));
+            .and_then(|limit| route_limit(report, written, limit, binding_store));
+        if canonical.is_some() {
+            valid.push((routes.len(), spanned.span()));
+        }
         routes.push(Route {
-            path: path.clone(),
+            path: path.to_owned(),
             rate_limit,
         });
+    }
+    // What the gate's router would refuse of the valid templates, refused here.
+    let (_, refused) = RouteTable::new(
+        valid
+            .iter()
+            .map(|&(index, _)| (index, routes[index].path.as_str())),
+    );
+    for (index, why) in refused {
+        let span = valid
+            .iter()
+            .find(|(i, _)| *i == index)
+            .map(|(_, s)| s.clone());
+        report.add(
+            Code::RoutePathInvalid,
+            span,
+            format!(
+                "route `{}` cannot be matched beside the others: {why}",
+                routes[index].path
+            ),
+        );
     }
     routes
 }
 
-/// A route's path is matched exactly against a request's path, and is the
-/// first part of its keys (`PATH|caller:ID`): it starts with `/`, and holds
-/// no `|` (the keys' separator: with it, `/a|caller:b` for caller `c` and
-/// `/a` for caller `b|caller:c` would share one key), nor what a request's
-/// path never holds (a query or fragment, spaces, anything not
-/// percent-encoded), so that it can match.
-fn check_route_path(report: &mut Report<'_>, path: &Spanned<String>) {
+/// A route's path is a template ([`routes`]) matched against a request's
+/// canonical path, and is the first part of its keys (`PATH|caller:ID`):
+/// it starts with `/`, and holds no `|` (the keys' separator: with it,
+/// `/a|caller:b` for caller `c` and `/a` for caller `b|caller:c` would
+/// share one key), nor what a request's path never holds (a query or
+/// fragment, spaces, anything not percent-encoded), so that it can match;
+/// its parameters are in the syntax the router reads. Its canonical
+/// template, when it is valid.
+fn check_route_path(report: &mut Report<'_>, path: &Spanned<String>) -> Option<String> {
     let text = path.get_ref();
     let why = if !text.starts_with('/') {
         Some(format!(
@@ -89,12 +128,20 @@ fn check_route_path(report: &mut Report<'_>, path: &Spanned<String>) {
     } else {
         None
     };
-    if let Some(why) = why {
-        report.add(
-            Code::RoutePathInvalid,
-            Some(path.span()),
-            format!("route `{}` {why}", text.escape_debug()),
-        );
+    let canonical = match why {
+        Some(why) => Err(why),
+        None => routes::canonical_template(text).map_err(|error| error.to_string()),
+    };
+    match canonical {
+        Ok(canonical) => Some(canonical),
+        Err(why) => {
+            report.add(
+                Code::RoutePathInvalid,
+                Some(path.span()),
+                format!("route `{}` {why}", text.escape_debug()),
+            );
+            None
+        }
     }
 }
 
