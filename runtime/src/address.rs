@@ -51,6 +51,26 @@ impl ClientAddress {
             .map_or(ClientAddress::Unknown, ClientAddress::of_ip)
     }
 
+    /// The client Cloudflare's two headers name: `CF-Connecting-IP`, or,
+    /// where Cloudflare's Pseudo IPv4 has overwritten it with a Class E
+    /// address ([`is_pseudo_ipv4`]), the real IPv6 address in
+    /// `CF-Connecting-IPv6`, counted by its /64. A Worker reads the second
+    /// header only when the first is such an address.
+    pub fn from_cloudflare_headers(
+        cf_connecting_ip: Option<&str>,
+        cf_connecting_ipv6: Option<&str>,
+    ) -> ClientAddress {
+        let ip = cf_connecting_ip.map(str::as_bytes).and_then(parse_ip);
+        let real = cf_connecting_ipv6.map(str::as_bytes).and_then(parse_ip);
+        match (ip, real) {
+            (Some(ip), Some(real @ IpAddr::V6(_))) if is_pseudo_ipv4(ip) => {
+                ClientAddress::of_ip(real)
+            }
+            (Some(ip), _) => ClientAddress::of_ip(ip),
+            (None, _) => ClientAddress::Unknown,
+        }
+    }
+
     /// The client address of an IP address (a socket's peer, or one a
     /// trusted proxy named).
     pub fn of_ip(ip: IpAddr) -> ClientAddress {
@@ -222,13 +242,22 @@ impl CloudflarePeers {
     /// address, the real IPv6 address in `CF-Connecting-IPv6`.
     fn client(&self, headers: &AddressHeaders<'_>) -> Option<IpAddr> {
         let ip = headers.cf_connecting_ip.and_then(parse_ip)?;
-        let pseudo = matches!(ip, IpAddr::V4(v4) if v4.octets()[0] >= 240);
-        if pseudo && let Some(real @ IpAddr::V6(_)) = headers.cf_connecting_ipv6.and_then(parse_ip)
+        if is_pseudo_ipv4(ip)
+            && let Some(real @ IpAddr::V6(_)) = headers.cf_connecting_ipv6.and_then(parse_ip)
         {
             return Some(real);
         }
         Some(ip)
     }
+}
+
+/// Whether `ip` is in 240.0.0.0/4, the Class E range Cloudflare's Pseudo
+/// IPv4 ("Overwrite Headers") writes into `CF-Connecting-IP` in place of an
+/// IPv6 client's address, moving the real one to `CF-Connecting-IPv6`. One
+/// IPv6 client's addresses map to many pseudo addresses, so counting them
+/// would give each address of its /64 a count of its own.
+pub fn is_pseudo_ipv4(ip: IpAddr) -> bool {
+    matches!(ip, IpAddr::V4(v4) if v4.octets()[0] >= 240)
 }
 
 /// The request headers a source may read, as the bytes they came as: a

@@ -17,6 +17,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
+use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress, is_pseudo_ipv4};
 use crate::backend::DEADLINE_MS;
 use crate::clock::Clock;
 use crate::config::Counting;
@@ -105,6 +106,8 @@ impl HeaderName {
 thread_local! {
     /// [`ADDRESS_HEADER`], read on every request counted by address.
     static ADDRESS: HeaderName = HeaderName::new(ADDRESS_HEADER);
+    /// [`CLOUDFLARE_IPV6_HEADER`], read only when Pseudo IPv4 wrote the first.
+    static ADDRESS_IPV6: HeaderName = HeaderName::new(CLOUDFLARE_IPV6_HEADER);
 }
 
 /// The continuation of a request whose bindings were asked: its ticket, the
@@ -533,11 +536,27 @@ pub fn path_of(request: &web_sys::Request) -> String {
 }
 
 /// The subject of a request: the caller the application signed in, else the
-/// address from `CF-Connecting-IP` in the request's `headers` (read once,
-/// for the sign-in too: each read crosses from wasm into JavaScript).
+/// address from `CF-Connecting-IP` in the request's `headers` (or, where
+/// Pseudo IPv4 wrote a Class E address there, the IPv6 address in
+/// `CF-Connecting-IPv6`: [`ClientAddress::from_cloudflare_headers`]). Each
+/// read crosses from wasm into JavaScript, so the second header is read
+/// only then.
 pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subject {
+    if let Some(caller) = Subject::signed_in(caller_id) {
+        return caller;
+    }
     let address = ADDRESS.with(|name| name.read(headers));
-    Subject::of_request(caller_id, address.as_deref())
+    let pseudo = address
+        .as_deref()
+        .and_then(|a| a.trim().parse::<std::net::IpAddr>().ok())
+        .is_some_and(is_pseudo_ipv4);
+    let ipv6 = pseudo
+        .then(|| ADDRESS_IPV6.with(|name| name.read(headers)))
+        .flatten();
+    Subject::Address(ClientAddress::from_cloudflare_headers(
+        address.as_deref(),
+        ipv6.as_deref(),
+    ))
 }
 
 /// The 429 response for a refusal.

@@ -27,6 +27,7 @@ use js_sys::futures::JsFuture;
 use wasm_bindgen::{JsCast, JsValue};
 use worker::send::{SendFuture, SendWrapper};
 
+use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress};
 use crate::clock::Clock;
 use crate::config::Counting;
 use crate::limiter::{ADDRESS_HEADER, Refusal};
@@ -60,11 +61,14 @@ impl<B> Limited for http::Request<B> {
     }
 
     fn subject(&self, caller_id: Option<&str>) -> Subject {
-        let address = self
-            .headers()
-            .get(ADDRESS_HEADER)
-            .and_then(|v| v.to_str().ok());
-        Subject::of_request(caller_id, address)
+        if let Some(caller) = Subject::signed_in(caller_id) {
+            return caller;
+        }
+        let header = |name: &str| self.headers().get(name).and_then(|v| v.to_str().ok());
+        Subject::Address(ClientAddress::from_cloudflare_headers(
+            header(ADDRESS_HEADER),
+            header(CLOUDFLARE_IPV6_HEADER),
+        ))
     }
 }
 

@@ -547,6 +547,27 @@ fn under_pseudo_ipv4_the_real_client_is_cloudflare_s_ipv6_header_counted_by_its_
         resolve(None, Some("2001:db8:1:2::1")),
         Err(AddressUnknown::NoCloudflareHeader)
     );
+    // A Worker's rule (it reads both headers from Cloudflare itself) is the
+    // same rule: every case above, and an absent header as no address.
+    for (v4, v6) in [
+        (Some("240.16.0.1"), Some("2001:db8:1:2:3:4:5:6")),
+        (Some("255.1.2.3"), Some("[2001:db8:1:2::9]")),
+        (Some("240.99.0.7"), Some("2001:db8:1:2::77")),
+        (Some("2001:db8:9::1"), None),
+        (Some("203.0.113.5"), Some("2001:db8:1:2::1")),
+        (Some("240.16.0.1"), None),
+        (Some("240.16.0.1"), Some("203.0.113.5")),
+    ] {
+        assert_eq!(
+            Ok(ClientAddress::from_cloudflare_headers(v4, v6)),
+            resolve(v4, v6),
+            "{v4:?} {v6:?}"
+        );
+    }
+    assert_eq!(
+        ClientAddress::from_cloudflare_headers(None, Some("2001:db8:1:2::1")),
+        ClientAddress::Unknown
+    );
     // Through the gate, with the header named as Cloudflare names it.
     let cloudflare = gate(Some("\"cloudflare\""));
     let pseudo = headers(&[

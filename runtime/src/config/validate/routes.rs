@@ -1,6 +1,7 @@
 //! Each route: a unique template (after [`routes`]'s normalisation) a
-//! request's path can match and that keeps the keys unambiguous, and its own limit, with every field checked and a
-//! window Cloudflare's binding can count when the binding is the store.
+//! request's path can match and that keeps the keys unambiguous, and its
+//! own limit, with every field checked and a window Cloudflare's binding
+//! can count when the binding is the store.
 
 use std::collections::BTreeMap;
 use std::ops::Range;

@@ -56,7 +56,10 @@ fn counted(d: &Deployable, sent: Sent<'_>) -> Result<ClientAddress, AddressUnkno
     match d.target {
         // A Worker counts `CF-Connecting-IP`, whoever connects
         // (`runtime::workers::subject_of`).
-        Target::Workers => Ok(ClientAddress::from_header(sent.cloudflare)),
+        Target::Workers => Ok(ClientAddress::from_cloudflare_headers(
+            sent.cloudflare,
+            sent.cloudflare_ipv6,
+        )),
         Target::Native => {
             let forwarded_for = sent.forwarded_for.map(str::as_bytes);
             let headers = AddressHeaders {
