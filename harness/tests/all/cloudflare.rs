@@ -1136,7 +1136,7 @@ async fn clean_deletes_the_scripts_of_runs_with_the_prefix_and_no_other() {
     );
 }
 
-/// The account of issue 27: the user's own `shop-worker-1`, `shop-abcdef-2`
+/// An account holding the user's own `shop-worker-1`, `shop-abcdef-2`
 /// and `shop-k3x9q2-17`, named as a run's script would be, beside one a
 /// run with prefix `shop` really uploaded (it carries the harness's
 /// marker) and one of another shape. Each look-alike's settings hold what
@@ -1204,7 +1204,7 @@ async fn an_account_with_look_alikes() -> MockServer {
     server
 }
 
-/// Issue 27: `clean --prefix shop` deleted every script named
+/// `clean --prefix shop` once deleted every script named
 /// `shop-<6 letters or digits>-<digits>`, the user's own with them. Only
 /// the one carrying the harness's marker is deleted; the look-alikes are
 /// listed as kept, with why.

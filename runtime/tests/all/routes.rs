@@ -53,8 +53,8 @@ fn passed(limiter: &mut Limiter, paths: &[&str]) -> usize {
 const LOGIN: &str =
     "[[routes]]\npath = \"/api/login\"\nrate_limit = { requests = 5, window = 60 }\n";
 
-/// The spellings issue 27 found getting around a limit on `/api/login`,
-/// each a fresh count before; now all one.
+/// The spellings that got around a limit on `/api/login` when routes were
+/// matched exactly, each a fresh count then: now all one.
 #[test]
 fn every_spelling_of_a_limited_path_shares_its_count() {
     let mut limiter = limiter(LOGIN);
@@ -154,8 +154,8 @@ const TEMPLATES: &str = "\
 [[routes]]\npath = \"/api/users/me\"\nrate_limit = { requests = 1, window = 60 }\n\
 [[routes]]\npath = \"/api/files/{*rest}\"\nrate_limit = { requests = 2, window = 60 }\n";
 
-/// `/api/users/{id}` is one count per subject whatever the id: issue 27's
-/// bypass was that its limit met no path at all.
+/// `/api/users/{id}` is one count per subject whatever the id (matched
+/// exactly, its limit met no path at all).
 #[test]
 fn a_template_counts_every_path_it_matches_as_one() {
     let mut limiter = limiter(TEMPLATES);
