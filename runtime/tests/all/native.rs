@@ -85,6 +85,57 @@ fn url_and_nodes_together_or_no_nodes_are_invalid_with_a_place() {
     }
 }
 
+/// A Redis URL the runtime cannot dial is a diagnostic before the first
+/// request, not a process counting in its own memory after it: a TLS URL
+/// (this build speaks no TLS), another scheme, no scheme, no host.
+#[test]
+fn a_redis_url_the_runtime_cannot_dial_is_invalid_at_its_place() {
+    for (setting, says) in [
+        (
+            "url = \"rediss://cache.example:6380\"",
+            "over TLS (`rediss://`)",
+        ),
+        (
+            "url = \"valkeys://cache.example:6380\"",
+            "over TLS (`valkeys://`)",
+        ),
+        (
+            "url = \"http://cache.example:6379\"",
+            "`http://`, which is no Redis scheme",
+        ),
+        (
+            "url = \"cache.example:6379\"",
+            "no URL (it has no `scheme://`)",
+        ),
+        ("url = \"redis://\"", "names no host"),
+        ("url = \"redis://:secret@/0\"", "names no host"),
+        ("url = \"redis+unix://\"", "names no socket path"),
+        (
+            "nodes = [\"redis://10.0.0.1:7000\", \"rediss://10.0.0.2:7000\"]",
+            "over TLS (`rediss://`)",
+        ),
+    ] {
+        let source = REDIS_APP.replace("url = \"redis://127.0.0.1:6379\"", setting);
+        let diagnostics = Application::from_toml(&source).expect_err(setting);
+        assert_eq!(diagnostics.codes(), vec![Code::StoreInvalid], "{setting}");
+        let d = &diagnostics.0[0];
+        assert!(d.message.contains(says), "{setting}: {}", d.message);
+        assert!(!d.message.contains("secret"), "{}", d.message);
+        let location = d.location.expect("a place");
+        assert_eq!(location.line, 4, "{setting}");
+    }
+    for spoken in [
+        "url = \"redis://:secret@10.0.0.1:6379/2\"",
+        "url = \"REDIS://[::1]:6379\"",
+        "url = \"valkey://10.0.0.1\"",
+        "url = \"redis+unix:///run/redis.sock\"",
+        "url = \"unix:///run/redis.sock\"",
+    ] {
+        let source = REDIS_APP.replace("url = \"redis://127.0.0.1:6379\"", spoken);
+        assert!(Application::from_toml(&source).is_ok(), "{spoken}");
+    }
+}
+
 #[tokio::test]
 async fn the_tower_layer_limits_in_one_line_and_refused_requests_never_reach_the_service() {
     // A native deployable with no store counts in the process's memory.

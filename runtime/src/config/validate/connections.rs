@@ -175,12 +175,24 @@ pub(super) fn validate_connections(
                         ),
                     );
                 }
-                Connection::Redis(redis_endpoint(
-                    report,
-                    name,
-                    setting("url"),
-                    setting("nodes"),
-                ))
+                let endpoint = redis_endpoint(report, name, setting("url"), setting("nodes"));
+                let urls = match &endpoint {
+                    RedisEndpoint::Single { url } => url.iter().collect::<Vec<_>>(),
+                    RedisEndpoint::Cluster { nodes } => nodes.iter().collect(),
+                };
+                let at = match &endpoint {
+                    RedisEndpoint::Single { .. } => setting("url"),
+                    RedisEndpoint::Cluster { .. } => setting("nodes"),
+                }
+                .map_or(span.clone(), |(_, value)| value.span());
+                if let Some(problem) = urls.iter().find_map(|url| redis_url_problem(url)) {
+                    report.add(
+                        Code::StoreInvalid,
+                        Some(at),
+                        format!("connection `{name}` has a {problem}"),
+                    );
+                }
+                Connection::Redis(endpoint)
             }
             other => Connection::Other(other.map(str::to_owned)),
         };
@@ -245,6 +257,67 @@ fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
             ),
         );
     }
+}
+
+/// The URL schemes a Redis connection can be dialled with: TCP and a Unix
+/// socket, as the `redis` crate spells them (Valkey's too).
+const REDIS_SCHEMES: [&str; 5] = ["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
+
+/// Why `url` is no Redis URL this runtime can dial, or `None`: at
+/// validation, where a URL it cannot use would otherwise leave every
+/// process counting in its own memory from the first request on. Never
+/// the URL itself (it may hold a password), only its scheme when that is
+/// a plain word.
+fn redis_url_problem(url: &str) -> Option<String> {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return Some(
+            "`url` that is no URL (it has no `scheme://`): write it as              \"redis://HOST:PORT\" (or \"redis+unix:///PATH\")"
+                .to_owned(),
+        );
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let plain = !scheme.is_empty()
+        && scheme.len() <= 16
+        && scheme
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
+    if matches!(scheme.as_str(), "rediss" | "valkeys") {
+        return Some(format!(
+            "`url` over TLS (`{scheme}://`), which this runtime cannot dial yet: every process \
+             would count in its own memory; reach the server over `redis://` (a TLS tunnel \
+             such as stunnel beside each process) until TLS is supported"
+        ));
+    }
+    if !REDIS_SCHEMES.contains(&scheme.as_str()) {
+        let named = if plain {
+            format!("`{scheme}://`")
+        } else {
+            "a scheme".to_owned()
+        };
+        return Some(format!(
+            "`url` with {named}, which is no Redis scheme: write \"redis://HOST:PORT\" (or \
+             \"redis+unix:///PATH\")"
+        ));
+    }
+    let unix = scheme.ends_with("unix");
+    // After any `user:password@`, a TCP URL names a host; a socket's, a path.
+    let place = rest.rsplit_once('@').map_or(rest, |(_, place)| place);
+    let empty = if unix {
+        place.trim_start_matches('/').is_empty()
+    } else {
+        place.split(['/', '?']).next().is_none_or(str::is_empty)
+    };
+    empty.then(|| {
+        format!(
+            "`url` (`{scheme}://`) that names no {}: write \"{}\"",
+            if unix { "socket path" } else { "host" },
+            if unix {
+                "redis+unix:///PATH"
+            } else {
+                "redis://HOST:PORT"
+            }
+        )
+    })
 }
 
 /// A Redis connection's endpoint: `url` for one server, or `nodes` (a
