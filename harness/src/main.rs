@@ -45,9 +45,14 @@ enum Command {
         #[arg(long, value_enum, default_value_t = EntriesFormat::Jsonc, conflicts_with = "write")]
         format: EntriesFormat,
         /// Replace the application's entries in this wrangler.jsonc, .json or
-        /// .toml (created when absent), keeping everything else and its comments.
+        /// .toml (created when absent), and its Worker's plan as `vars.PLAN`,
+        /// keeping everything else and its comments.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
+        /// The Workers deployable the file is for, whose plan goes in
+        /// `vars.PLAN` (needed only when the application has several).
+        #[arg(long, value_name = "NAME", requires = "write")]
+        deployable: Option<String>,
     },
     /// Run the conformance scenarios and print the summary table (the main job).
     Run {
@@ -222,12 +227,14 @@ fn main() -> ExitCode {
             application,
             format,
             write: None,
+            ..
         } => application::wrangler(&application, format),
         Command::Wrangler {
             application,
             write: Some(file),
+            deployable,
             ..
-        } => application::write_wrangler_file(&application, &file),
+        } => application::write_wrangler_file(&application, &file, deployable.as_deref()),
         Command::Run {
             filter,
             scenarios,

@@ -33,6 +33,10 @@ use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 /// against another version refuses the plan instead of misreading it.
 const HEADER: &str = "rate-limits-plan 2";
 
+/// The text binding a Worker reads its plan from: a Wrangler `vars` entry
+/// (`harness wrangler --write` writes it), the upload's `plain_text`.
+pub const PLAN_BINDING: &str = "PLAN";
+
 /// A route's own limit, and the backend that counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RouteLimit {

@@ -195,9 +195,7 @@ pub struct Gate {
     clock: Clock,
 }
 
-/// The text binding the build step puts the deployable's plan in
-/// (`harness validate --plan`; in Wrangler, a `vars` entry).
-pub const PLAN_BINDING: &str = "PLAN";
+pub use crate::gate_plan::PLAN_BINDING;
 
 /// Why a Worker has no gate: its plan could not be read.
 #[derive(Debug, thiserror::Error)]

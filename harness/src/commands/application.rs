@@ -10,11 +10,11 @@ use std::str::FromStr;
 
 use runtime::GatePlan;
 use runtime::bindings::Bindings;
-use runtime::config::{Application, StoreDriver};
+use runtime::config::{Application, StoreDriver, Target};
 use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
 
 use crate::commands::error::CommandError;
-use crate::commands::wrangler_file::{self, Written};
+use crate::commands::wrangler_file::{self, WranglerEdit, Written};
 
 /// The format `wrangler` prints the entries in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -121,32 +121,97 @@ pub fn wrangler(path: &Path, format: EntriesFormat) -> Result<bool, CommandError
     Ok(true)
 }
 
-/// `wrangler --write FILE`: the entries written into `file`; nothing is
-/// written for an invalid description.
-pub fn write_wrangler_file(path: &Path, file: &Path) -> Result<bool, CommandError> {
+/// `wrangler --write FILE [--deployable NAME]`: the entries and the Worker's
+/// plan (`vars.PLAN`) written into `file`; nothing is written for an
+/// invalid description, or when the Worker the file is for is not clear.
+pub fn write_wrangler_file(
+    path: &Path,
+    file: &Path,
+    deployable: Option<&str>,
+) -> Result<bool, CommandError> {
     let Some(app) = load(path)? else {
         return Ok(false);
     };
-    let Some(connection) = app.store.as_ref().and_then(|store| match store.driver {
+    let workers: Vec<&str> = app
+        .deployables
+        .iter()
+        .filter(|d| d.target == Target::Workers)
+        .map(|d| d.name.as_str())
+        .collect();
+    let worker = match (deployable, workers.as_slice()) {
+        (Some(name), _) if workers.contains(&name) => Some(name),
+        (Some(name), _) => {
+            println!(
+                "{}: left as it was: the application has no Workers deployable `{name}` \
+                 (its Workers deployables: {})",
+                file.display(),
+                list_or_none(&workers)
+            );
+            return Ok(false);
+        }
+        (None, [one]) => Some(*one),
+        (None, []) => None,
+        (None, several) => {
+            println!(
+                "{}: left as it was: the application has {} Workers deployables ({}); name \
+                 the one this file is for with --deployable, for its plan",
+                file.display(),
+                several.len(),
+                several.join(", ")
+            );
+            return Ok(false);
+        }
+    };
+    let plan = match worker {
+        Some(name) => match GatePlan::new(&app, name).map(|plan| plan.to_text()) {
+            Ok(Ok(text)) => Some((name, text)),
+            // A Workers deployable never counts in Redis (it counts in
+            // memory when its store is Redis), so it always has a plan.
+            _ => None,
+        },
+        None => None,
+    };
+    let connection = app.store.as_ref().and_then(|store| match store.driver {
         StoreDriver::CloudflareRateLimits { .. } => Some(store.connection.as_str()),
         StoreDriver::Redis(_) => None,
-    }) else {
+    });
+    let entries = Bindings::for_application(&app).wrangler_entries();
+    let edit = WranglerEdit {
+        entries: connection.map(|c| (c, entries.as_slice())),
+        plan: plan.as_ref().map(|(_, text)| text.as_str()),
+    };
+    if edit.entries.is_none() && edit.plan.is_none() {
         println!(
-            "{}: left as it was: the application counts through no Cloudflare binding",
+            "{}: left as it was: the application counts through no Cloudflare binding and \
+             has no Workers deployable",
             file.display()
         );
         return Ok(true);
-    };
-    let entries = Bindings::for_application(&app).wrangler_entries();
-    let what = match wrangler_file::write(file, connection, &entries)? {
+    }
+    let what = match wrangler_file::write(file, &edit)? {
         Written::Created => "created",
         Written::Changed => "updated",
         Written::Unchanged => "unchanged",
     };
-    println!(
-        "{}: {what} ({} ratelimits entries of connection `{connection}`)",
-        file.display(),
-        entries.len()
-    );
+    let mut parts = Vec::new();
+    if let Some(connection) = connection {
+        parts.push(format!(
+            "{} ratelimits entries of connection `{connection}`",
+            entries.len()
+        ));
+    }
+    if let Some((name, _)) = &plan {
+        parts.push(format!("the plan of deployable `{name}` as vars.PLAN"));
+    }
+    println!("{}: {what} ({})", file.display(), parts.join(", "));
     Ok(true)
+}
+
+/// Names for a message, or `none`.
+fn list_or_none(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
 }

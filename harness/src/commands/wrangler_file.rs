@@ -1,6 +1,7 @@
 //! `harness wrangler APP.toml --write FILE`: writes the application's
-//! bindings into a Wrangler file (`wrangler.jsonc`, `wrangler.json` or
-//! `wrangler.toml`), as the spec says `jadpo build` does.
+//! bindings, and the Worker's plan as its `vars.PLAN`, into a Wrangler file
+//! (`wrangler.jsonc`, `wrangler.json` or `wrangler.toml`), as the spec says
+//! `jadpo build` does.
 //!
 //! It replaces the application's `ratelimits` entries (those named for its
 //! store connection, such as `LIMITS_120_PER_60S`) where the first of them
@@ -20,6 +21,10 @@ use runtime::names::is_binding_name_of;
 
 /// The key Wrangler reads Rate Limiting bindings from.
 const KEY: &str = "ratelimits";
+
+/// The key of a Worker's text bindings, and the plan's among them.
+const VARS: &str = "vars";
+const PLAN: &str = runtime::gate_plan::PLAN_BINDING;
 
 /// A Wrangler file's format, told by its extension.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,20 @@ pub enum EditError {
     /// `ratelimits` is there, but is not a list of entries.
     #[error("its `ratelimits` is not a list of entries")]
     NotAList,
+    /// `vars` is there, but is not a table of text bindings.
+    #[error("its `vars` is not a table")]
+    VarsNotATable,
+}
+
+/// What `--write` puts in a Wrangler file: a connection's `ratelimits`
+/// entries, and one Worker's plan as its `vars.PLAN` (the text binding its
+/// gate is built from).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WranglerEdit<'a> {
+    /// The store connection's name and its entries, when it is Cloudflare's binding.
+    pub entries: Option<(&'a str, &'a [WranglerEntry])>,
+    /// The deployable's plan text (`GatePlan::to_text`).
+    pub plan: Option<&'a str>,
 }
 
 /// Why `--write` failed.
@@ -98,12 +117,8 @@ pub enum Written {
     Unchanged,
 }
 
-/// Writes `entries`, the bindings of `connection`, into the Wrangler file at `path`.
-pub fn write(
-    path: &Path,
-    connection: &str,
-    entries: &[WranglerEntry],
-) -> Result<Written, WriteError> {
+/// Writes `edit` into the Wrangler file at `path`.
+pub fn write(path: &Path, edit: &WranglerEdit<'_>) -> Result<Written, WriteError> {
     let format =
         FileFormat::of_path(path).ok_or_else(|| WriteError::UnknownFormat(path.to_owned()))?;
     let existing = match std::fs::read_to_string(path) {
@@ -116,12 +131,11 @@ pub fn write(
             });
         }
     };
-    let edited = update(existing.as_deref(), format, connection, entries).map_err(|source| {
-        WriteError::Edit {
+    let edited =
+        edit_text(existing.as_deref(), format, edit).map_err(|source| WriteError::Edit {
             path: path.to_owned(),
             source,
-        }
-    })?;
+        })?;
     let Some(text) = edited else {
         return Ok(Written::Unchanged);
     };
@@ -193,6 +207,90 @@ pub(crate) fn replace(path: &Path, text: &str) -> std::io::Result<()> {
     temporary.persist(&target).map_err(|e| e.error)?;
     // The rename itself reaches the disk with the directory.
     std::fs::File::open(dir)?.sync_all()
+}
+
+/// The file's new text with `edit` made, or `None` when it already says
+/// all of it. `existing` is `None` for no file.
+pub fn edit_text(
+    existing: Option<&str>,
+    format: FileFormat,
+    edit: &WranglerEdit<'_>,
+) -> Result<Option<String>, EditError> {
+    let entries = match edit.entries {
+        Some((connection, entries)) => update(existing, format, connection, entries)?,
+        None => None,
+    };
+    let plan = match edit.plan {
+        Some(plan) => update_plan(entries.as_deref().or(existing), format, plan)?,
+        None => None,
+    };
+    Ok(plan.or(entries))
+}
+
+/// The file's new text with `plan` as its `vars.PLAN`, every other var and
+/// comment kept, or `None` when it already is.
+pub fn update_plan(
+    existing: Option<&str>,
+    format: FileFormat,
+    plan: &str,
+) -> Result<Option<String>, EditError> {
+    match format {
+        FileFormat::Jsonc | FileFormat::Json => {
+            let text = existing.unwrap_or("{}\n");
+            let root = CstRootNode::parse(text, &ParseOptions::default())
+                .map_err(|e| EditError::Json(e.to_string()))?;
+            let object = match root.value() {
+                None => root.object_value_or_set(),
+                Some(value) => value.as_object().ok_or(EditError::NotAnObject)?,
+            };
+            let vars = match object.get(VARS) {
+                None => {
+                    object.append(
+                        VARS,
+                        CstInputValue::Object(vec![(PLAN.into(), plan.into())]),
+                    );
+                    return Ok(Some(root.to_string()));
+                }
+                Some(vars) => vars.object_value().ok_or(EditError::VarsNotATable)?,
+            };
+            match vars.get(PLAN) {
+                Some(old) => {
+                    let same = old
+                        .value()
+                        .and_then(|v| v.to_serde_value())
+                        .is_some_and(|v| v.as_str() == Some(plan));
+                    if same {
+                        return Ok(None);
+                    }
+                    old.set_value(plan.into());
+                }
+                None => {
+                    vars.append(PLAN, plan.into());
+                }
+            }
+            Ok(Some(root.to_string()))
+        }
+        FileFormat::Toml => {
+            let mut document: toml_edit::DocumentMut = existing
+                .unwrap_or_default()
+                .parse()
+                .map_err(|e: toml_edit::TomlError| EditError::Toml(e.to_string()))?;
+            let vars = document
+                .entry(VARS)
+                .or_insert_with(toml_edit::table)
+                .as_table_like_mut()
+                .ok_or(EditError::VarsNotATable)?;
+            let same = vars
+                .get(PLAN)
+                .and_then(toml_edit::Item::as_str)
+                .is_some_and(|old| old == plan);
+            if same {
+                return Ok(None);
+            }
+            set_toml_value(vars, PLAN, plan.into());
+            Ok(Some(document.to_string()))
+        }
+    }
 }
 
 /// The file's new text with `entries` in place of `connection`'s, or `None`

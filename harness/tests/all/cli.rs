@@ -7,6 +7,7 @@ use crate::common;
 use std::path::Path;
 use std::process::Command;
 
+use runtime::config::Application;
 use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
 use runtime::limits::Limit;
 
@@ -385,7 +386,10 @@ const JSONC_AFTER: &str = r#"{
       }
     }
   ],
-  "vars": { "A": 1 } /* the end */
+  "vars": {
+    "A": 1,
+    "PLAN": "rate-limits-plan 2\ndeployable edge\ncounting binding limits 1001\nbackend LIMITS_20_PER_10S\nbackend LIMITS_120_PER_60S\nbackend LIMITS_600_PER_60S\nsubjects 2 1\nroute 0 20 10 /api/search\n"
+  } /* the end */
 }
 "#;
 
@@ -397,7 +401,8 @@ fn wrangler_write_replaces_the_applications_entries_in_a_jsonc_file_and_keeps_th
     assert_eq!((code, stderr.as_str()), (Some(0), ""), "{stdout}");
     assert_eq!(
         stdout,
-        "wrangler.jsonc: updated (3 ratelimits entries of connection `limits`)\n"
+        "wrangler.jsonc: updated (3 ratelimits entries of connection `limits`, the plan of \
+         deployable `edge` as vars.PLAN)\n"
     );
     let written = std::fs::read_to_string(dir.path().join("wrangler.jsonc")).expect("read");
     assert_eq!(written, JSONC_AFTER);
@@ -441,6 +446,14 @@ main = "src/index.js"
 
 [vars]
 A = "1" # a var
+PLAN = """
+rate-limits-plan 2
+deployable edge
+counting binding limits 1001
+backend LIMITS_120_PER_60S
+backend LIMITS_600_PER_60S
+subjects 1 0
+"""
 
 # someone else's
 [[ratelimits]]
@@ -522,6 +535,126 @@ fn wrangler_write_edits_an_inline_toml_list_and_a_plain_json_file_in_their_own_f
         written.starts_with(json.trim_end_matches("\n}\n")),
         "{written}"
     );
+}
+
+/// `harness wrangler APP --write FILE` with `args` after it, in `dir`.
+fn write_with(dir: &Path, app: &str, file: &str, args: &[&str]) -> (Option<i32>, String) {
+    let app_path = dir.join("app.toml");
+    std::fs::write(&app_path, app).expect("write");
+    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
+        .arg("wrangler")
+        .arg(&app_path)
+        .arg("--write")
+        .arg(dir.join(file))
+        .args(args)
+        .output()
+        .expect("harness runs");
+    let text = String::from_utf8_lossy(&output.stdout).replace(&format!("{}/", dir.display()), "");
+    (output.status.code(), text)
+}
+
+/// The plan `vars.PLAN` of a written Wrangler file holds, in either format.
+fn plan_in(dir: &Path, file: &str) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join(file)).ok()?;
+    let vars = if file.ends_with(".toml") {
+        serde_json::to_value(toml::from_str::<toml::Table>(&text).ok()?.remove("vars")?).ok()?
+    } else {
+        jsonc_parser::cst::CstRootNode::parse(&text, &Default::default())
+            .ok()?
+            .value()?
+            .to_serde_value()?
+            .get("vars")?
+            .clone()
+    };
+    Some(vars.get("PLAN")?.as_str()?.to_owned())
+}
+
+/// A Wrangler file written by the build step gives a Worker its gate: the
+/// plan `validate --plan` writes goes in as `vars.PLAN`, every other var
+/// kept, and a second run changes nothing.
+#[test]
+fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let app = Application::from_toml(&with_route()).expect("valid");
+    let expected = runtime::GatePlan::new(&app, "edge")
+        .expect("edge")
+        .to_text()
+        .expect("a Workers plan");
+    for file in ["wrangler.jsonc", "wrangler.json", "wrangler.toml"] {
+        let (code, stdout) = write_with(dir.path(), &with_route(), file, &[]);
+        assert_eq!(code, Some(0), "{stdout}");
+        assert_eq!(
+            stdout,
+            format!(
+                "{file}: created (3 ratelimits entries of connection `limits`, the plan of \
+                 deployable `edge` as vars.PLAN)\n"
+            )
+        );
+        let plan = plan_in(dir.path(), file).expect("vars.PLAN");
+        assert_eq!(plan, expected, "{file}");
+        // The Worker's own reading of it.
+        assert_eq!(
+            runtime::GatePlan::from_text(&plan).ok(),
+            runtime::GatePlan::new(&app, "edge").ok(),
+            "{file}"
+        );
+        let (_, again) = write_with(dir.path(), &with_route(), file, &[]);
+        assert!(again.contains(": unchanged"), "{again}");
+    }
+    // Another var is kept; a changed plan replaces the old one.
+    std::fs::write(
+        dir.path().join("wrangler.toml"),
+        "name = \"edge\"\n[vars]\nA = \"1\" # mine\nPLAN = \"rate-limits-plan 1\"\n",
+    )
+    .expect("write");
+    assert_eq!(
+        write_with(dir.path(), VALID, "wrangler.toml", &[]).0,
+        Some(0)
+    );
+    let written = std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read");
+    assert!(written.contains("A = \"1\" # mine\n"), "{written}");
+    let plan = plan_in(dir.path(), "wrangler.toml").expect("vars.PLAN");
+    assert!(plan.starts_with("rate-limits-plan 2\n"), "{plan}");
+}
+
+/// With several Workers deployables the file is for one of them:
+/// `--deployable` says which, and without it nothing is written.
+#[test]
+fn wrangler_write_needs_the_deployable_when_there_are_several_workers() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let two = format!(
+        "{VALID}\n[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n\
+         [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = false\n"
+    );
+    let (code, stdout) = write_with(dir.path(), &two, "wrangler.jsonc", &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains("2 Workers deployables (edge, site)") && stdout.contains("--deployable"),
+        "{stdout}"
+    );
+    assert!(!dir.path().join("wrangler.jsonc").exists());
+    let (code, stdout) = write_with(
+        dir.path(),
+        &two,
+        "wrangler.jsonc",
+        &["--deployable", "site"],
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    let plan = plan_in(dir.path(), "wrangler.jsonc").expect("vars.PLAN");
+    assert!(
+        plan.contains("deployable site\ncounting no_api\n"),
+        "{plan}"
+    );
+    for other in ["server", "nobody"] {
+        let (code, stdout) =
+            write_with(dir.path(), &two, "wrangler.toml", &["--deployable", other]);
+        assert_eq!(code, Some(1), "{stdout}");
+        assert!(
+            stdout.contains(&format!("no Workers deployable `{other}`")),
+            "{stdout}"
+        );
+    }
+    assert!(!dir.path().join("wrangler.toml").exists());
 }
 
 #[test]
