@@ -236,13 +236,7 @@ pub fn update_plan(
 ) -> Result<Option<String>, EditError> {
     match format {
         FileFormat::Jsonc | FileFormat::Json => {
-            let text = existing.unwrap_or("{}\n");
-            let root = CstRootNode::parse(text, &ParseOptions::default())
-                .map_err(|e| EditError::Json(e.to_string()))?;
-            let object = match root.value() {
-                None => root.object_value_or_set(),
-                Some(value) => value.as_object().ok_or(EditError::NotAnObject)?,
-            };
+            let (root, object) = json_root(existing)?;
             let vars = match object.get(VARS) {
                 None => {
                     object.append(
@@ -363,13 +357,7 @@ fn update_json(
     connection: &str,
     entries: &[WranglerEntry],
 ) -> Result<Option<String>, EditError> {
-    let text = existing.unwrap_or("{}\n");
-    let root = CstRootNode::parse(text, &ParseOptions::default())
-        .map_err(|e| EditError::Json(e.to_string()))?;
-    let object = match root.value() {
-        None => root.object_value_or_set(),
-        Some(value) => value.as_object().ok_or(EditError::NotAnObject)?,
-    };
+    let (root, object) = json_root(existing)?;
     let Some(property) = object.get(KEY) else {
         let list = entries.iter().map(entry_cst).collect();
         object.append(KEY, CstInputValue::Array(list));
@@ -401,6 +389,18 @@ fn update_json(
         }
     }
     Ok(Some(root.to_string()))
+}
+
+/// A JSON(C) file's tree (an empty object for no file) and its top-level object.
+fn json_root(existing: Option<&str>) -> Result<(CstRootNode, CstObject), EditError> {
+    let text = existing.unwrap_or("{}\n");
+    let root = CstRootNode::parse(text, &ParseOptions::default())
+        .map_err(|e| EditError::Json(e.to_string()))?;
+    let object = match root.value() {
+        None => root.object_value_or_set(),
+        Some(value) => value.as_object().ok_or(EditError::NotAnObject)?,
+    };
+    Ok((root, object))
 }
 
 /// How the connection's old entries become the new ones, keeping what is

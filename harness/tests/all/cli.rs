@@ -316,6 +316,11 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
 
 /// Runs `harness wrangler APP --write FILE` in `dir`, with `app` as the description.
 fn write_into(dir: &Path, app: &str, file: &str) -> (Option<i32>, String, String) {
+    write_with(dir, app, file, &[])
+}
+
+/// [`write_into`] with `args` after it.
+fn write_with(dir: &Path, app: &str, file: &str, args: &[&str]) -> (Option<i32>, String, String) {
     let app_path = dir.join("app.toml");
     std::fs::write(&app_path, app).expect("write");
     let output = Command::new(env!("CARGO_BIN_EXE_harness"))
@@ -323,6 +328,7 @@ fn write_into(dir: &Path, app: &str, file: &str) -> (Option<i32>, String, String
         .arg(&app_path)
         .arg("--write")
         .arg(dir.join(file))
+        .args(args)
         .output()
         .expect("harness runs");
     let text = |b: &[u8]| String::from_utf8_lossy(b).replace(&format!("{}/", dir.display()), "");
@@ -537,22 +543,6 @@ fn wrangler_write_edits_an_inline_toml_list_and_a_plain_json_file_in_their_own_f
     );
 }
 
-/// `harness wrangler APP --write FILE` with `args` after it, in `dir`.
-fn write_with(dir: &Path, app: &str, file: &str, args: &[&str]) -> (Option<i32>, String) {
-    let app_path = dir.join("app.toml");
-    std::fs::write(&app_path, app).expect("write");
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("wrangler")
-        .arg(&app_path)
-        .arg("--write")
-        .arg(dir.join(file))
-        .args(args)
-        .output()
-        .expect("harness runs");
-    let text = String::from_utf8_lossy(&output.stdout).replace(&format!("{}/", dir.display()), "");
-    (output.status.code(), text)
-}
-
 /// The plan `vars.PLAN` of a written Wrangler file holds, in either format.
 fn plan_in(dir: &Path, file: &str) -> Option<String> {
     let text = std::fs::read_to_string(dir.join(file)).ok()?;
@@ -581,7 +571,7 @@ fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
         .to_text()
         .expect("a Workers plan");
     for file in ["wrangler.jsonc", "wrangler.json", "wrangler.toml"] {
-        let (code, stdout) = write_with(dir.path(), &with_route(), file, &[]);
+        let (code, stdout, _) = write_with(dir.path(), &with_route(), file, &[]);
         assert_eq!(code, Some(0), "{stdout}");
         assert_eq!(
             stdout,
@@ -598,7 +588,7 @@ fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
             runtime::GatePlan::new(&app, "edge").ok(),
             "{file}"
         );
-        let (_, again) = write_with(dir.path(), &with_route(), file, &[]);
+        let (_, again, _) = write_with(dir.path(), &with_route(), file, &[]);
         assert!(again.contains(": unchanged"), "{again}");
     }
     // Another var is kept; a changed plan replaces the old one.
@@ -626,14 +616,14 @@ fn wrangler_write_needs_the_deployable_when_there_are_several_workers() {
         "{VALID}\n[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n\
          [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = false\n"
     );
-    let (code, stdout) = write_with(dir.path(), &two, "wrangler.jsonc", &[]);
+    let (code, stdout, _) = write_with(dir.path(), &two, "wrangler.jsonc", &[]);
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("2 Workers deployables (edge, site)") && stdout.contains("--deployable"),
         "{stdout}"
     );
     assert!(!dir.path().join("wrangler.jsonc").exists());
-    let (code, stdout) = write_with(
+    let (code, stdout, _) = write_with(
         dir.path(),
         &two,
         "wrangler.jsonc",
@@ -646,7 +636,7 @@ fn wrangler_write_needs_the_deployable_when_there_are_several_workers() {
         "{plan}"
     );
     for other in ["server", "nobody"] {
-        let (code, stdout) =
+        let (code, stdout, _) =
             write_with(dir.path(), &two, "wrangler.toml", &["--deployable", other]);
         assert_eq!(code, Some(1), "{stdout}");
         assert!(

@@ -230,11 +230,7 @@ impl Verbatim {
                 .await
                 .map_err(|e| e.to_string())?;
             let status = response.status().as_u16();
-            let headers = response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-                .collect();
+            let headers = lower_case_headers(response.headers());
             let body = response
                 .into_body()
                 .collect()
@@ -250,6 +246,15 @@ impl Verbatim {
     }
 }
 
+/// A response's headers as the judge reads them: names in lower case (as
+/// `http` keeps them), values as text (empty where they are not).
+fn lower_case_headers(headers: &http::HeaderMap) -> BTreeMap<String, String> {
+    headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
+        .collect()
+}
+
 /// What a request came to: its status or why none came, its headers and body.
 type Answer = (Result<u16, String>, BTreeMap<String, String>, String);
 
@@ -258,11 +263,7 @@ pub(in crate::engine) async fn answer(result: Result<reqwest::Response, reqwest:
     match result {
         Ok(response) => {
             let status = response.status().as_u16();
-            let headers = response
-                .headers()
-                .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), v.to_str().unwrap_or("").to_owned()))
-                .collect();
+            let headers = lower_case_headers(response.headers());
             let body = response.text().await.unwrap_or_default();
             (Ok(status), headers, body)
         }

@@ -176,22 +176,12 @@ pub(super) fn validate_connections(
                     );
                 }
                 let endpoint = redis_endpoint(report, name, setting("url"), setting("nodes"));
-                let urls = match &endpoint {
-                    RedisEndpoint::Single { url } => url.iter().collect::<Vec<_>>(),
-                    RedisEndpoint::Cluster { nodes } => nodes.iter().collect(),
-                };
                 let at = match &endpoint {
                     RedisEndpoint::Single { .. } => setting("url"),
                     RedisEndpoint::Cluster { .. } => setting("nodes"),
                 }
                 .map_or(span.clone(), |(_, value)| value.span());
-                if let Some(problem) = urls.iter().find_map(|url| redis_url_problem(url)) {
-                    report.add(
-                        Code::StoreInvalid,
-                        Some(at),
-                        format!("connection `{name}` has a {problem}"),
-                    );
-                }
+                check_redis_urls(report, name, &endpoint, at);
                 Connection::Redis(endpoint)
             }
             other => Connection::Other(other.map(str::to_owned)),
@@ -262,6 +252,27 @@ fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
 /// The URL schemes a Redis connection can be dialled with: TCP and a Unix
 /// socket, as the `redis` crate spells them (Valkey's too).
 const REDIS_SCHEMES: [&str; 5] = ["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
+
+/// Every URL of `endpoint` is one this runtime can dial; the first that is
+/// not is reported `at` its value ([`redis_url_problem`]).
+fn check_redis_urls(
+    report: &mut Report<'_>,
+    name: &str,
+    endpoint: &RedisEndpoint,
+    at: Range<usize>,
+) {
+    let urls: Vec<&String> = match endpoint {
+        RedisEndpoint::Single { url } => url.iter().collect(),
+        RedisEndpoint::Cluster { nodes } => nodes.iter().collect(),
+    };
+    if let Some(problem) = urls.iter().find_map(|url| redis_url_problem(url)) {
+        report.add(
+            Code::StoreInvalid,
+            Some(at),
+            format!("connection `{name}` has a {problem}"),
+        );
+    }
+}
 
 /// Why `url` is no Redis URL this runtime can dial, or `None`: at
 /// validation, where a URL it cannot use would otherwise leave every
