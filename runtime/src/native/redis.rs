@@ -313,8 +313,10 @@ mod tests {
     use crate::limiter::{Decision, Limiter};
     use crate::subject::Subject;
 
-    /// A native API on Redis whose URL does not parse: every round trip fails.
-    const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"not a url\"\n\
+    /// A native API on Redis. Its store is built from a URL that does not
+    /// parse (which validation refuses, so it is given to the store
+    /// directly): every round trip fails.
+    const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
         [rate_limits]\nstore = \"cache\"\n\
         [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n";
 
@@ -337,10 +339,13 @@ mod tests {
     async fn a_probe_answered_from_the_refused_cache_does_not_close_the_cool_off() {
         let app = Application::from_toml(APP).expect("valid");
         let mut limiter = Limiter::new(&app, "api", 7).expect("api");
-        let Counting::Redis { endpoint, .. } = limiter.counting().clone() else {
-            panic!("a native API on Redis counts in Redis");
-        };
-        let store = RedisStore::new(&endpoint);
+        assert!(
+            matches!(limiter.counting(), Counting::Redis { .. }),
+            "a native API on Redis counts in Redis"
+        );
+        let store = RedisStore::new(&RedisEndpoint::Single {
+            url: Some("not a url".into()),
+        });
         let clock = Clock::default();
         let (asked, failed) = request(&mut limiter, &store, &clock, "192.0.2.1").await;
         assert!(

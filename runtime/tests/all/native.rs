@@ -121,6 +121,11 @@ fn a_redis_url_the_runtime_cannot_dial_is_invalid_at_its_place() {
         let d = &diagnostics.0[0];
         assert!(d.message.contains(says), "{setting}: {}", d.message);
         assert!(!d.message.contains("secret"), "{}", d.message);
+        assert!(
+            !d.message.contains("  "),
+            "one line, one space: {}",
+            d.message
+        );
         let location = d.location.expect("a place");
         assert_eq!(location.line, 4, "{setting}");
     }

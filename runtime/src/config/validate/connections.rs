@@ -282,7 +282,8 @@ fn check_redis_urls(
 fn redis_url_problem(url: &str) -> Option<String> {
     let Some((scheme, rest)) = url.split_once("://") else {
         return Some(
-            "`url` that is no URL (it has no `scheme://`): write it as              \"redis://HOST:PORT\" (or \"redis+unix:///PATH\")"
+            "`url` that is no URL (it has no `scheme://`): write it as \
+             \"redis://HOST:PORT\" (or \"redis+unix:///PATH\")"
                 .to_owned(),
         );
     };
