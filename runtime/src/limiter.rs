@@ -488,8 +488,9 @@ impl Limiter {
     /// The limits that count a request from `subject` to `path`, in the order
     /// to check them: the subject's built-in limit, then the own limits of
     /// the route `path` meets (however it is spelt: [`routes::canonical`];
-    /// the most specific template where several match). A deployable that serves no API limits nothing. No two checks share
-    /// both limit and key, so no request is counted twice under one key.
+    /// the most specific template where several match). A deployable that
+    /// serves no API limits nothing. No two checks share both limit and
+    /// key, so no request is counted twice under one key.
     pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
         if matches!(self.counting, Counting::NoApi) {
             return Vec::new();
