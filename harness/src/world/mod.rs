@@ -20,5 +20,6 @@ pub mod process;
 pub mod redis;
 pub mod scenario_redis;
 pub mod text;
+pub mod tls;
 pub mod wasm;
 pub mod workerd;

@@ -11,6 +11,7 @@ use crate::world::process::child_command;
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
@@ -18,6 +19,7 @@ use nix::unistd::Pid;
 use tokio::process::{Child, Command};
 
 use crate::world::process::die_with_harness;
+use crate::world::tls::TlsFiles;
 
 /// How long a server may take to answer PING, or a cluster to become ok;
 /// and how long one command may take (a stopped server answers nothing).
@@ -182,33 +184,63 @@ pub struct RedisServer {
     child: Option<Child>,
     port: u16,
     cluster: bool,
+    /// A TLS port beside the plain one, where the deployable connects; the
+    /// plain port stays the harness's own (PING, INFO, CLIENT PAUSE).
+    tls: Option<TlsPort>,
     dir: tempfile::TempDir,
+}
+
+/// A server's TLS port and the certificates it shows there.
+struct TlsPort {
+    port: u16,
+    files: Arc<TlsFiles>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port and waits until it answers PING.
     pub async fn start() -> Result<RedisServer, RedisError> {
-        Self::start_free(false).await
+        Self::start_free(false, None).await
+    }
+
+    /// Starts a server that also speaks TLS, with `files`' certificate, on
+    /// a port of its own ([`RedisServer::tls_url`]).
+    pub async fn start_tls(files: Arc<TlsFiles>) -> Result<RedisServer, RedisError> {
+        Self::start_free(false, Some(files)).await
     }
 
     /// Starts a server on a free port, on another one when the server exits
     /// before it is ready (the port was taken meanwhile).
-    async fn start_free(cluster: bool) -> Result<RedisServer, RedisError> {
+    async fn start_free(
+        cluster: bool,
+        tls: Option<Arc<TlsFiles>>,
+    ) -> Result<RedisServer, RedisError> {
         let mut attempt = 1;
         loop {
-            match Self::start_on(free_port()?, cluster).await {
+            let tls = match &tls {
+                Some(files) => Some(TlsPort {
+                    port: free_port()?,
+                    files: files.clone(),
+                }),
+                None => None,
+            };
+            match Self::start_on(free_port()?, cluster, tls).await {
                 Err(RedisError::Exited { .. }) if attempt < START_ATTEMPTS => attempt += 1,
                 started => return started,
             }
         }
     }
 
-    async fn start_on(port: u16, cluster: bool) -> Result<RedisServer, RedisError> {
+    async fn start_on(
+        port: u16,
+        cluster: bool,
+        tls: Option<TlsPort>,
+    ) -> Result<RedisServer, RedisError> {
         let dir = tempfile::tempdir().map_err(RedisError::Setup)?;
         let mut server = RedisServer {
             child: None,
             port,
             cluster,
+            tls,
             dir,
         };
         server.spawn().await?;
@@ -227,6 +259,17 @@ impl RedisServer {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null());
+        if let Some(tls) = &self.tls {
+            command
+                .args(["--tls-port", &tls.port.to_string()])
+                .arg("--tls-cert-file")
+                .arg(tls.files.certificate())
+                .arg("--tls-key-file")
+                .arg(tls.files.key())
+                .arg("--tls-ca-cert-file")
+                .arg(tls.files.ca())
+                .args(["--tls-auth-clients", "no"]);
+        }
         if self.cluster {
             command.args([
                 "--cluster-enabled",
@@ -286,6 +329,14 @@ impl RedisServer {
     /// Its URL, `redis://127.0.0.1:PORT`.
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// Its TLS URL, `rediss://localhost:PORT` (the name its certificate
+    /// is for), when it speaks TLS.
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls
+            .as_ref()
+            .map(|tls| format!("rediss://localhost:{}", tls.port))
     }
 
     /// Its process id, while it runs.
@@ -407,7 +458,8 @@ impl RedisCluster {
     pub async fn start() -> Result<RedisCluster, RedisError> {
         // Two nodes given the same port: one exits, and tries another.
         let nodes: Vec<RedisServer> =
-            futures::future::try_join_all((0..3).map(|_| RedisServer::start_free(true))).await?;
+            futures::future::try_join_all((0..3).map(|_| RedisServer::start_free(true, None)))
+                .await?;
         let share = CLUSTER_SLOTS / nodes.len() as u16;
         for (i, node) in nodes.iter().enumerate() {
             let first = share * i as u16;
@@ -497,7 +549,7 @@ mod tests {
         let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
         let port = taken.local_addr().expect("address").port();
         let started = Instant::now();
-        let error = match RedisServer::start_on(port, false).await {
+        let error = match RedisServer::start_on(port, false, None).await {
             Ok(_) => panic!("a second server started on a taken port"),
             Err(error) => error,
         };

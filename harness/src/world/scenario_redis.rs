@@ -3,8 +3,12 @@
 //! or nothing at all for a `missing` store, and the store behaviours of the
 //! scenario language done to it for real ([`RedisBehaviour`]).
 
-use crate::language::scenario::{RedisBehaviour, RedisCalls, RedisKind};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::language::scenario::{RedisBehaviour, RedisCalls, RedisKind, RedisTls};
 use crate::world::redis::{RedisCluster, RedisError, RedisServer};
+use crate::world::tls::{TlsError, TlsFiles};
 
 /// Where the native instances' store connection points.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,7 +20,8 @@ pub enum StoreAddress {
 }
 
 enum Topology {
-    Server(RedisServer),
+    /// Boxed: a server is far larger than the other two.
+    Server(Box<RedisServer>),
     Cluster(RedisCluster),
     /// Nothing listens at this port, from start to end: the harness holds
     /// it bound (never listening), so a connection to it is refused and no
@@ -57,6 +62,8 @@ impl HeldPort {
 /// The Redis of one native scenario.
 pub struct ScenarioRedis {
     topology: Topology,
+    /// Its certificates and whom the instances trust, when it speaks TLS.
+    tls: Option<(Arc<TlsFiles>, RedisTls)>,
 }
 
 /// Why a store behaviour could not be done.
@@ -65,6 +72,9 @@ pub enum ScenarioRedisError {
     /// Starting, stopping or commanding redis-server failed.
     #[error(transparent)]
     Redis(#[from] RedisError),
+    /// A TLS Redis's certificates could not be made.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
     /// The behaviour makes no sense for this store (the scenario's checks refuse these first).
     #[error("`{behaviour}` cannot be done to {store}")]
     Unsupported {
@@ -76,17 +86,26 @@ pub enum ScenarioRedisError {
 }
 
 impl ScenarioRedis {
-    /// Starts the scenario's Redis (`kind`) already behaving as `initial`.
+    /// Starts the scenario's Redis (`kind`, speaking TLS when `tls` says
+    /// whom the instances trust) already behaving as `initial`.
     pub async fn start(
         kind: RedisKind,
+        tls: Option<RedisTls>,
         initial: RedisBehaviour,
     ) -> Result<ScenarioRedis, ScenarioRedisError> {
-        let topology = match (initial, kind) {
-            (RedisBehaviour::Missing, _) => Topology::Missing(HeldPort::bind()?),
-            (_, RedisKind::Server) => Topology::Server(RedisServer::start().await?),
-            (_, RedisKind::Cluster) => Topology::Cluster(RedisCluster::start().await?),
+        let tls = match tls {
+            Some(trust) => Some((Arc::new(TlsFiles::make()?), trust)),
+            None => None,
         };
-        let mut redis = ScenarioRedis { topology };
+        let topology = match (initial, kind, &tls) {
+            (RedisBehaviour::Missing, _, _) => Topology::Missing(HeldPort::bind()?),
+            (_, RedisKind::Server, Some((files, _))) => {
+                Topology::Server(Box::new(RedisServer::start_tls(files.clone()).await?))
+            }
+            (_, RedisKind::Server, None) => Topology::Server(Box::new(RedisServer::start().await?)),
+            (_, RedisKind::Cluster, _) => Topology::Cluster(RedisCluster::start().await?),
+        };
+        let mut redis = ScenarioRedis { topology, tls };
         match initial {
             RedisBehaviour::Healthy | RedisBehaviour::Missing => {}
             other => redis.apply(other).await?,
@@ -94,15 +113,26 @@ impl ScenarioRedis {
         Ok(redis)
     }
 
-    /// Where the instances connect.
+    /// Where the instances connect (a TLS server's TLS port).
     pub fn address(&self) -> StoreAddress {
         match &self.topology {
-            Topology::Server(server) => StoreAddress::Url(server.url()),
+            Topology::Server(server) => {
+                StoreAddress::Url(server.tls_url().unwrap_or_else(|| server.url()))
+            }
             Topology::Cluster(cluster) => StoreAddress::Nodes(cluster.urls()),
             Topology::Missing(held) => {
                 StoreAddress::Url(format!("redis://127.0.0.1:{}", held.port))
             }
         }
+    }
+
+    /// The authority file the instances trust (their `SSL_CERT_FILE`), for
+    /// a TLS Redis: the one that signed its certificate, or another.
+    pub fn trusted_ca(&self) -> Option<PathBuf> {
+        self.tls.as_ref().map(|(files, trust)| match trust {
+            RedisTls::Trusted => files.ca(),
+            RedisTls::Untrusted => files.other_ca(),
+        })
     }
 
     fn servers_mut(&mut self) -> Vec<&mut RedisServer> {

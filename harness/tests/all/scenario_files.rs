@@ -463,6 +463,41 @@ fn redis_behaviours_only_where_they_make_sense() {
 }
 
 #[test]
+fn a_tls_redis_is_one_server_a_native_deployable_counts_in() {
+    // A Workers deployable has no Redis to speak TLS.
+    let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}redis_tls = \"trusted\"\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:9:13: "), "{error}");
+    assert!(
+        error.contains("`redis_tls` is for a native deployable counting in Redis"),
+        "{error}"
+    );
+    for (extra, says) in [
+        (
+            "redis = \"cluster\"\n",
+            "the harness's cluster speaks no TLS yet",
+        ),
+        ("redis_starts = \"missing\"\n", "has none"),
+    ] {
+        let error = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}{extra}redis_tls = \"untrusted\"\n"
+        ));
+        assert!(
+            error.starts_with("scenarios/bad.toml:15:13: "),
+            "{extra}: {error}"
+        );
+        assert!(error.contains(says), "{error}");
+    }
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}redis_tls = \"maybe\"\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:14:13: "), "{error}");
+    assert!(error.contains("trusted"), "{error}");
+}
+
+#[test]
 fn redis_steps_belong_to_a_native_deployable_counting_in_redis() {
     let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
     let error = malformed(&format!(

@@ -99,6 +99,10 @@ impl RedisStore {
     /// The store for `endpoint`. Nothing connects yet, so a server starts
     /// while Redis is down; the first request connects (within its deadline).
     pub fn new(endpoint: &RedisEndpoint) -> RedisStore {
+        // The redis crate builds its TLS configuration on the process's
+        // default provider, and a process with two (aws-lc-rs and ring, from
+        // two dependencies) has none: one is installed unless one already is.
+        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
         let target = match endpoint {
             RedisEndpoint::Cluster { nodes } => match ClusterClient::builder(nodes.clone())
                 .connection_timeout(DEADLINE)

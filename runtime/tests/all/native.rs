@@ -86,33 +86,29 @@ fn url_and_nodes_together_or_no_nodes_are_invalid_with_a_place() {
 }
 
 /// A Redis URL the runtime cannot dial is a diagnostic before the first
-/// request, not a process counting in its own memory after it: a TLS URL
-/// (this build speaks no TLS), another scheme, no scheme, no host.
+/// request, not a process counting in its own memory after it: another
+/// scheme, no scheme, no host.
 #[test]
 fn a_redis_url_the_runtime_cannot_dial_is_invalid_at_its_place() {
     for (setting, says) in [
         (
-            "url = \"rediss://cache.example:6380\"",
-            "over TLS (`rediss://`)",
-        ),
-        (
-            "url = \"valkeys://cache.example:6380\"",
-            "over TLS (`valkeys://`)",
-        ),
-        (
             "url = \"http://cache.example:6379\"",
             "`http://`, which is no Redis scheme",
+        ),
+        (
+            "url = \"redis-tls://cache.example:6380\"",
+            "`redis-tls://`, which is no Redis scheme",
         ),
         (
             "url = \"cache.example:6379\"",
             "no URL (it has no `scheme://`)",
         ),
         ("url = \"redis://\"", "names no host"),
-        ("url = \"redis://:secret@/0\"", "names no host"),
+        ("url = \"rediss://:secret@/0\"", "names no host"),
         ("url = \"redis+unix://\"", "names no socket path"),
         (
-            "nodes = [\"redis://10.0.0.1:7000\", \"rediss://10.0.0.2:7000\"]",
-            "over TLS (`rediss://`)",
+            "nodes = [\"redis://10.0.0.1:7000\", \"tcp://10.0.0.2:7000\"]",
+            "`tcp://`, which is no Redis scheme",
         ),
     ] {
         let source = REDIS_APP.replace("url = \"redis://127.0.0.1:6379\"", setting);
@@ -131,6 +127,9 @@ fn a_redis_url_the_runtime_cannot_dial_is_invalid_at_its_place() {
     }
     for spoken in [
         "url = \"redis://:secret@10.0.0.1:6379/2\"",
+        "url = \"rediss://:secret@cache.example:6380\"",
+        "url = \"valkeys://cache.example\"",
+        "nodes = [\"rediss://10.0.0.1:7000\", \"rediss://10.0.0.2:7000\"]",
         "url = \"REDIS://[::1]:6379\"",
         "url = \"valkey://10.0.0.1\"",
         "url = \"redis+unix:///run/redis.sock\"",

@@ -75,7 +75,7 @@ fn invalid_applications() -> Vec<String> {
         )),
         connection(&format!("url = [\"redis://:{PASSWORD}@10.0.0.1:6379\"]")),
         connection(&format!("url = {{ password = \"{PASSWORD}\" }}")),
-        connection(&format!("url = \"rediss://:{PASSWORD}@10.0.0.1:6380\"")),
+        connection(&format!("url = \"redis-tls://:{PASSWORD}@10.0.0.1:6380\"")),
         connection(&format!("url = \"{PASSWORD}@10.0.0.1:6379\"")),
         connection(&format!("url = \"ftp://:{PASSWORD}@10.0.0.1:6379\"")),
     ]

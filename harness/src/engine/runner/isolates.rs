@@ -66,7 +66,7 @@ impl Runner<'_> {
                 .await
                 .map_err(EngineError::StoreStart)?;
                 let port = store.port;
-                self.shared_count = SharedCount::Reference(store);
+                self.shared_count = SharedCount::Reference(Box::new(store));
                 BindingCounter::Reference { port, simulator }
             }
         };

@@ -158,7 +158,8 @@ enum SharedCount {
     /// The run's count server, on this port, in the scenario's scope.
     RunStore { port: u16 },
     /// The reference core's process (Cloudflare's simulator), the scenario's own.
-    Reference(WorkerdProcess),
+    /// Boxed: a process is far larger than the other variants.
+    Reference(Box<WorkerdProcess>),
     /// A native scenario's real Redis.
     Redis(ScenarioRedis),
 }
@@ -223,7 +224,7 @@ impl<'a> Runner<'a> {
                 let _ = self.forget_scope(port).await;
             }
             // Nothing judges the reference core's log.
-            SharedCount::Reference(store) => drop(store.stop().await),
+            SharedCount::Reference(store) => drop((*store).stop().await),
             SharedCount::Redis(redis) => redis.stop().await,
         }
         self.observation

@@ -17,19 +17,21 @@ impl Runner<'_> {
                 .redis_starts
                 .as_ref()
                 .map_or(RedisBehaviour::Healthy, |b| *b.get_ref());
-            let redis = ScenarioRedis::start(scenario.redis, initial).await?;
+            let tls = scenario.redis_tls.as_ref().map(|t| *t.get_ref());
+            let redis = ScenarioRedis::start(scenario.redis, tls, initial).await?;
             self.shared_count = SharedCount::Redis(redis);
         }
-        let address = match &self.shared_count {
-            SharedCount::Redis(redis) => Some(redis.address()),
-            _ => None,
+        let (address, trusted_ca) = match &self.shared_count {
+            SharedCount::Redis(redis) => (Some(redis.address()), redis.trusted_ca()),
+            _ => (None, None),
         };
         let launch = NativeLaunch::new(
             &self.prepared.application_toml,
             &self.prepared.deployable,
             address.as_ref(),
             &self.token,
-        )?;
+        )?
+        .trusting(trusted_ca);
         let application = launch.application().to_owned();
         self.native = Some(launch);
         self.start_all(count, application).await

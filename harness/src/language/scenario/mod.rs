@@ -34,7 +34,7 @@ pub use expect::{
     SendExpectations,
 };
 pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
-pub use model::{ClockKind, RedisKind, SLOW_TAG, Scenario, ScenarioFile};
+pub use model::{ClockKind, RedisKind, RedisTls, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;
 pub use source::{Place, ScenarioError, ScenarioSource};

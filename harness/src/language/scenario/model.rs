@@ -75,6 +75,13 @@ pub struct Scenario {
     /// (`cluster`), started for the scenario and stopped with it.
     #[serde(default)]
     pub redis: RedisKind,
+    /// For a native deployable counting in one Redis server: the server
+    /// speaks TLS with a certificate made for the scenario, and the
+    /// instances connect over `rediss://`, trusting (`trusted`) the
+    /// authority that signed it, or (`untrusted`) another one.
+    #[serde(default)]
+    #[schemars(with = "Option<RedisTls>")]
+    pub redis_tls: Option<Spanned<RedisTls>>,
     /// For a native deployable counting in Redis: how that Redis starts
     /// (`healthy` by default, `down`, `hanging`, `slow = { ms = N }` or
     /// `missing`).
@@ -115,6 +122,16 @@ pub enum ClockKind {
     /// The wall clock itself: windows end on real boundaries and the harness
     /// waits for them, so a fault in the clock plumbing cannot hide.
     Wall,
+}
+
+/// Whom a native scenario's instances trust for their TLS Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RedisTls {
+    /// The authority that signed the server's certificate (`SSL_CERT_FILE`).
+    Trusted,
+    /// Another authority: the certificate does not verify.
+    Untrusted,
 }
 
 /// Which Redis a native scenario counts in.

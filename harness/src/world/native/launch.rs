@@ -29,6 +29,8 @@ pub struct NativeLaunch {
     application: PathBuf,
     deployable: String,
     token: String,
+    /// The authority the instances trust for a TLS Redis (`SSL_CERT_FILE`).
+    trusted_ca: Option<PathBuf>,
     _dir: tempfile::TempDir,
 }
 
@@ -56,8 +58,17 @@ impl NativeLaunch {
             application,
             deployable: deployable.to_owned(),
             token: token.to_owned(),
+            trusted_ca: None,
             _dir: dir,
         })
+    }
+
+    /// Its instances verify a TLS Redis against `ca` (their `SSL_CERT_FILE`).
+    pub fn trusting(self, ca: Option<PathBuf>) -> NativeLaunch {
+        NativeLaunch {
+            trusted_ca: ca,
+            ..self
+        }
     }
 
     /// Starts one instance and waits for it to listen.
@@ -67,6 +78,7 @@ impl NativeLaunch {
             &self.application,
             &self.deployable,
             &self.token,
+            self.trusted_ca.as_deref(),
             epoch,
         )
         .await

@@ -66,6 +66,10 @@ pub fn fixture_path() -> Result<PathBuf, NativeError> {
 /// (`harness/native/main.rs` reads and clears the same name).
 pub const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
 
+/// Where rustls-native-certs (and so the instance's `rediss://` client)
+/// reads the authorities it trusts, in place of the platform's.
+pub const TRUSTED_CA_VAR: &str = "SSL_CERT_FILE";
+
 /// One running native instance.
 pub struct NativeProcess {
     child: Child,
@@ -84,7 +88,7 @@ impl NativeProcess {
         deployable: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, &[], None, epoch).await
+        Self::spawn(fixture, application, deployable, &[], &[], epoch).await
     }
 
     /// [`NativeProcess::start`], its clock moved by the harness's `POST
@@ -92,22 +96,21 @@ impl NativeProcess {
     /// environment ([`CONTROL_TOKEN_VAR`]), never its argv: any local user
     /// reads a process's argv (`/proc/PID/cmdline`), only its owner its
     /// environment.
+    ///
+    /// `trusted_ca`, when given, is the instance's `SSL_CERT_FILE`: the
+    /// authority it verifies a TLS Redis against, as an operator gives a
+    /// private CA to rustls-native-certs.
     pub async fn start_controlled(
         fixture: &Path,
         application: &Path,
         deployable: &str,
         control_token: &str,
+        trusted_ca: Option<&Path>,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(
-            fixture,
-            application,
-            deployable,
-            &[],
-            Some(control_token),
-            epoch,
-        )
-        .await
+        let mut env = vec![(CONTROL_TOKEN_VAR, control_token.as_ref())];
+        env.extend(trusted_ca.map(|ca| (TRUSTED_CA_VAR, ca.as_os_str())));
+        Self::spawn(fixture, application, deployable, &[], &env, epoch).await
     }
 
     /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
@@ -118,7 +121,7 @@ impl NativeProcess {
         extra: &[&str],
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, extra, None, epoch).await
+        Self::spawn(fixture, application, deployable, extra, &[], epoch).await
     }
 
     async fn spawn(
@@ -126,13 +129,11 @@ impl NativeProcess {
         application: &Path,
         deployable: &str,
         extra: &[&str],
-        control_token: Option<&str>,
+        env: &[(&str, &std::ffi::OsStr)],
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
         let mut command = Command::from(child_command(fixture));
-        if let Some(token) = control_token {
-            command.env(CONTROL_TOKEN_VAR, token);
-        }
+        command.envs(env.iter().copied());
         command
             .arg(application)
             .arg(deployable)

@@ -249,9 +249,17 @@ fn check_binding_name(report: &mut Report<'_>, name: &str, span: Range<usize>) {
     }
 }
 
-/// The URL schemes a Redis connection can be dialled with: TCP and a Unix
-/// socket, as the `redis` crate spells them (Valkey's too).
-const REDIS_SCHEMES: [&str; 5] = ["redis", "valkey", "redis+unix", "valkey+unix", "unix"];
+/// The URL schemes a Redis connection can be dialled with: TCP, TCP over
+/// TLS and a Unix socket, as the `redis` crate spells them (Valkey's too).
+const REDIS_SCHEMES: [&str; 7] = [
+    "redis",
+    "rediss",
+    "valkey",
+    "valkeys",
+    "redis+unix",
+    "valkey+unix",
+    "unix",
+];
 
 /// Every URL of `endpoint` is one this runtime can dial; the first that is
 /// not is reported `at` its value ([`redis_url_problem`]).
@@ -293,13 +301,6 @@ fn redis_url_problem(url: &str) -> Option<String> {
         && scheme
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'));
-    if matches!(scheme.as_str(), "rediss" | "valkeys") {
-        return Some(format!(
-            "`url` over TLS (`{scheme}://`), which this runtime cannot dial yet: every process \
-             would count in its own memory; reach the server over `redis://` (a TLS tunnel \
-             such as stunnel beside each process) until TLS is supported"
-        ));
-    }
     if !REDIS_SCHEMES.contains(&scheme.as_str()) {
         let named = if plain {
             format!("`{scheme}://`")

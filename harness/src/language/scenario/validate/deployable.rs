@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use runtime::config::{Application, Counting, Deployable, Target};
 
 use super::address::validate_addresses;
-use crate::language::scenario::behaviour::ALL_BINDINGS;
+use crate::language::scenario::behaviour::{ALL_BINDINGS, RedisBehaviour};
 use crate::language::scenario::model::RedisKind;
 use crate::language::scenario::prepared::Prepared;
 use crate::language::scenario::source::ScenarioError;
@@ -44,6 +44,25 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
         }
         if s.redis != RedisKind::Server {
             return Err(source.error(whole, format!("`redis` {no_redis}")));
+        }
+        if let Some(tls) = &s.redis_tls {
+            return Err(source.error(tls.span(), format!("`redis_tls` {no_redis}")));
+        }
+    }
+    if let Some(tls) = &s.redis_tls {
+        let why = if s.redis == RedisKind::Cluster {
+            Some("is for one Redis server: the harness's cluster speaks no TLS yet")
+        } else if s
+            .redis_starts
+            .as_ref()
+            .is_some_and(|b| *b.get_ref() == RedisBehaviour::Missing)
+        {
+            Some("needs a server to speak TLS, and `redis_starts = \"missing\"` has none")
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(source.error(tls.span(), format!("`redis_tls` {why}")));
         }
     }
     if native && let Some(bindings) = &s.bindings {
