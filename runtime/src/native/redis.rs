@@ -86,6 +86,22 @@ impl std::fmt::Debug for RedisStore {
     }
 }
 
+/// The URLs an endpoint dials.
+fn endpoint_urls(endpoint: &RedisEndpoint) -> impl Iterator<Item = &str> {
+    let urls: &[String] = match endpoint {
+        RedisEndpoint::Single { url } => url.as_slice(),
+        RedisEndpoint::Cluster { nodes } => nodes,
+    };
+    urls.iter().map(String::as_str)
+}
+
+/// Whether `url` is dialled over TLS (`rediss://`, `valkeys://`).
+fn is_tls_url(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
+    })
+}
+
 /// One ask to count in Redis in this round trip: the window's key, and when
 /// the window ends.
 struct Count<'a> {
@@ -101,8 +117,12 @@ impl RedisStore {
     pub fn new(endpoint: &RedisEndpoint) -> RedisStore {
         // The redis crate builds its TLS configuration on the process's
         // default provider, and a process with two (aws-lc-rs and ring, from
-        // two dependencies) has none: one is installed unless one already is.
-        let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        // two dependencies) has none: for a TLS URL one is installed unless
+        // one already is (and only then, so an application that installs its
+        // own afterwards is not refused for a store that speaks no TLS).
+        if endpoint_urls(endpoint).any(is_tls_url) {
+            let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+        }
         let target = match endpoint {
             RedisEndpoint::Cluster { nodes } => match ClusterClient::builder(nodes.clone())
                 .connection_timeout(DEADLINE)
@@ -337,6 +357,30 @@ mod tests {
         let asked = pending.checks()[0].is_asked();
         store.ask(&mut pending, clock).await;
         (asked, limiter.conclude(pending, clock.now()))
+    }
+
+    #[test]
+    fn only_a_tls_url_needs_the_crypto_provider() {
+        for tls in ["rediss://h:6380", "REDISS://h", "valkeys://h"] {
+            assert!(is_tls_url(tls), "{tls}");
+        }
+        for plain in [
+            "redis://h",
+            "redis+unix:///s",
+            "unix:///s",
+            "h:6380",
+            "rediss",
+        ] {
+            assert!(!is_tls_url(plain), "{plain}");
+        }
+        let cluster = RedisEndpoint::Cluster {
+            nodes: vec!["redis://a:1".into(), "rediss://b:2".into()],
+        };
+        assert!(endpoint_urls(&cluster).any(is_tls_url));
+        assert_eq!(
+            endpoint_urls(&RedisEndpoint::Single { url: None }).count(),
+            0
+        );
     }
 
     #[tokio::test]
