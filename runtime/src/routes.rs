@@ -10,8 +10,10 @@
 //!   escapes' hex upper-cased, dot segments removed), repeated slashes
 //!   merged, a trailing slash dropped, `\` taken as `/` (as WHATWG's
 //!   `new URL()` takes it in a Worker), and what a path never holds raw
-//!   percent-encoded as `new URL()` encodes it. Case is kept, and `%2F`
-//!   and `%5C` stay escapes: decoding them would make one segment two.
+//!   percent-encoded as `new URL()` encodes it (and a `%` that starts no
+//!   escape as `%25`, so the result is its own canonical form). Case is
+//!   kept, and `%2F` and `%5C` stay escapes: decoding them would make one
+//!   segment two.
 //! - A route's path is a template: literal segments, `{name}` for one
 //!   segment and a final `{*name}` for the rest (axum 0.8's syntax, and
 //!   its router's, [`matchit`]), normalised as [`canonical`] normalises a
@@ -245,7 +247,9 @@ fn normalise_escapes(segment: &str) -> String {
                 push_escape(&mut out, decoded);
                 i += 3;
             }
-            None if encoded_raw(b) => {
+            // A `%` that starts no escape is escaped itself, so the result is
+            // canonical again (`%%36%43` would otherwise come out as `%6C`).
+            None if encoded_raw(b) || b == b'%' => {
                 push_escape(&mut out, b);
                 i += 1;
             }
@@ -385,14 +389,33 @@ mod tests {
             ("/a%2fb", "/a%2Fb"),
             ("/a%5cb", "/a%5Cb"),
             ("/a%7e", "/a~"),
-            ("/a%zz", "/a%zz"),
-            ("/a%", "/a%"),
+            ("/a%zz", "/a%25zz"),
+            ("/a%", "/a%25"),
+            ("/%%36%43", "/%256C"),
             ("/a b", "/a%20b"),
             ("/a{b}", "/a%7Bb%7D"),
             ("/caf\u{e9}", "/caf%C3%A9"),
             ("/v1/things:batchGet", "/v1/things:batchGet"),
         ] {
             assert_eq!(canonical(path), canon, "{path:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever a client sends, the canonical path is found without a
+        /// panic, starts with `/`, and is its own canonical form: no
+        /// spelling of it is left to normalise (one holding no escape is
+        /// borrowed then, not copied).
+        #[test]
+        fn any_path_has_one_canonical_form(path in "\\PC{0,40}|[/\\\\.%a-fA-F0-9~_-]{0,40}") {
+            let once = canonical(&path).into_owned();
+            proptest::prop_assert!(once.starts_with('/'));
+            let twice = canonical(&once);
+            proptest::prop_assert!(
+                once.contains('%') || matches!(twice, Cow::Borrowed(_)),
+                "{} -> {}", path, once
+            );
+            proptest::prop_assert_eq!(twice, once.as_str());
         }
     }
 
