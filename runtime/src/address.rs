@@ -60,15 +60,29 @@ impl ClientAddress {
         cf_connecting_ip: Option<&str>,
         cf_connecting_ipv6: Option<&str>,
     ) -> ClientAddress {
-        let ip = cf_connecting_ip.map(str::as_bytes).and_then(parse_ip);
-        let real = cf_connecting_ipv6.map(str::as_bytes).and_then(parse_ip);
-        match (ip, real) {
-            (Some(ip), Some(real @ IpAddr::V6(_))) if is_pseudo_ipv4(ip) => {
-                ClientAddress::of_ip(real)
-            }
-            (Some(ip), _) => ClientAddress::of_ip(ip),
-            (None, _) => ClientAddress::Unknown,
+        ClientAddress::from_cloudflare_header_then(cf_connecting_ip, || {
+            cf_connecting_ipv6.map(str::to_owned)
+        })
+    }
+
+    /// [`ClientAddress::from_cloudflare_headers`], reading
+    /// `CF-Connecting-IPv6` (`read_ipv6`) only when `CF-Connecting-IP` is a
+    /// pseudo address, and parsing each header once: a Worker's header read
+    /// crosses into JavaScript, on every request.
+    pub fn from_cloudflare_header_then(
+        cf_connecting_ip: Option<&str>,
+        read_ipv6: impl FnOnce() -> Option<String>,
+    ) -> ClientAddress {
+        let Some(ip) = cf_connecting_ip.map(str::as_bytes).and_then(parse_ip) else {
+            return ClientAddress::Unknown;
+        };
+        if is_pseudo_ipv4(ip)
+            && let Some(real @ IpAddr::V6(_)) =
+                read_ipv6().as_deref().map(str::as_bytes).and_then(parse_ip)
+        {
+            return ClientAddress::of_ip(real);
         }
+        ClientAddress::of_ip(ip)
     }
 
     /// The client address of an IP address (a socket's peer, or one a

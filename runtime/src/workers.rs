@@ -17,7 +17,7 @@ use std::rc::Rc;
 
 use wasm_bindgen::prelude::*;
 
-use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress, is_pseudo_ipv4};
+use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress};
 use crate::backend::DEADLINE_MS;
 use crate::clock::Clock;
 use crate::config::Counting;
@@ -544,16 +544,9 @@ pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subjec
         return caller;
     }
     let address = ADDRESS.with(|name| name.read(headers));
-    let pseudo = address
-        .as_deref()
-        .and_then(|a| a.trim().parse::<std::net::IpAddr>().ok())
-        .is_some_and(is_pseudo_ipv4);
-    let ipv6 = pseudo
-        .then(|| ADDRESS_IPV6.with(|name| name.read(headers)))
-        .flatten();
-    Subject::Address(ClientAddress::from_cloudflare_headers(
+    Subject::Address(ClientAddress::from_cloudflare_header_then(
         address.as_deref(),
-        ipv6.as_deref(),
+        || ADDRESS_IPV6.with(|name| name.read(headers)),
     ))
 }
 

@@ -65,9 +65,9 @@ impl<B> Limited for http::Request<B> {
             return caller;
         }
         let header = |name: &str| self.headers().get(name).and_then(|v| v.to_str().ok());
-        Subject::Address(ClientAddress::from_cloudflare_headers(
+        Subject::Address(ClientAddress::from_cloudflare_header_then(
             header(ADDRESS_HEADER),
-            header(CLOUDFLARE_IPV6_HEADER),
+            || header(CLOUDFLARE_IPV6_HEADER).map(str::to_owned),
         ))
     }
 }

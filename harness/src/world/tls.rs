@@ -5,7 +5,7 @@
 //! nothing the server shows. The instances trust an authority the way an
 //! operator gives a private CA to rustls-native-certs: `SSL_CERT_FILE`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 
@@ -69,11 +69,6 @@ impl TlsFiles {
     /// The server's private key (PEM).
     pub fn key(&self) -> PathBuf {
         self.path("server.key")
-    }
-
-    /// The directory they are in.
-    pub fn dir(&self) -> &Path {
-        self.dir.path()
     }
 }
 

@@ -698,6 +698,16 @@ fn wrangler_write_writes_nothing_for_an_invalid_description_or_file() {
             Some("ratelimits = 3\n"),
             "is not a list of entries",
         ),
+        (
+            "odd-vars.toml",
+            Some("vars = 3\n"),
+            "its `vars` is not a table",
+        ),
+        (
+            "odd-vars.jsonc",
+            Some("{ \"vars\": [\"PLAN\"] }"),
+            "its `vars` is not a table",
+        ),
     ] {
         if let Some(text) = text {
             std::fs::write(dir.path().join(file), text).expect("write");

@@ -557,6 +557,8 @@ fn under_pseudo_ipv4_the_real_client_is_cloudflare_s_ipv6_header_counted_by_its_
         (Some("203.0.113.5"), Some("2001:db8:1:2::1")),
         (Some("240.16.0.1"), None),
         (Some("240.16.0.1"), Some("203.0.113.5")),
+        (Some("240.16.0.1"), Some("not an address\u{0}")),
+        (Some("240.16.0.1"), Some("")),
     ] {
         assert_eq!(
             Ok(ClientAddress::from_cloudflare_headers(v4, v6)),
@@ -568,6 +570,24 @@ fn under_pseudo_ipv4_the_real_client_is_cloudflare_s_ipv6_header_counted_by_its_
         ClientAddress::from_cloudflare_headers(None, Some("2001:db8:1:2::1")),
         ClientAddress::Unknown
     );
+    // A Worker reads the second header only for a pseudo address.
+    let read = std::cell::Cell::new(0);
+    let count = |v4| {
+        ClientAddress::from_cloudflare_header_then(Some(v4), || {
+            read.set(read.get() + 1);
+            Some("2001:db8:1:2::1".to_owned())
+        })
+    };
+    assert_eq!(
+        count("203.0.113.5"),
+        ClientAddress::of_ip(ip("203.0.113.5"))
+    );
+    assert_eq!(read.get(), 0);
+    assert_eq!(
+        count("240.16.0.1"),
+        ClientAddress::of_ip(ip("2001:db8:1:2::"))
+    );
+    assert_eq!(read.get(), 1);
     // Through the gate, with the header named as Cloudflare names it.
     let cloudflare = gate(Some("\"cloudflare\""));
     let pseudo = headers(&[
