@@ -18,6 +18,7 @@ pub mod paths;
 pub mod proc;
 pub mod process;
 pub mod redis;
+pub mod redis_cluster;
 pub mod scenario_redis;
 pub mod text;
 pub mod tls;

@@ -1,5 +1,5 @@
 //! Real `redis-server` processes for the native scenarios and tests: one
-//! server (or a three-master Redis Cluster) per scenario, on a free port,
+//! server (or the nodes of a [`crate::world::redis_cluster`]) per scenario, on a free port,
 //! with `--save ""` and a temporary directory, killed with the scenario and
 //! never outliving the harness ([`die_with_harness`]). Its faults are real:
 //! killed (`down`), SIGSTOP (`hanging`) and SIGCONT (`healthy`),
@@ -31,8 +31,10 @@ const PING_TIMEOUT: Duration = Duration::from_secs(1);
 /// How many free ports a new server tries: another process may take the
 /// port between [`free_port`] and the server's bind (the server then exits).
 const START_ATTEMPTS: usize = 5;
-/// The hash slots of a Redis Cluster, shared out among its masters.
-const CLUSTER_SLOTS: u16 = 16_384;
+/// How long a cluster node may be silent before the others take it for
+/// failed and its replica is promoted (Redis's default is 15 s; short here so
+/// a failover takes seconds, as the failover scenarios wait for one).
+const CLUSTER_NODE_TIMEOUT_MS: u64 = 1_000;
 
 /// Why Redis could not be started or driven.
 #[derive(Debug, thiserror::Error)]
@@ -210,7 +212,7 @@ impl RedisServer {
 
     /// Starts a server on a free port, on another one when the server exits
     /// before it is ready (the port was taken meanwhile).
-    async fn start_free(
+    pub(crate) async fn start_free(
         cluster: bool,
         tls: Option<Arc<TlsFiles>>,
     ) -> Result<RedisServer, RedisError> {
@@ -276,7 +278,14 @@ impl RedisServer {
                 "yes",
                 "--cluster-config-file",
                 "nodes.conf",
+                "--cluster-node-timeout",
+                &CLUSTER_NODE_TIMEOUT_MS.to_string(),
             ]);
+            if self.tls.is_some() {
+                // The bus and the replication links speak TLS too, and
+                // the cluster tells a TLS client each node's TLS port.
+                command.args(["--tls-cluster", "yes", "--tls-replication", "yes"]);
+            }
         }
         die_with_harness(&mut command);
         let child = command.spawn().map_err(|source| RedisError::Spawn {
@@ -334,9 +343,13 @@ impl RedisServer {
     /// Its TLS URL, `rediss://localhost:PORT` (the name its certificate
     /// is for), when it speaks TLS.
     pub fn tls_url(&self) -> Option<String> {
-        self.tls
-            .as_ref()
-            .map(|tls| format!("rediss://localhost:{}", tls.port))
+        self.tls_port()
+            .map(|port| format!("rediss://localhost:{port}"))
+    }
+
+    /// Its TLS port, when it speaks TLS.
+    pub fn tls_port(&self) -> Option<u16> {
+        self.tls.as_ref().map(|tls| tls.port)
     }
 
     /// Its process id, while it runs.
@@ -419,8 +432,23 @@ impl RedisServer {
         self.command_within(args, READY_TIMEOUT).await
     }
 
+    /// Runs one command whose reply is a list (`KEYS`, `CLUSTER GETKEYSINSLOT`).
+    pub async fn list(&self, args: &[&str]) -> Result<Vec<String>, RedisError> {
+        self.query_within(args, READY_TIMEOUT).await
+    }
+
     /// [`RedisServer::command`], given up after `timeout`.
     async fn command_within(&self, args: &[&str], timeout: Duration) -> Result<String, RedisError> {
+        self.query_within(args, timeout).await
+    }
+
+    /// One command on a connection of its own, its reply read as a `T`,
+    /// given up after `timeout`.
+    async fn query_within<T: redis::FromRedisValue>(
+        &self,
+        args: &[&str],
+        timeout: Duration,
+    ) -> Result<T, RedisError> {
         let failed = |reason: String| RedisError::Command {
             command: args.join(" "),
             port: self.port,
@@ -434,96 +462,12 @@ impl RedisServer {
         let client = redis::Client::open(self.url()).map_err(|e| failed(e.to_string()))?;
         let asked = async {
             let mut connection = client.get_multiplexed_async_connection().await?;
-            command.query_async::<String>(&mut connection).await
+            command.query_async::<T>(&mut connection).await
         };
         tokio::time::timeout(timeout, asked)
             .await
             .map_err(|_| failed("no answer".into()))?
             .map_err(|e| failed(e.to_string()))
-    }
-}
-
-/// A real three-master Redis Cluster (slots shared out, nodes met), every
-/// slot covered, ready to count.
-pub struct RedisCluster {
-    nodes: Vec<RedisServer>,
-}
-
-impl RedisCluster {
-    /// Starts three cluster-enabled servers at once and joins them into one
-    /// cluster: each master takes a third of the slots, the first meets the
-    /// others, and the cluster is ready when every node says
-    /// `cluster_state:ok` (Redis holds a new master back for about 2 s after
-    /// it starts, so this takes that long at least).
-    pub async fn start() -> Result<RedisCluster, RedisError> {
-        // Two nodes given the same port: one exits, and tries another.
-        let nodes: Vec<RedisServer> =
-            futures::future::try_join_all((0..3).map(|_| RedisServer::start_free(true, None)))
-                .await?;
-        let share = CLUSTER_SLOTS / nodes.len() as u16;
-        for (i, node) in nodes.iter().enumerate() {
-            let first = share * i as u16;
-            let last = if i + 1 == nodes.len() {
-                CLUSTER_SLOTS - 1
-            } else {
-                first + share - 1
-            };
-            node.command(&[
-                "CLUSTER",
-                "ADDSLOTSRANGE",
-                &first.to_string(),
-                &last.to_string(),
-            ])
-            .await?;
-        }
-        // A config epoch each, as `redis-cli --cluster create` sets them: with
-        // all at 0 the nodes first settle the collision among themselves.
-        for (i, node) in nodes.iter().enumerate() {
-            node.command(&["CLUSTER", "SET-CONFIG-EPOCH", &(i + 1).to_string()])
-                .await?;
-        }
-        // Every node meets every other, so none waits for gossip to learn of
-        // a third one (with one meeting all, a node now and then came ready
-        // a second or more after the others).
-        for (i, node) in nodes.iter().enumerate() {
-            for other in &nodes[i + 1..] {
-                node.command(&["CLUSTER", "MEET", "127.0.0.1", &other.port.to_string()])
-                    .await?;
-            }
-        }
-        let deadline = Instant::now() + READY_TIMEOUT;
-        for node in &nodes {
-            loop {
-                let info = node.command(&["CLUSTER", "INFO"]).await.unwrap_or_default();
-                let known = node
-                    .command(&["CLUSTER", "NODES"])
-                    .await
-                    .unwrap_or_default();
-                if info.contains("cluster_state:ok") && known.lines().count() == nodes.len() {
-                    break;
-                }
-                if Instant::now() > deadline {
-                    return Err(RedisError::NotReady { port: node.port });
-                }
-                tokio::time::sleep(READY_POLL).await;
-            }
-        }
-        Ok(RedisCluster { nodes })
-    }
-
-    /// The nodes' URLs, as a connection's `nodes = [...]` lists them.
-    pub fn urls(&self) -> Vec<String> {
-        self.nodes.iter().map(RedisServer::url).collect()
-    }
-
-    /// The nodes.
-    pub fn nodes(&self) -> &[RedisServer] {
-        &self.nodes
-    }
-
-    /// The nodes, to kill, stop or pause them.
-    pub fn nodes_mut(&mut self) -> &mut [RedisServer] {
-        &mut self.nodes
     }
 }
 

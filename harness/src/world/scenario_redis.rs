@@ -1,5 +1,6 @@
-//! A native scenario's Redis: one real `redis-server` or a real three-master
-//! cluster ([`crate::world::redis`]) started for the scenario and stopped with it,
+//! A native scenario's Redis: one real `redis-server` ([`crate::world::redis`])
+//! or a real cluster of three masters and their replicas
+//! ([`crate::world::redis_cluster`]) started for the scenario and stopped with it,
 //! or nothing at all for a `missing` store, and the store behaviours of the
 //! scenario language done to it for real ([`RedisBehaviour`]).
 
@@ -7,7 +8,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::language::scenario::{RedisBehaviour, RedisCalls, RedisKind, RedisTls};
-use crate::world::redis::{RedisCluster, RedisError, RedisServer};
+use crate::world::redis::{RedisError, RedisServer};
+use crate::world::redis_cluster::RedisCluster;
 use crate::world::tls::{TlsError, TlsFiles};
 
 /// Where the native instances' store connection points.
@@ -103,7 +105,9 @@ impl ScenarioRedis {
                 Topology::Server(Box::new(RedisServer::start_tls(files.clone()).await?))
             }
             (_, RedisKind::Server, None) => Topology::Server(Box::new(RedisServer::start().await?)),
-            (_, RedisKind::Cluster, _) => Topology::Cluster(RedisCluster::start().await?),
+            (_, RedisKind::Cluster, files) => Topology::Cluster(
+                RedisCluster::start(files.as_ref().map(|(files, _)| files.clone())).await?,
+            ),
         };
         let mut redis = ScenarioRedis { topology, tls };
         match initial {
@@ -138,7 +142,7 @@ impl ScenarioRedis {
     fn servers_mut(&mut self) -> Vec<&mut RedisServer> {
         match &mut self.topology {
             Topology::Server(server) => vec![server],
-            Topology::Cluster(cluster) => cluster.nodes_mut().iter_mut().collect(),
+            Topology::Cluster(cluster) => cluster.servers_mut().collect(),
             Topology::Missing(_) => Vec::new(),
         }
     }
@@ -146,7 +150,7 @@ impl ScenarioRedis {
     fn servers(&self) -> Vec<&RedisServer> {
         match &self.topology {
             Topology::Server(server) => vec![server],
-            Topology::Cluster(cluster) => cluster.nodes().iter().collect(),
+            Topology::Cluster(cluster) => cluster.servers().collect(),
             Topology::Missing(_) => Vec::new(),
         }
     }
@@ -154,12 +158,28 @@ impl ScenarioRedis {
     /// Does `behaviour` to every server of the store.
     pub async fn apply(&mut self, behaviour: RedisBehaviour) -> Result<(), ScenarioRedisError> {
         let unsupported = |store| ScenarioRedisError::Unsupported { behaviour, store };
-        match (&self.topology, behaviour) {
+        match (&mut self.topology, behaviour) {
             (Topology::Missing(_), _) => return Err(unsupported("a missing store")),
             (Topology::Cluster(_), RedisBehaviour::Restarted) => {
                 return Err(unsupported("a cluster"));
             }
             (_, RedisBehaviour::Missing) => return Err(unsupported("a running store")),
+            (Topology::Cluster(cluster), RedisBehaviour::FailedOver) => {
+                return Ok(cluster.fail_over().await?);
+            }
+            (Topology::Cluster(cluster), RedisBehaviour::Migrating) => {
+                return Ok(cluster.start_resharding().await?);
+            }
+            (Topology::Cluster(cluster), RedisBehaviour::Resharded) => {
+                return Ok(cluster.finish_resharding().await?);
+            }
+            (
+                Topology::Server(_),
+                RedisBehaviour::FailedOver | RedisBehaviour::Migrating | RedisBehaviour::Resharded,
+            ) => return Err(unsupported("one server")),
+            // A failed-over master is started again only once its replica
+            // is promoted; then every node is resumed as below.
+            (Topology::Cluster(cluster), RedisBehaviour::Healthy) => cluster.heal().await?,
             _ => {}
         }
         for server in self.servers_mut() {
@@ -169,7 +189,8 @@ impl ScenarioRedis {
     }
 
     /// How many EVALSHA and EVAL calls the store has run so far (`INFO
-    /// commandstats`, summed over a cluster's nodes).
+    /// commandstats`, summed over a cluster's nodes: a replica is sent a
+    /// script's writes, never the script, so it adds none).
     pub async fn calls(&self) -> Result<RedisCalls, ScenarioRedisError> {
         let (mut evalsha, mut eval) = (0, 0);
         for server in self.servers() {
@@ -212,8 +233,11 @@ async fn apply_to_server(
         RedisBehaviour::Slow { ms } => server.pause(ms).await,
         RedisBehaviour::Restarted => server.restart().await,
         RedisBehaviour::ScriptsFlushed => server.flush_scripts().await,
-        // Refused by `apply` before any server is touched.
-        RedisBehaviour::Missing => Ok(()),
+        // Refused or done by `apply` before any server is touched.
+        RedisBehaviour::Missing
+        | RedisBehaviour::FailedOver
+        | RedisBehaviour::Migrating
+        | RedisBehaviour::Resharded => Ok(()),
     }
 }
 

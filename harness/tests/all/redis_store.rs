@@ -1,5 +1,6 @@
-//! The native gate counting in a real `redis-server` (and a real three-master
-//! Redis Cluster): exact counts shared by several instances, refusals answered
+//! The native gate counting in a real `redis-server` (and a real Redis
+//! Cluster of three masters and their replicas, resharded and failed over):
+//! exact counts shared by several instances, refusals answered
 //! from the cache with no round trip, and the failure discipline (memory
 //! fallback, one `rate_limits.fallback` line naming the connection, the
 //! 500 ms deadline and the cool-off) under real faults.
@@ -10,7 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use harness::world::redis::{RedisCluster, RedisServer};
+use harness::world::redis::RedisServer;
+use harness::world::redis_cluster::RedisCluster;
 
 use crate::common;
 #[path = "../../../runtime/tests/all/common/lines.rs"]
@@ -91,7 +93,7 @@ async fn a_refused_key_is_answered_from_the_cache_without_a_round_trip() {
     assert_eq!(passed(&gates, &subject, "/api/items", 51).await, 0);
     let after = server.command_calls("evalsha").await.expect("info");
     assert_eq!(after - before, 1, "one round trip for 51 refusals");
-    // A counted request is one round trip, one EVALSHA per limit.
+    // A counted request is one round trip: one EVALSHA for all its limits.
     let before = server.command_calls("evalsha").await.expect("info");
     assert_eq!(
         passed(&gates, &address("203.0.113.9"), "/api/search", 1).await,
@@ -100,8 +102,8 @@ async fn a_refused_key_is_answered_from_the_cache_without_a_round_trip() {
     let after = server.command_calls("evalsha").await.expect("info");
     assert_eq!(
         after - before,
-        2,
-        "the address's limit and the route's, in one pipeline"
+        1,
+        "the address's limit and the route's, in one script call"
     );
 }
 
@@ -207,7 +209,9 @@ async fn restarted_and_flushed_redis_keeps_counting_with_no_error() {
 
 #[tokio::test]
 async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
-    let cluster = RedisCluster::start().await.expect("a three-master cluster");
+    let cluster = RedisCluster::start(None)
+        .await
+        .expect("three masters and their replicas");
     let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
     let gates = instances(&format!("nodes = [{}]", nodes.join(", ")), 3);
     // Forty addresses, each with the route's limit too: keys over many slots,
@@ -225,7 +229,7 @@ async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
         120
     );
     // The keys really are spread: every master holds some.
-    for node in cluster.nodes() {
+    for node in cluster.masters().await.expect("the masters") {
         let keys = node.command(&["DBSIZE"]).await.expect("DBSIZE");
         assert!(
             keys.trim().parse::<u64>().unwrap_or(0) > 0,
@@ -233,6 +237,86 @@ async fn a_cluster_counts_exactly_with_keys_over_its_slots() {
             node.port()
         );
     }
+}
+
+/// `n` instances on `cluster`'s masters.
+fn cluster_instances(cluster: &RedisCluster, n: usize) -> Vec<NativeGate> {
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    instances(&format!("nodes = [{}]", nodes.join(", ")), n)
+}
+
+#[tokio::test]
+async fn a_resharding_under_traffic_keeps_the_count_exact_with_no_fallback() {
+    let (lines, _guard) = Lines::capture();
+    let mut cluster = RedisCluster::start(None)
+        .await
+        .expect("three masters and their replicas");
+    let gates = cluster_instances(&cluster, 2);
+    let subject = address("198.51.100.201");
+    assert_eq!(passed(&gates, &subject, "/api/search", 8).await, 8);
+    cluster.start_resharding().await.expect("slots half moved");
+    // ASK: the keys are on the new master, the slot still the old one's.
+    assert_eq!(passed(&gates, &subject, "/api/search", 8).await, 8);
+    cluster.finish_resharding().await.expect("slots moved");
+    // MOVED: the old master sends the client on.
+    assert_eq!(passed(&gates, &subject, "/api/search", 7).await, 4);
+    let logs = lines.events("rate_limits.fallback");
+    assert!(logs.is_empty(), "{logs:?}");
+}
+
+#[tokio::test]
+async fn a_failed_over_master_s_counts_are_kept_and_every_gate_is_back_after_a_cool_off() {
+    let (lines, _guard) = Lines::capture();
+    let mut cluster = RedisCluster::start(None)
+        .await
+        .expect("three masters and their replicas");
+    let gates = cluster_instances(&cluster, 2);
+    let subject = address("198.51.100.202");
+    assert_eq!(passed(&gates, &subject, "/api/items", 60).await, 60);
+    cluster
+        .fail_over()
+        .await
+        .expect("the busiest master killed");
+    let killed = Instant::now();
+    // Until the promotion: memory, one line per gate, no request failing
+    // and none waiting past the deadline.
+    let started = Instant::now();
+    assert_eq!(passed(&gates, &subject, "/api/items", 10).await, 10);
+    assert!(
+        started.elapsed() < Duration::from_millis(2 * 1_500),
+        "{:?}",
+        started.elapsed()
+    );
+    cluster.promoted().await.expect("the replica promoted");
+    let promoted = killed.elapsed();
+    assert!(
+        promoted < Duration::from_secs(15),
+        "promoted after {promoted:?}"
+    );
+    cluster
+        .heal()
+        .await
+        .expect("the dead master back as a replica");
+    // The cool-off over: each gate's next request probes, finds the
+    // promoted master, and the count goes on from the 60 the replica kept.
+    for gate in &gates {
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis();
+        let offset = i64::try_from(i128::from(gate.clock().wall_ms()) - real as i128)
+            .expect("an offset of less than a minute");
+        gate.clock().set_offset_ms(offset + 11_000);
+    }
+    assert_eq!(
+        passed(&gates, &address("198.51.100.203"), "/api/items", 2).await,
+        2
+    );
+    assert_eq!(passed(&gates, &subject, "/api/items", 61).await, 60);
+    let logs = lines.events("rate_limits.fallback");
+    assert_eq!(logs.len(), 2, "{logs:?}");
+    assert!(logs.iter().all(|log| log["reason"] == "failed"), "{logs:?}");
+    eprintln!("failover: the replica promoted {promoted:?} after the master was killed");
 }
 
 #[tokio::test]

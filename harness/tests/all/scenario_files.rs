@@ -460,10 +460,28 @@ fn redis_behaviours_only_where_they_make_sense() {
         cluster_restart.contains("cluster is not restarted"),
         "{cluster_restart}"
     );
+    // A failover and a resharding are done to a cluster, mid-run.
+    for change in ["failed_over", "migrating", "resharded"] {
+        let on_one_server = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_redis = \"{change}\"\n"
+        ));
+        assert!(
+            on_one_server.starts_with("scenarios/bad.toml:14:"),
+            "{on_one_server}"
+        );
+        assert!(
+            on_one_server.contains(&format!("`{change}` is done to a Redis Cluster")),
+            "{on_one_server}"
+        );
+        let at_start = malformed(&format!(
+            "[[scenario]]\nname = \"a\"\nredis = \"cluster\"\n{NATIVE_REDIS}redis_starts = \"{change}\"\n"
+        ));
+        assert!(at_start.contains("mid-run"), "{at_start}");
+    }
 }
 
 #[test]
-fn a_tls_redis_is_one_server_a_native_deployable_counts_in() {
+fn a_tls_redis_is_a_running_redis_a_native_deployable_counts_in() {
     // A Workers deployable has no Redis to speak TLS.
     let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
     let error = malformed(&format!(
@@ -474,22 +492,12 @@ fn a_tls_redis_is_one_server_a_native_deployable_counts_in() {
         error.contains("`redis_tls` is for a native deployable counting in Redis"),
         "{error}"
     );
-    for (extra, says) in [
-        (
-            "redis = \"cluster\"\n",
-            "the harness's cluster speaks no TLS yet",
-        ),
-        ("redis_starts = \"missing\"\n", "has none"),
-    ] {
-        let error = malformed(&format!(
-            "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}{extra}redis_tls = \"untrusted\"\n"
-        ));
-        assert!(
-            error.starts_with("scenarios/bad.toml:15:13: "),
-            "{extra}: {error}"
-        );
-        assert!(error.contains(says), "{error}");
-    }
+    // A TLS Redis needs a server (one, or a cluster's) to speak it.
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}redis_starts = \"missing\"\nredis_tls = \"untrusted\"\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:15:13: "), "{error}");
+    assert!(error.contains("has none"), "{error}");
     let error = malformed(&format!(
         "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}redis_tls = \"maybe\"\n"
     ));

@@ -1,7 +1,8 @@
-//! Counting in Redis: one atomic script per limit ([`scripts::COUNT_ONE`]),
-//! every limit of a request in one pipelined round trip (EVALSHA, sent again
-//! as EVAL when Redis answers NOSCRIPT), keys with one hash tag per request so
-//! a Redis Cluster keeps them in one slot, the refused-keys cache, the 500 ms
+//! Counting in Redis: every limit of a request in one atomic script call
+//! ([`scripts::COUNT_ALL`], EVALSHA, sent again as EVAL when Redis answers
+//! NOSCRIPT), keys with one hash tag per request so a Redis Cluster keeps
+//! them in one slot, the cluster's redirects followed (a resharding's ASK
+//! and TRYAGAIN, a failover's MOVED), the refused-keys cache, the 500 ms
 //! deadline. The cool-off of a troubled server is the limiter's own
 //! ([`crate::Limiter::asks`], [`crate::breaker`]): this store asks only the
 //! checks the limiter says to ask.
@@ -23,7 +24,7 @@ use std::time::Duration;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{ErrorKind, Pipeline, RedisError, ServerErrorKind};
+use redis::{Cmd, ErrorKind, RedisError, ServerErrorKind};
 use tokio::sync::OnceCell;
 
 use super::refused::RefusedCache;
@@ -36,6 +37,15 @@ use crate::limiter::{Ask, Pending};
 
 /// The deadline of one request's round trip, connecting included.
 const DEADLINE: Duration = Duration::from_millis(DEADLINE_MS as u64);
+
+/// How often a cluster call is sent again after a redirect or a node's
+/// trouble: a MOVED or ASK is followed at once, a TRYAGAIN (a slot half
+/// moved) after a short wait, a refused node after its slots are asked
+/// again. Within [`DEADLINE`] in any case: the deadline ends the call.
+const CLUSTER_RETRIES: u32 = 8;
+/// The shortest and longest waits before a cluster call is sent again, in
+/// ms: a slot moves in milliseconds, so the waits stay short.
+const CLUSTER_RETRY_WAIT_MS: (u64, u64) = (5, 60);
 
 /// Where the store's connection goes.
 enum Target {
@@ -111,6 +121,16 @@ struct Count<'a> {
     ttl_ms: u64,
 }
 
+/// Seeds the crypto provider's random generator now: its first use in a
+/// process takes some 50 ms (aws-lc's one-time set-up, measured on the
+/// 2-core machine, more under load), which the first TLS handshake would
+/// otherwise spend inside the first request's 500 ms deadline.
+fn warm_up_randomness() {
+    if let Some(provider) = rustls::crypto::CryptoProvider::get_default() {
+        let _ = provider.secure_random.fill(&mut [0; 32]);
+    }
+}
+
 impl RedisStore {
     /// The store for `endpoint`. Nothing connects yet, so a server starts
     /// while Redis is down; the first request connects (within its deadline).
@@ -122,12 +142,16 @@ impl RedisStore {
         // own afterwards is not refused for a store that speaks no TLS).
         if endpoint_urls(endpoint).any(is_tls_url) {
             let _ = rustls::crypto::aws_lc_rs::default_provider().install_default();
+            warm_up_randomness();
         }
         let target = match endpoint {
             RedisEndpoint::Cluster { nodes } => match ClusterClient::builder(nodes.clone())
                 .connection_timeout(DEADLINE)
                 .response_timeout(DEADLINE)
-                .retries(0)
+                .retries(CLUSTER_RETRIES)
+                .min_retry_wait(CLUSTER_RETRY_WAIT_MS.0)
+                .max_retry_wait(CLUSTER_RETRY_WAIT_MS.1)
+                .retry_wait_formula(CLUSTER_RETRY_WAIT_MS.0, 2)
                 .build()
             {
                 Ok(client) => Target::Cluster {
@@ -155,7 +179,7 @@ impl RedisStore {
         };
         RedisStore {
             target,
-            script: redis::Script::new(scripts::COUNT_ONE),
+            script: redis::Script::new(scripts::COUNT_ALL),
             state: Mutex::new(State::default()),
             dials: AtomicU64::new(0),
         }
@@ -175,7 +199,7 @@ impl RedisStore {
     /// Asks Redis what a request's [`Pending::asks`] ask (from
     /// [`crate::Limiter::asks`]) and answers each ask in place. A key refused
     /// earlier in its window is answered from the cache; the rest go in one
-    /// pipelined round trip, bounded by the deadline. Never fails: trouble is
+    /// script call, bounded by the deadline. Never fails: trouble is
     /// a [`BackendAnswer::Unavailable`].
     pub async fn ask(&self, pending: &mut Pending, clock: &Clock) {
         let now_ms = clock.wall_ms();
@@ -236,40 +260,39 @@ impl RedisStore {
         }
     }
 
-    /// One round trip: every pending check's script in one pipeline. After a
-    /// NOSCRIPT (a restarted or flushed server), the same pipeline again as
-    /// EVAL, which also caches the script for the next EVALSHA.
+    /// One round trip: every pending check in one script call. After a
+    /// NOSCRIPT (a restarted or flushed server, or a cluster node that never
+    /// ran it, such as a promoted replica or a slot's new master), the same
+    /// call again as EVAL, which also caches the script for the next EVALSHA.
     async fn count(&self, counts: &[Count<'_>]) -> Result<Vec<bool>, Trouble> {
         if let Target::Nowhere(reason) = self.target {
             return Err(Trouble::Nowhere(reason));
         }
-        let sha = self.pipeline(counts, |pipe| {
-            pipe.cmd("EVALSHA").arg(self.script.get_hash());
-        });
+        let sha = Self::call("EVALSHA", self.script.get_hash(), counts);
         match self.query(&sha).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let eval = self.pipeline(counts, |pipe| {
-                    pipe.cmd("EVAL").arg(scripts::COUNT_ONE);
-                });
+                let eval = Self::call("EVAL", scripts::COUNT_ALL, counts);
                 self.query(&eval).await.map_err(Trouble::Redis)
             }
             other => other.map_err(Trouble::Redis),
         }
     }
 
-    fn pipeline(&self, counts: &[Count<'_>], command: impl Fn(&mut Pipeline)) -> Pipeline {
-        let mut pipe = redis::pipe();
+    /// `command` (EVALSHA or EVAL) of `script` over every count's key, with
+    /// each one's limit and time to live.
+    fn call(command: &str, script: &str, counts: &[Count<'_>]) -> Cmd {
+        let mut call = redis::cmd(command);
+        call.arg(script).arg(counts.len());
         for count in counts {
-            command(&mut pipe);
-            pipe.arg(1)
-                .arg(&count.redis_key)
-                .arg(count.ask.limit().requests)
-                .arg(count.ttl_ms);
+            call.arg(&count.redis_key);
         }
-        pipe
+        for count in counts {
+            call.arg(count.ask.limit().requests).arg(count.ttl_ms);
+        }
+        call
     }
 
-    async fn query(&self, pipe: &Pipeline) -> Result<Vec<bool>, RedisError> {
+    async fn query(&self, call: &Cmd) -> Result<Vec<bool>, RedisError> {
         let replies: Vec<i64> = match &self.target {
             Target::Single {
                 client,
@@ -284,7 +307,7 @@ impl RedisStore {
                         ConnectionManager::new_with_config(client.clone(), config.clone())
                     })
                     .await?;
-                pipe.query_async(&mut manager.clone()).await?
+                call.query_async(&mut manager.clone()).await?
             }
             Target::Cluster { client, connection } => {
                 let connection = connection
@@ -293,7 +316,7 @@ impl RedisStore {
                         client.get_async_connection()
                     })
                     .await?;
-                pipe.query_async(&mut connection.clone()).await?
+                call.query_async(&mut connection.clone()).await?
             }
             Target::Nowhere(_) => {
                 return Err(RedisError::from((ErrorKind::Io, "no Redis to reach")));

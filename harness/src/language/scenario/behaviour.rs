@@ -35,6 +35,19 @@ pub enum RedisBehaviour {
     ScriptsFlushed,
     /// Nothing ever listens at the Redis URL (at the start only).
     Missing,
+    /// A cluster's busiest master killed (SIGKILL) once its replica has its
+    /// writes; the replica is promoted after the node timeout (cluster,
+    /// mid-run only). `healthy` then waits for the promotion and starts the
+    /// killed node again, as the new master's replica.
+    FailedOver,
+    /// Every cluster slot holding keys half moved to another master, as a
+    /// resharding leaves it: the keys moved, the slot still the old
+    /// master's, so a client is sent on with ASK (cluster, mid-run only).
+    Migrating,
+    /// Those slots (or, without `migrating` first, every slot holding keys)
+    /// moved for good: a client asking the old master is sent on with
+    /// MOVED (cluster, mid-run only).
+    Resharded,
 }
 
 impl fmt::Display for RedisBehaviour {
@@ -47,6 +60,9 @@ impl fmt::Display for RedisBehaviour {
             RedisBehaviour::Restarted => f.write_str("restarted"),
             RedisBehaviour::ScriptsFlushed => f.write_str("scripts_flushed"),
             RedisBehaviour::Missing => f.write_str("missing"),
+            RedisBehaviour::FailedOver => f.write_str("failed_over"),
+            RedisBehaviour::Migrating => f.write_str("migrating"),
+            RedisBehaviour::Resharded => f.write_str("resharded"),
         }
     }
 }

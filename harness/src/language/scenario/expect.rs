@@ -65,7 +65,7 @@ pub struct SendExpectations {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedisCalls {
-    /// `EVALSHA` calls: one per limit of a counted request (pipelined in one round trip).
+    /// `EVALSHA` calls: one per counted request (all its limits in one script call).
     #[serde(default)]
     pub evalsha: Option<u64>,
     /// `EVAL` calls: sent after Redis answered NOSCRIPT (restarted or flushed).

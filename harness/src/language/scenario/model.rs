@@ -71,12 +71,13 @@ pub struct Scenario {
     #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
     pub bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
     /// For a native deployable counting in Redis: one real `redis-server`
-    /// (`server`, the default) or a real three-master Redis Cluster
-    /// (`cluster`), started for the scenario and stopped with it.
+    /// (`server`, the default) or a real Redis Cluster of three masters,
+    /// each with a replica (`cluster`), started for the scenario and
+    /// stopped with it.
     #[serde(default)]
     pub redis: RedisKind,
-    /// For a native deployable counting in one Redis server: the server
-    /// speaks TLS with a certificate made for the scenario, and the
+    /// For a native deployable counting in Redis: the server (or every
+    /// node of the cluster) speaks TLS with a certificate made for the scenario, and the
     /// instances connect over `rediss://`, trusting (`trusted`) the
     /// authority that signed it, or (`untrusted`) another one.
     #[serde(default)]

@@ -26,7 +26,8 @@ pub struct Step {
     #[schemars(with = "Option<BTreeMap<String, Behaviour>>")]
     pub set_bindings: Option<Spanned<BTreeMap<String, Behaviour>>>,
     /// Change a native scenario's Redis: `healthy`, `down`, `hanging`,
-    /// `slow = { ms = N }`, `restarted` or `scripts_flushed`.
+    /// `slow = { ms = N }`, `restarted` or `scripts_flushed`; for a cluster
+    /// also `failed_over`, `migrating` or `resharded`.
     #[serde(default)]
     pub set_redis: Option<RedisBehaviour>,
     /// Move to the next boundary of a window this many seconds long (10 or

@@ -70,6 +70,14 @@ pub const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
 /// reads the authorities it trusts, in place of the platform's.
 pub const TRUSTED_CA_VAR: &str = "SSL_CERT_FILE";
 
+/// The directory of authorities rustls-native-certs reads beside
+/// [`TRUSTED_CA_VAR`]. An instance given an authority does not inherit it:
+/// it trusts that one alone (a machine's `SSL_CERT_DIR=/etc/ssl/certs` would
+/// also have it trust every public root, and parse them all again at every
+/// TLS connection: 20-100 ms each in the debug build, past the 500 ms
+/// deadline on a loaded machine).
+pub const TRUSTED_CA_DIR_VAR: &str = "SSL_CERT_DIR";
+
 /// One running native instance.
 pub struct NativeProcess {
     child: Child,
@@ -99,7 +107,8 @@ impl NativeProcess {
     ///
     /// `trusted_ca`, when given, is the instance's `SSL_CERT_FILE`: the
     /// authority it verifies a TLS Redis against, as an operator gives a
-    /// private CA to rustls-native-certs.
+    /// private CA to rustls-native-certs, and the only one
+    /// ([`TRUSTED_CA_DIR_VAR`] is not passed on).
     pub async fn start_controlled(
         fixture: &Path,
         application: &Path,
@@ -134,6 +143,9 @@ impl NativeProcess {
     ) -> Result<NativeProcess, NativeError> {
         let mut command = Command::from(child_command(fixture));
         command.envs(env.iter().copied());
+        if env.iter().any(|(name, _)| *name == TRUSTED_CA_VAR) {
+            command.env_remove(TRUSTED_CA_DIR_VAR);
+        }
         command
             .arg(application)
             .arg(deployable)

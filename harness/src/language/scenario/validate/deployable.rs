@@ -50,19 +50,15 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
         }
     }
     if let Some(tls) = &s.redis_tls {
-        let why = if s.redis == RedisKind::Cluster {
-            Some("is for one Redis server: the harness's cluster speaks no TLS yet")
-        } else if s
+        let missing = s
             .redis_starts
             .as_ref()
-            .is_some_and(|b| *b.get_ref() == RedisBehaviour::Missing)
-        {
-            Some("needs a server to speak TLS, and `redis_starts = \"missing\"` has none")
-        } else {
-            None
-        };
-        if let Some(why) = why {
-            return Err(source.error(tls.span(), format!("`redis_tls` {why}")));
+            .is_some_and(|b| *b.get_ref() == RedisBehaviour::Missing);
+        if missing {
+            return Err(source.error(
+                tls.span(),
+                "`redis_tls` needs a server to speak TLS, and `redis_starts = \"missing\"` has none",
+            ));
         }
     }
     if native && let Some(bindings) = &s.bindings {

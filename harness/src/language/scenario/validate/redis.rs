@@ -7,7 +7,11 @@ use crate::language::scenario::model::{RedisKind, Scenario};
 /// `redis_starts`: what a Redis can be from the start.
 pub(super) fn validate_redis_start(s: &Scenario, behaviour: RedisBehaviour) -> Result<(), String> {
     match behaviour {
-        RedisBehaviour::Restarted | RedisBehaviour::ScriptsFlushed => Err(format!(
+        RedisBehaviour::Restarted
+        | RedisBehaviour::ScriptsFlushed
+        | RedisBehaviour::FailedOver
+        | RedisBehaviour::Migrating
+        | RedisBehaviour::Resharded => Err(format!(
             "`{behaviour}` happens mid-run (`set_redis`); at the start write healthy, down, hanging, slow = {{ ms = N }} or missing"
         )),
         RedisBehaviour::Missing if s.redis == RedisKind::Cluster => {
@@ -39,11 +43,21 @@ pub(super) fn validate_redis_change(s: &Scenario, behaviour: RedisBehaviour) -> 
             "a cluster is not restarted (its slots would need assigning again); use a single server"
                 .to_owned(),
         ),
+        RedisBehaviour::FailedOver | RedisBehaviour::Migrating | RedisBehaviour::Resharded
+            if s.redis != RedisKind::Cluster =>
+        {
+            Err(format!(
+                "`{behaviour}` is done to a Redis Cluster (its masters, replicas and slots); write `redis = \"cluster\"`"
+            ))
+        }
         RedisBehaviour::Healthy
         | RedisBehaviour::Down
         | RedisBehaviour::Hanging
         | RedisBehaviour::Slow { .. }
         | RedisBehaviour::Restarted
-        | RedisBehaviour::ScriptsFlushed => Ok(()),
+        | RedisBehaviour::ScriptsFlushed
+        | RedisBehaviour::FailedOver
+        | RedisBehaviour::Migrating
+        | RedisBehaviour::Resharded => Ok(()),
     }
 }
