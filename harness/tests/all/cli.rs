@@ -316,27 +316,7 @@ fn a_workerd_other_than_the_pin_is_refused_unless_it_is_an_edge_run() {
 
 /// Runs `harness wrangler APP --write FILE` in `dir`, with `app` as the description.
 fn write_into(dir: &Path, app: &str, file: &str) -> (Option<i32>, String, String) {
-    write_with(dir, app, file, &[])
-}
-
-/// [`write_into`] with `args` after it.
-fn write_with(dir: &Path, app: &str, file: &str, args: &[&str]) -> (Option<i32>, String, String) {
-    let app_path = dir.join("app.toml");
-    std::fs::write(&app_path, app).expect("write");
-    let output = Command::new(env!("CARGO_BIN_EXE_harness"))
-        .arg("wrangler")
-        .arg(&app_path)
-        .arg("--write")
-        .arg(dir.join(file))
-        .args(args)
-        .output()
-        .expect("harness runs");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).replace(&format!("{}/", dir.display()), "");
-    (
-        output.status.code(),
-        text(&output.stdout),
-        text(&output.stderr),
-    )
+    common::wrangler_write(dir, app, file, &[])
 }
 
 /// The application with a route of its own: three bindings, numbered from 1001.
@@ -545,18 +525,8 @@ fn wrangler_write_edits_an_inline_toml_list_and_a_plain_json_file_in_their_own_f
 
 /// The plan `vars.PLAN` of a written Wrangler file holds, in either format.
 fn plan_in(dir: &Path, file: &str) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join(file)).ok()?;
-    let vars = if file.ends_with(".toml") {
-        serde_json::to_value(toml::from_str::<toml::Table>(&text).ok()?.remove("vars")?).ok()?
-    } else {
-        jsonc_parser::cst::CstRootNode::parse(&text, &Default::default())
-            .ok()?
-            .value()?
-            .to_serde_value()?
-            .get("vars")?
-            .clone()
-    };
-    Some(vars.get("PLAN")?.as_str()?.to_owned())
+    let file = common::read_wrangler_file(&dir.join(file));
+    Some(file.get("vars")?.get("PLAN")?.as_str()?.to_owned())
 }
 
 /// A Wrangler file written by the build step gives a Worker its gate: the
@@ -571,7 +541,7 @@ fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
         .to_text()
         .expect("a Workers plan");
     for file in ["wrangler.jsonc", "wrangler.json", "wrangler.toml"] {
-        let (code, stdout, _) = write_with(dir.path(), &with_route(), file, &[]);
+        let (code, stdout, _) = common::wrangler_write(dir.path(), &with_route(), file, &[]);
         assert_eq!(code, Some(0), "{stdout}");
         assert_eq!(
             stdout,
@@ -588,7 +558,7 @@ fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
             runtime::GatePlan::new(&app, "edge").ok(),
             "{file}"
         );
-        let (_, again, _) = write_with(dir.path(), &with_route(), file, &[]);
+        let (_, again, _) = common::wrangler_write(dir.path(), &with_route(), file, &[]);
         assert!(again.contains(": unchanged"), "{again}");
     }
     // Another var is kept; a changed plan replaces the old one.
@@ -598,7 +568,7 @@ fn wrangler_write_carries_the_workers_plan_as_its_plan_var() {
     )
     .expect("write");
     assert_eq!(
-        write_with(dir.path(), VALID, "wrangler.toml", &[]).0,
+        common::wrangler_write(dir.path(), VALID, "wrangler.toml", &[]).0,
         Some(0)
     );
     let written = std::fs::read_to_string(dir.path().join("wrangler.toml")).expect("read");
@@ -616,14 +586,14 @@ fn wrangler_write_needs_the_deployable_when_there_are_several_workers() {
         "{VALID}\n[[deployables]]\nname = \"site\"\ntarget = \"workers\"\nserves_api = false\n\
          [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = false\n"
     );
-    let (code, stdout, _) = write_with(dir.path(), &two, "wrangler.jsonc", &[]);
+    let (code, stdout, _) = common::wrangler_write(dir.path(), &two, "wrangler.jsonc", &[]);
     assert_eq!(code, Some(1), "{stdout}");
     assert!(
         stdout.contains("2 Workers deployables (edge, site)") && stdout.contains("--deployable"),
         "{stdout}"
     );
     assert!(!dir.path().join("wrangler.jsonc").exists());
-    let (code, stdout, _) = write_with(
+    let (code, stdout, _) = common::wrangler_write(
         dir.path(),
         &two,
         "wrangler.jsonc",
@@ -637,7 +607,7 @@ fn wrangler_write_needs_the_deployable_when_there_are_several_workers() {
     );
     for other in ["server", "nobody"] {
         let (code, stdout, _) =
-            write_with(dir.path(), &two, "wrangler.toml", &["--deployable", other]);
+            common::wrangler_write(dir.path(), &two, "wrangler.toml", &["--deployable", other]);
         assert_eq!(code, Some(1), "{stdout}");
         assert!(
             stdout.contains(&format!("no Workers deployable `{other}`")),

@@ -33,4 +33,5 @@ mod reference;
 mod scenario_files;
 mod test_targets;
 mod workflow;
+mod wrangler_file;
 mod wrangler_schema;

@@ -2,25 +2,14 @@
 //! `config-schema.json` shipped in the wrangler npm package of the same
 //! release as the pinned workerd, installed in `tools/fixtures/wrangler`).
 
-use std::path::PathBuf;
+use crate::common;
 
 use runtime::bindings::Bindings;
 use runtime::config::Application;
 
-fn wrangler_dir() -> PathBuf {
-    harness::world::paths::repo_root().join("tools/fixtures/wrangler")
-}
-
 /// Wrangler's schema, installing the package (without its install scripts) when missing.
 fn schema() -> serde_json::Value {
-    let path = wrangler_dir().join("node_modules/wrangler/config-schema.json");
-    harness::world::npm::ci_unless(
-        &wrangler_dir(),
-        &[&path],
-        "wrangler is not installed",
-        &["--ignore-scripts"],
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let path = common::wrangler_package().join("config-schema.json");
     let text = std::fs::read_to_string(&path).expect("config-schema.json");
     serde_json::from_str(&text).expect("the schema is JSON")
 }
@@ -100,34 +89,14 @@ fn the_schema_really_checks_ratelimits() {
     }
 }
 
-/// A whole Wrangler file as JSON: its format told by its extension.
-fn read_wrangler_file(path: &std::path::Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).expect("written");
-    match path.extension().and_then(|e| e.to_str()) {
-        Some("toml") => serde_json::to_value(toml::from_str::<toml::Value>(&text).expect("toml"))
-            .expect("as json"),
-        Some("json") => serde_json::from_str(&text).expect("strict JSON"),
-        _ => jsonc_parser::cst::CstRootNode::parse(&text, &Default::default())
-            .expect("jsonc")
-            .value()
-            .and_then(|value| value.to_serde_value())
-            .expect("a value"),
-    }
-}
-
 #[test]
 fn files_written_by_wrangler_write_pass_wranglers_schema() {
     let validator = validator();
     let dir = tempfile::tempdir().expect("temp dir");
-    let app = dir.path().join("app.toml");
-    std::fs::write(
-        &app,
-        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
+    let app = "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
          [rate_limits]\nstore = \"limits\"\n\
          [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n\
-         [[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n",
-    )
-    .expect("write");
+         [[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 20, window = 10 }\n";
     let existing = [
         (
             "wrangler.jsonc",
@@ -144,23 +113,18 @@ fn files_written_by_wrangler_write_pass_wranglers_schema() {
     ];
     for (name, text) in existing {
         for created in [true, false] {
-            let path = dir.path().join(if created {
+            let file_name = if created {
                 format!("new-{name}")
             } else {
                 name.to_owned()
-            });
+            };
+            let path = dir.path().join(&file_name);
             if !created {
                 std::fs::write(&path, text).expect("write");
             }
-            let status = std::process::Command::new(env!("CARGO_BIN_EXE_harness"))
-                .arg("wrangler")
-                .arg(&app)
-                .arg("--write")
-                .arg(&path)
-                .status()
-                .expect("harness runs");
-            assert!(status.success(), "{}", path.display());
-            let file = read_wrangler_file(&path);
+            let (code, stdout, stderr) = common::wrangler_write(dir.path(), app, &file_name, &[]);
+            assert_eq!(code, Some(0), "{}: {stdout}{stderr}", path.display());
+            let file = common::read_wrangler_file(&path);
             assert_eq!(
                 file["ratelimits"].as_array().map(Vec::len),
                 Some(3),
