@@ -7,6 +7,8 @@
 //! an argv is readable by every local user (`/proc/PID/cmdline`), who could
 //! then move the fixture's clock; an environment only by its owner.
 //!
+//! - It connects its Redis store first ([`NativeGate::connect`], at most
+//!   the 500 ms deadline), as a server would before serving.
 //! - It listens on `127.0.0.1:0` and reports its port as the first line on
 //!   stdout: `{"event":"listen","port":N}`.
 //! - `GET /health`: 200 `{"status":"ok","deployable","counting","health_checks","refused"}`.
@@ -232,6 +234,9 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // As a server would before it serves: its first request then pays for
+    // no connection (a TLS handshake, a cluster's slot map).
+    gate.connect().await;
     let listener = match tokio::net::TcpListener::bind("127.0.0.1:0").await {
         Ok(listener) => listener,
         Err(error) => {

@@ -153,6 +153,29 @@ async fn nothing_listening_from_the_start_is_missing() {
 }
 
 #[tokio::test]
+async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failure_to_it() {
+    let (lines, _guard) = Lines::capture();
+    let server = RedisServer::start().await.expect("redis-server");
+    let gates = instances(&url(&server), 1);
+    gates[0].connect().await;
+    assert_eq!(gates[0].redis_dials(), 1);
+    assert_eq!(passed(&gates, &address("192.0.2.6"), "/api/items", 3).await, 3);
+    assert_eq!(gates[0].redis_dials(), 1, "the first request found it connected");
+    assert_eq!(server.command_calls("evalsha").await.expect("info"), 3);
+    // Nothing listening: connecting says nothing; the first request dials
+    // again, and is the one that falls back and says why.
+    let port = harness::world::redis::free_port().expect("port");
+    let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 1);
+    gates[0].connect().await;
+    assert!(lines.events("rate_limits.fallback").is_empty());
+    assert_eq!(passed(&gates, &address("192.0.2.7"), "/api/items", 3).await, 3);
+    assert_eq!(gates[0].redis_dials(), 2);
+    let logs = lines.events("rate_limits.fallback");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["reason"], "missing");
+}
+
+#[tokio::test]
 async fn a_hanging_redis_costs_one_wait_per_cool_off() {
     let (lines, _guard) = Lines::capture();
     let server = RedisServer::start().await.expect("redis-server");

@@ -99,7 +99,8 @@ pub struct NativeGate {
 impl NativeGate {
     /// The gate for `deployable` of `app`, taking client addresses from
     /// where the deployable's `client_address` says. Nothing connects yet:
-    /// a server starts while Redis is down, and its first request connects.
+    /// a server starts while Redis is down, and its first request connects
+    /// (or [`NativeGate::connect`], called before serving).
     /// A deployable counting in Redis needs the `redis` feature
     /// ([`GateError::RedisNotBuilt`] without it).
     pub fn new(app: &Application, deployable: &str) -> Result<NativeGate, GateError> {
@@ -284,6 +285,18 @@ impl NativeGate {
                 (pending, self.clock.now())
             }
             None => (pending, now),
+        }
+    }
+
+    /// Connects the deployable's Redis store now, within the 500 ms
+    /// deadline, so that the first request does not pay for the connection
+    /// (a TLS handshake, a cluster's slot map): call it before serving.
+    /// Without it the first request connects. A failure is not logged
+    /// here: the first request dials again, and decides as usual.
+    pub async fn connect(&self) {
+        #[cfg(feature = "redis")]
+        if let Some(store) = &self.store {
+            store.connect().await;
         }
     }
 

@@ -292,38 +292,55 @@ impl RedisStore {
         call
     }
 
-    async fn query(&self, call: &Cmd) -> Result<Vec<bool>, RedisError> {
-        let replies: Vec<i64> = match &self.target {
+    /// Connects now, within the deadline, so that the first request finds
+    /// the connection made (a TLS handshake, a cluster's slot map). A
+    /// failure is only dropped: nothing is logged or counted, and the first
+    /// request dials again.
+    pub async fn connect(&self) {
+        let _ = tokio::time::timeout(DEADLINE, self.connection()).await;
+    }
+
+    /// The connection, made on first use: one dial per call until one
+    /// succeeds (a failed one leaves the cell empty); then the single
+    /// server's manager reconnects by itself, and the cluster's connection
+    /// follows the cluster.
+    async fn connection(&self) -> Result<Connection<'_>, RedisError> {
+        match &self.target {
             Target::Single {
                 client,
                 config,
                 manager,
-            } => {
-                // One dial per ask until one succeeds (a failed one leaves
-                // the cell empty); then the manager reconnects by itself.
-                let manager = manager
-                    .get_or_try_init(|| {
-                        self.dials.fetch_add(1, Ordering::Relaxed);
-                        ConnectionManager::new_with_config(client.clone(), config.clone())
-                    })
-                    .await?;
-                call.query_async(&mut manager.clone()).await?
-            }
-            Target::Cluster { client, connection } => {
-                let connection = connection
-                    .get_or_try_init(|| {
-                        self.dials.fetch_add(1, Ordering::Relaxed);
-                        client.get_async_connection()
-                    })
-                    .await?;
-                call.query_async(&mut connection.clone()).await?
-            }
-            Target::Nowhere(_) => {
-                return Err(RedisError::from((ErrorKind::Io, "no Redis to reach")));
-            }
+            } => manager
+                .get_or_try_init(|| {
+                    self.dials.fetch_add(1, Ordering::Relaxed);
+                    ConnectionManager::new_with_config(client.clone(), config.clone())
+                })
+                .await
+                .map(Connection::Single),
+            Target::Cluster { client, connection } => connection
+                .get_or_try_init(|| {
+                    self.dials.fetch_add(1, Ordering::Relaxed);
+                    client.get_async_connection()
+                })
+                .await
+                .map(Connection::Cluster),
+            Target::Nowhere(_) => Err(RedisError::from((ErrorKind::Io, "no Redis to reach"))),
+        }
+    }
+
+    async fn query(&self, call: &Cmd) -> Result<Vec<bool>, RedisError> {
+        let replies: Vec<i64> = match self.connection().await? {
+            Connection::Single(manager) => call.query_async(&mut manager.clone()).await?,
+            Connection::Cluster(connection) => call.query_async(&mut connection.clone()).await?,
         };
         Ok(replies.into_iter().map(|reply| reply == 1).collect())
     }
+}
+
+/// A made connection, to one server or to a cluster.
+enum Connection<'a> {
+    Single(&'a ConnectionManager),
+    Cluster(&'a ClusterConnection),
 }
 
 /// Why a round trip gave no answer.
