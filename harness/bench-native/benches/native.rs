@@ -1,38 +1,51 @@
 //! Native deployables counting in Redis, measured on one real redis-server:
 //!
-//! 1. **Over HTTP**: one native instance on loopback (the `native-fixture`
-//!    process), 8 connections, limiting off / in memory / in Redis, a hot key
-//!    and distinct keys: throughput, p50 and p99, the instance's CPU per
-//!    request, and EVALSHA per counted request and per refusal from Redis's
-//!    `INFO commandstats`.
-//! 2. **Beside Kuadrant's limitador** (with the `limitador` feature): the
-//!    Redis store in process through the whole native gate, against
-//!    limitador 0.14's exact async Redis storage and its cached Redis
+//! 1. **Over HTTP** (`http`): one native instance on loopback (the
+//!    `native-fixture` process), 8 connections, limiting off / in memory / in
+//!    Redis, a hot key and distinct keys: throughput, p50 and p99, the
+//!    instance's CPU per request, and EVALSHA per counted request and per
+//!    refusal from Redis's `INFO commandstats`. The instance believes the
+//!    bench's `CF-Connecting-IP` from loopback (`cloudflare_via`), so each
+//!    address is a client of its own, which the section checks first.
+//! 2. **Beside Kuadrant's limitador** (`stores`, with the `limitador`
+//!    feature): the Redis store in process through the whole native gate,
+//!    against limitador 0.14's exact async Redis storage and its cached Redis
 //!    storage, same server, same limit (120 per 60 s per address), same keys,
 //!    8 tasks.
-//! 3. **Exactness**: three instances on one key (600 per 60 s, 3000 checks):
-//!    how many got through, ours and limitador's.
-//! 4. **A hanging Redis** (SIGSTOP) over HTTP: the requests that waited for
-//!    the deadline, and the p50 of the others.
+//! 3. **Redis over TLS** (`tls`): the same in-process comparison, ours and
+//!    limitador's exact storage, each over a plain-text and over a TLS
+//!    connection to one redis-server that listens on both (certificates made
+//!    for the run by `harness::world::tls`). Both clients verify the server
+//!    against the platform's roots, which they read from `SSL_CERT_FILE`
+//!    (ours through rustls-native-certs, limitador's through native-tls's
+//!    OpenSSL), so the bench runs this section in a child process of itself
+//!    whose `SSL_CERT_FILE` is the run's authority ([`tls`]).
+//! 4. **Exactness** (`exactness`): three instances on one key (600 per 60 s,
+//!    3000 checks): how many got through, ours and limitador's.
+//! 5. **A hanging Redis** (`hanging`, SIGSTOP) over HTTP: the requests that
+//!    waited for the deadline, and the p50 of the others.
 //!
 //! Every comparison is a ratio of two figures from the same round; rounds
 //! alternate the targets, and the median over rounds is reported.
-//! `tools/bench-native [--quick]` builds and runs it (BENCHMARKS.md has the
-//! command, the figures and the machine). Environment: `BENCH_ROUNDS`
-//! (default 3, `--quick` 1), `BENCH_REQUESTS` (per target and round, default
-//! 20000, `--quick` 2000).
+//! `tools/bench-native [--quick] [SECTION...]` builds and runs it, every
+//! section or the ones named (BENCHMARKS.md has the command, the figures and
+//! the machine). Environment: `BENCH_ROUNDS` (default 3, `--quick` 1),
+//! `BENCH_REQUESTS` (per target and round, default 20000, `--quick` 2000).
 
 use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use harness::judge::stats::{self, median};
-use harness::world::native::{NativeProcess, fixture_path};
+use harness::world::native::{NativeProcess, TRUSTED_CA_VAR, fixture_path};
 use harness::world::proc;
+use harness::world::process::{child_command, die_with_harness};
 use harness::world::redis::RedisServer;
+use harness::world::tls::TlsFiles;
 use runtime::Subject;
 use runtime::native::NativeGate;
 
@@ -48,9 +61,21 @@ const EXACTNESS_CHECKS: usize = 3000;
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// A request that took this long waited for the store's 500 ms deadline.
 const WAITED: Duration = Duration::from_millis(400);
+/// Set in the environment of the child that runs the `tls` section: the
+/// directory of the certificates its parent made ([`TlsFiles::open`]).
+const TLS_FILES_VAR: &str = "BENCH_NATIVE_TLS_FILES";
+/// The addresses the HTTP section checks are counted apart, in
+/// 203.0.113.0/24 (TEST-NET-3), which no run of the bench uses.
+const APART: [&str; 2] = ["203.0.113.1", "203.0.113.2"];
+/// The address of a fresh store's first check, which connects it before a
+/// run is timed (also in TEST-NET-3).
+const READY_ADDRESS: &str = "203.0.113.9";
 
 /// The application: one native API deployable, counting in Redis at `store`
-/// or (without one) in its own memory.
+/// or (without one) in its own memory. Its instances believe
+/// `CF-Connecting-IP` from loopback, where the bench's client is, as behind
+/// a Cloudflare Tunnel (`"cloudflare"` alone would believe it only from
+/// Cloudflare's ranges, and count every request under 127.0.0.1).
 fn app(store: Option<&str>) -> String {
     let store = match store {
         Some(url) => format!(
@@ -60,7 +85,7 @@ fn app(store: Option<&str>) -> String {
     };
     format!(
         "{store}\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\
-         client_address = \"cloudflare\"\n"
+         client_address = {{ cloudflare_via = [\"127.0.0.1\"] }}\n"
     )
 }
 
@@ -281,6 +306,9 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
         ),
     ];
     let client = client();
+    for (name, process) in &targets[1..] {
+        addresses_apart(&client, &format!("{}/api/items", process.url()), name).await;
+    }
     // runs[keys][target][round]
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); targets.len()]; Keys::ALL.len()];
     for round in 0..rounds {
@@ -337,6 +365,38 @@ async fn http(server: &RedisServer, total: usize, rounds: usize) {
     for (_, process) in targets {
         drop(process.stop().await);
     }
+}
+
+/// Checks that the instance at `url` (limiting on) counts the bench's
+/// addresses apart: [`ADDRESS_LIMIT`] requests of one address pass and the
+/// next is refused, while another address still passes. Were the header not
+/// believed, both would be 127.0.0.1 and "distinct keys" one key.
+async fn addresses_apart(client: &reqwest::Client, url: &str, target: &str) {
+    let status = |address: &'static str| async move {
+        client
+            .get(url)
+            .header("CF-Connecting-IP", address)
+            .send()
+            .await
+            .expect("the instance answers")
+            .status()
+    };
+    // The limit's window is a minute: its end between the requests below
+    // would let the refused one through.
+    wait_for_room(Duration::from_secs(10)).await;
+    for _ in 0..ADDRESS_LIMIT {
+        assert_eq!(status(APART[0]).await, reqwest::StatusCode::OK, "{target}");
+    }
+    assert_eq!(
+        status(APART[0]).await,
+        reqwest::StatusCode::TOO_MANY_REQUESTS,
+        "{target}: an address past its limit was let through"
+    );
+    assert_eq!(
+        status(APART[1]).await,
+        reqwest::StatusCode::OK,
+        "{target}: a second address was refused with the first, so the instance counts every request under one address (is CF-Connecting-IP believed from loopback?)"
+    );
 }
 
 /// EVALSHA per counted (passed) request, taking one EVALSHA per passed
@@ -424,18 +484,67 @@ impl Kind {
         }
     }
 
-    /// A fresh instance (its own connection and caches) on `server`.
-    async fn limiter(self, server: &RedisServer) -> Limiter {
+    /// A fresh instance (its own connection and caches) on the Redis at `url`.
+    async fn limiter(self, url: &str) -> Limiter {
         match self {
             Kind::Ours => Limiter::Ours(Arc::new(
-                NativeGate::from_toml(&app(Some(&server.url())), "api").expect("gate"),
+                NativeGate::from_toml(&app(Some(url)), "api").expect("gate"),
             )),
             #[cfg(feature = "limitador")]
-            Kind::LimitadorExact => Limiter::Limitador(peer::exact(&server.url()).await),
+            Kind::LimitadorExact => Limiter::Limitador(peer::exact(url).await),
             #[cfg(feature = "limitador")]
-            Kind::LimitadorCached => Limiter::Limitador(peer::cached(&server.url()).await),
+            Kind::LimitadorCached => Limiter::Limitador(peer::cached(url).await),
         }
     }
+}
+
+/// One run of `total` checks of `keys` in round `round` on a fresh `kind`
+/// connected to `url`, the server flushed first, and how long the store took
+/// to be ready; none when the run did not finish within [`RUN_TIMEOUT`]
+/// (limitador's cached storage hung once, on distinct keys: such a run is
+/// reported, not waited for).
+///
+/// limitador's storages connect when they are made, ours on its first
+/// request, so each store is made and asked once ([`READY_ADDRESS`]) before
+/// the run is timed: the run measures checks on a connection that is up, on
+/// either side (a TLS handshake included in neither), and the time to be
+/// ready is given apart.
+async fn store_run(
+    server: &RedisServer,
+    url: &str,
+    kind: Kind,
+    keys: Keys,
+    round: usize,
+    total: usize,
+) -> Option<(Duration, Run)> {
+    server.command(&["FLUSHALL"]).await.expect("flush");
+    let started = Instant::now();
+    let limiter = kind.limiter(url).await;
+    limiter.check(READY_ADDRESS, None).await;
+    let ready = started.elapsed();
+    let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
+        let limiter = limiter.clone();
+        let address = keys.address(round, total, i);
+        Box::pin(async move { limiter.check(&address, None).await })
+    });
+    let run = tokio::time::timeout(
+        RUN_TIMEOUT,
+        drive(total, std::process::id(), Some(server), check),
+    )
+    .await
+    .ok()?;
+    // Ours falls back to its memory when Redis cannot be reached (a
+    // certificate that does not verify, for one), silently to a bench: every
+    // check it let through must have asked Redis.
+    if kind == Kind::Ours {
+        assert!(
+            run.evalsha >= run.passed as u64,
+            "ours let {} checks through on {} EVALSHA at {url}: it counted in memory",
+            run.passed,
+            run.evalsha
+        );
+    }
+    Some((ready, run))
 }
 
 /// The same limits and keys in limitador: a namespace with the address
@@ -502,7 +611,6 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
     println!(
         "\n### In process, {CONNECTIONS} tasks, {total} checks per store and round, {rounds} round(s), limit {ADDRESS_LIMIT} per 60 s per address\n"
     );
-    let pid = std::process::id();
     // runs[keys][kind][round]
     let mut runs: Vec<Vec<Vec<Run>>> = vec![vec![Vec::new(); Kind::ALL.len()]; Keys::ALL.len()];
     let mut hung = vec![vec![0_usize; Kind::ALL.len()]; Keys::ALL.len()];
@@ -513,20 +621,9 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
                     hung[k][s] += 1;
                     continue;
                 }
-                server.command(&["FLUSHALL"]).await.expect("flush");
-                let limiter = kind.limiter(server).await;
-                let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
-                    let limiter = limiter.clone();
-                    let address = keys.address(round, total, i);
-                    Box::pin(async move { limiter.check(&address, None).await })
-                });
-                // limitador's cached storage hung here once (distinct keys): a run
-                // that does not finish is reported as such, not waited for.
-                match tokio::time::timeout(RUN_TIMEOUT, drive(total, pid, Some(server), check))
-                    .await
-                {
-                    Ok(run) => runs[k][s].push(run),
-                    Err(_) => hung[k][s] += 1,
+                match store_run(server, &server.url(), *kind, keys, round, total).await {
+                    Some((_, run)) => runs[k][s].push(run),
+                    None => hung[k][s] += 1,
                 }
             }
         }
@@ -584,6 +681,237 @@ async fn stores(server: &RedisServer, total: usize, rounds: usize) {
     }
 }
 
+/// How a store reaches Redis in the `tls` section.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Connection {
+    /// `redis://127.0.0.1:PORT`.
+    Plain,
+    /// `rediss://localhost:PORT`, the server verified against the run's authority.
+    Tls,
+}
+
+impl Connection {
+    const ALL: [Connection; 2] = [Connection::Plain, Connection::Tls];
+
+    fn name(self) -> &'static str {
+        match self {
+            Connection::Plain => "plain text",
+            Connection::Tls => "TLS",
+        }
+    }
+
+    /// The URL of `server` on this connection.
+    fn url(self, server: &RedisServer) -> String {
+        match self {
+            Connection::Plain => server.url(),
+            Connection::Tls => server.tls_url().expect("the server speaks TLS"),
+        }
+    }
+}
+
+/// The stores the `tls` section runs over both connections: ours and
+/// limitador's exact storage (its cached one hangs on distinct keys,
+/// [`Kind::hangs_on`], and asks Redis about a hot key only when it flushes).
+const TLS_KINDS: &[Kind] = &[
+    Kind::Ours,
+    #[cfg(feature = "limitador")]
+    Kind::LimitadorExact,
+];
+
+/// A store on a connection, a target of the `tls` section.
+type TlsTarget = (Kind, Connection);
+
+/// The ratios the `tls` section reports, each per round: a label, the target
+/// divided and the one it is divided by. Of checks/s, above 1 is the first
+/// faster; of p50 and p99, above 1 is the first slower.
+const TLS_RATIOS: &[(&str, TlsTarget, TlsTarget)] = &[
+    (
+        "ours over TLS / ours in plain text",
+        (Kind::Ours, Connection::Tls),
+        (Kind::Ours, Connection::Plain),
+    ),
+    #[cfg(feature = "limitador")]
+    (
+        "ours / limitador exact, both over TLS",
+        (Kind::Ours, Connection::Tls),
+        (Kind::LimitadorExact, Connection::Tls),
+    ),
+    #[cfg(feature = "limitador")]
+    (
+        "limitador exact over TLS / in plain text",
+        (Kind::LimitadorExact, Connection::Tls),
+        (Kind::LimitadorExact, Connection::Plain),
+    ),
+    #[cfg(feature = "limitador")]
+    (
+        "ours / limitador exact, both in plain text",
+        (Kind::Ours, Connection::Plain),
+        (Kind::LimitadorExact, Connection::Plain),
+    ),
+];
+
+/// The `tls` section: the run's certificates made here, then this bench run
+/// again as a child process ([`tls_rounds`]), [`TLS_FILES_VAR`] naming
+/// their directory and `SSL_CERT_FILE` their authority, so that both
+/// clients in it verify the run's server; its tables go to this process's
+/// stdout. (This process's own `SSL_CERT_FILE`, if any, is the system's
+/// bundle, which does not verify it; and changing the environment of a
+/// process whose threads run is unsound.)
+async fn tls(total: usize, rounds: usize) {
+    let files = TlsFiles::make().expect("the run's certificates");
+    let bench = std::env::current_exe().expect("the bench's own path");
+    let mut child = tokio::process::Command::from(child_command(bench));
+    child
+        .env(TLS_FILES_VAR, files.dir())
+        .env(TRUSTED_CA_VAR, files.ca())
+        .env("BENCH_ROUNDS", rounds.to_string())
+        .env("BENCH_REQUESTS", total.to_string())
+        .stdin(Stdio::null());
+    die_with_harness(&mut child);
+    let status = child
+        .status()
+        .await
+        .expect("the tls section's child starts");
+    assert!(
+        status.success(),
+        "the tls section's child failed ({status})"
+    );
+}
+
+/// The `tls` section's rounds, in the child [`tls`] starts: one redis-server
+/// listening in plain text and over TLS (the certificates in `dir`), and
+/// every store of [`TLS_KINDS`] on each connection in turn, in process, as
+/// [`stores`] runs them.
+async fn tls_rounds(dir: &Path, total: usize, rounds: usize) {
+    let files = TlsFiles::open(dir).expect("the parent's certificates");
+    let server = RedisServer::start_tls(Arc::new(files))
+        .await
+        .expect("redis-server with a TLS port");
+    println!(
+        "\n### Redis over TLS beside plain text: in process, {CONNECTIONS} tasks, {total} checks per store and round, {rounds} round(s), limit {ADDRESS_LIMIT} per 60 s per address, one redis-server on both ports\n"
+    );
+    let targets: Vec<TlsTarget> = TLS_KINDS
+        .iter()
+        .flat_map(|&kind| Connection::ALL.map(|connection| (kind, connection)))
+        .collect();
+    let mut measured = TlsRuns {
+        runs: vec![vec![Vec::new(); targets.len()]; Keys::ALL.len()],
+        ready: vec![vec![Vec::new(); targets.len()]; Keys::ALL.len()],
+        targets,
+    };
+    for round in 0..rounds {
+        for (k, keys) in Keys::ALL.into_iter().enumerate() {
+            for (t, (kind, connection)) in measured.targets.iter().enumerate() {
+                let url = connection.url(&server);
+                let run = store_run(&server, &url, *kind, keys, round, total).await;
+                if let Some((took, _)) = &run {
+                    measured.ready[k][t].push(took.as_secs_f64() * 1e3);
+                }
+                measured.runs[k][t].push(run.map(|(_, run)| run));
+            }
+        }
+    }
+    measured.table(rounds);
+    measured.ratios();
+}
+
+/// What the `tls` section measured.
+struct TlsRuns {
+    /// Its targets, in the order of the indices below.
+    targets: Vec<TlsTarget>,
+    /// `runs[keys][target][round]`, none for a run that did not finish.
+    runs: Vec<Vec<Vec<Option<Run>>>>,
+    /// `ready[keys][target]`: how long each finished run's store took to be
+    /// ready, ms.
+    ready: Vec<Vec<Vec<f64>>>,
+}
+
+impl TlsRuns {
+    /// Each target's figures, the median over its rounds.
+    fn table(&self, rounds: usize) {
+        let (targets, runs, ready) = (&self.targets, &self.runs, &self.ready);
+        println!(
+            "| keys | store | connection | checks/s, median | p50, ms | p99, ms | CPU per check: bench process / redis-server, us | passed | EVALSHA per check | ready (made, connected, one check), ms, median |"
+        );
+        println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (k, keys) in Keys::ALL.into_iter().enumerate() {
+            for (t, (kind, connection)) in targets.iter().enumerate() {
+                let these: Vec<&Run> = runs[k][t].iter().flatten().collect();
+                let unfinished = rounds - these.len();
+                if unfinished > 0 {
+                    println!(
+                        "| {} | {} | {} | did not finish within {RUN_TIMEOUT:?} in {unfinished} of {rounds} round(s) | | | | | | |",
+                        keys.name(),
+                        kind.name(),
+                        connection.name()
+                    );
+                }
+                if these.is_empty() {
+                    continue;
+                }
+                let of = |figure: fn(&Run) -> f64| {
+                    median(&these.iter().map(|r| figure(r)).collect::<Vec<_>>())
+                };
+                let passed: usize = these.iter().map(|r| r.passed).sum();
+                let checks: usize = these.iter().map(|r| r.checks()).sum();
+                let evalsha: u64 = these.iter().map(|r| r.evalsha).sum();
+                println!(
+                    "| {} | {} | {} | {:.0} | {:.3} | {:.3} | {:.1} / {:.1} | {passed} of {checks} | {:.3} | {:.1} |",
+                    keys.name(),
+                    kind.name(),
+                    connection.name(),
+                    of(Run::per_second),
+                    of(|r| r.percentile_ms(50)),
+                    of(|r| r.percentile_ms(99)),
+                    of(Run::cpu_us),
+                    of(Run::redis_cpu_us),
+                    evalsha as f64 / checks as f64,
+                    median(&ready[k][t]),
+                );
+            }
+        }
+    }
+
+    /// The ratios of [`TLS_RATIOS`], each the median of its per-round ratios.
+    fn ratios(&self) {
+        let (targets, runs) = (&self.targets, &self.runs);
+        println!("\n| keys | ratio | checks/s, median (min-max) | p50, median | p99, median |");
+        println!("|---|---|---:|---:|---:|");
+        let index = |target: TlsTarget| {
+            targets
+                .iter()
+                .position(|t| *t == target)
+                .expect("a target of the section")
+        };
+        for (k, keys) in Keys::ALL.into_iter().enumerate() {
+            for (label, over, under) in TLS_RATIOS {
+                let pairs: Vec<(&Run, &Run)> = runs[k][index(*over)]
+                    .iter()
+                    .zip(&runs[k][index(*under)])
+                    .filter_map(|(o, u)| o.as_ref().zip(u.as_ref()))
+                    .collect();
+                if pairs.is_empty() {
+                    println!("| {} | {label} | no round finished both | | |", keys.name());
+                    continue;
+                }
+                let ratio = |figure: fn(&Run) -> f64| {
+                    pairs
+                        .iter()
+                        .map(|(o, u)| figure(o) / figure(u))
+                        .collect::<Vec<_>>()
+                };
+                println!(
+                    "| {} | {label} | {} | {:.3} | {:.3} |",
+                    keys.name(),
+                    spread(&ratio(Run::per_second)),
+                    median(&ratio(|r| r.percentile_ms(50))),
+                    median(&ratio(|r| r.percentile_ms(99))),
+                );
+            }
+        }
+    }
+}
+
 /// Waits until the running minute has at least `room` left, so a run on
 /// minute-aligned windows stays in one window.
 async fn wait_for_room(room: Duration) {
@@ -610,7 +938,7 @@ async fn exactness(server: &RedisServer, rounds: usize) {
             server.command(&["FLUSHALL"]).await.expect("flush");
             let mut instances = Vec::new();
             for _ in 0..3 {
-                instances.push(kind.limiter(server).await);
+                instances.push(kind.limiter(&server.url()).await);
             }
             wait_for_room(Duration::from_secs(10)).await;
             let instances = Arc::new(instances);
@@ -699,8 +1027,74 @@ async fn hanging(requests: usize) {
     );
 }
 
+/// The bench's sections, which `tools/bench-native SECTION...` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Section {
+    /// One native instance over HTTP: off, memory, Redis.
+    Http,
+    /// In process, ours beside limitador.
+    Stores,
+    /// In process over TLS beside plain text, ours and limitador's exact.
+    Tls,
+    /// Three instances on one key.
+    Exactness,
+    /// A hanging Redis behind one instance over HTTP.
+    Hanging,
+}
+
+impl Section {
+    /// Every section, in the order a run takes them.
+    const ALL: [Section; 5] = [
+        Section::Http,
+        Section::Stores,
+        Section::Tls,
+        Section::Exactness,
+        Section::Hanging,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Section::Http => "http",
+            Section::Stores => "stores",
+            Section::Tls => "tls",
+            Section::Exactness => "exactness",
+            Section::Hanging => "hanging",
+        }
+    }
+
+    /// The sections `args` name (those not starting with `-`), in the order
+    /// of [`Section::ALL`], or every one when none is named; `Err` with the
+    /// first name that is no section.
+    fn named(args: &[String]) -> Result<Vec<Section>, String> {
+        let names: Vec<&str> = args
+            .iter()
+            .map(String::as_str)
+            .filter(|a| !a.starts_with('-'))
+            .collect();
+        if let Some(unknown) = names
+            .iter()
+            .find(|name| !Self::ALL.iter().any(|s| s.name() == **name))
+        {
+            return Err((*unknown).to_owned());
+        }
+        Ok(Self::ALL
+            .into_iter()
+            .filter(|s| names.is_empty() || names.contains(&s.name()))
+            .collect())
+    }
+}
+
 fn main() {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let sections = Section::named(&args).unwrap_or_else(|unknown| {
+        let all: Vec<&str> = Section::ALL.iter().map(|s| s.name()).collect();
+        eprintln!(
+            "bench-native: no section {unknown:?}; the sections: {}",
+            all.join(", ")
+        );
+        std::process::exit(2)
+    });
     let number = |name: &str, default: usize| {
         std::env::var(name)
             .ok()
@@ -714,6 +1108,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
+    if let Some(dir) = std::env::var_os(TLS_FILES_VAR) {
+        runtime.block_on(tls_rounds(Path::new(&dir), total, rounds));
+        return;
+    }
     if cfg!(not(feature = "limitador")) {
         println!(
             "(built without the `limitador` feature: ours only; tools/bench-native builds it with limitador)"
@@ -721,9 +1119,14 @@ fn main() {
     }
     runtime.block_on(async {
         let server = RedisServer::start().await.expect("redis-server");
-        http(&server, total, rounds).await;
-        stores(&server, total, rounds).await;
-        exactness(&server, rounds).await;
-        hanging(if quick { 40 } else { 200 }).await;
+        for section in sections {
+            match section {
+                Section::Http => http(&server, total, rounds).await,
+                Section::Stores => stores(&server, total, rounds).await,
+                Section::Tls => tls(total, rounds).await,
+                Section::Exactness => exactness(&server, rounds).await,
+                Section::Hanging => hanging(if quick { 40 } else { 200 }).await,
+            }
+        }
     });
 }
