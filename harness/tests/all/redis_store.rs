@@ -159,8 +159,15 @@ async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failur
     let gates = instances(&url(&server), 1);
     gates[0].connect().await;
     assert_eq!(gates[0].redis_dials(), 1);
-    assert_eq!(passed(&gates, &address("192.0.2.6"), "/api/items", 3).await, 3);
-    assert_eq!(gates[0].redis_dials(), 1, "the first request found it connected");
+    assert_eq!(
+        passed(&gates, &address("192.0.2.6"), "/api/items", 3).await,
+        3
+    );
+    assert_eq!(
+        gates[0].redis_dials(),
+        1,
+        "the first request found it connected"
+    );
     assert_eq!(server.command_calls("evalsha").await.expect("info"), 3);
     // Nothing listening: connecting says nothing; the first request dials
     // again, and is the one that falls back and says why.
@@ -168,7 +175,10 @@ async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failur
     let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 1);
     gates[0].connect().await;
     assert!(lines.events("rate_limits.fallback").is_empty());
-    assert_eq!(passed(&gates, &address("192.0.2.7"), "/api/items", 3).await, 3);
+    assert_eq!(
+        passed(&gates, &address("192.0.2.7"), "/api/items", 3).await,
+        3
+    );
     assert_eq!(gates[0].redis_dials(), 2);
     let logs = lines.events("rate_limits.fallback");
     assert_eq!(logs.len(), 1, "{logs:?}");
