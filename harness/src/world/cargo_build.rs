@@ -141,9 +141,13 @@ impl CargoOutput {
         let profile_dir = dir.to_owned();
         let folder = profile_dir.file_name()?.to_string_lossy().into_owned();
         let above = profile_dir.parent()?;
-        // cargo marks the target directory itself with CACHEDIR.TAG; a
+        // cargo marks the target directory itself with CACHEDIR.TAG (when it
+        // made the directory) and keeps its rustc cache there (always); a
         // folder between it and the profile's is a target triple's.
-        let (target_dir, triple) = if above.join("CACHEDIR.TAG").is_file() {
+        let is_target_dir = ["CACHEDIR.TAG", ".rustc_info.json"]
+            .iter()
+            .any(|mark| above.join(mark).is_file());
+        let (target_dir, triple) = if is_target_dir {
             (above.to_owned(), None)
         } else {
             let triple = above.file_name()?.to_string_lossy().into_owned();
@@ -312,6 +316,15 @@ mod tests {
         assert!(
             args.windows(2).any(|w| w == ["--profile", "release"]),
             "{args:?}"
+        );
+        // A target directory made before cargo ran has no CACHEDIR.TAG, and
+        // is known by cargo's rustc cache.
+        std::fs::remove_file(target.join("CACHEDIR.TAG")).expect("rm tag");
+        std::fs::write(target.join(".rustc_info.json"), "{}").expect("rustc cache");
+        let made_by_hand = of("debug/harness");
+        assert_eq!(
+            (&made_by_hand.target_dir, &made_by_hand.triple),
+            (&target, &None)
         );
     }
 }
