@@ -41,7 +41,7 @@ pub struct RedisCluster {
     failed: Option<usize>,
 }
 
-/// A slot moved, or half moved, by [`RedisCluster::migrate`].
+/// A slot moved, or half moved, by [`RedisCluster::start_resharding`] and [`RedisCluster::finish_resharding`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Move {
     slot: u16,
@@ -212,6 +212,14 @@ impl RedisCluster {
     /// others mark it failed after the node timeout and its replica is
     /// promoted; [`RedisCluster::heal`] waits for that.
     pub async fn fail_over(&mut self) -> Result<(), RedisError> {
+        if let Some(failed) = self.failed {
+            // With two masters of three down, no replica can be elected.
+            return Err(RedisError::Command {
+                command: "failed_over".into(),
+                port: self.nodes[failed].server.port(),
+                reason: "a master is failed over already: `healthy` first".into(),
+            });
+        }
         let mut busiest = None;
         for (i, node) in self.nodes.iter().enumerate() {
             if self.failed == Some(i) || !self.is_master(node).await? {
