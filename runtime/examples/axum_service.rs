@@ -48,7 +48,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // Every diagnostic of the description, at startup.
     let gate = NativeGate::from_toml(&std::fs::read_to_string(file)?, &deployable)?;
-    gate.connect().await;
+    if let Err(unreachable) = gate.connect().await {
+        eprintln!("{unreachable}");
+    }
     let listener = tokio::net::TcpListener::bind("127.0.0.1:3000").await?;
     println!("listening on {}", listener.local_addr()?);
     serve(listener, Arc::new(gate)).await?;

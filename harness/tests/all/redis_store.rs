@@ -157,7 +157,7 @@ async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failur
     let (lines, _guard) = Lines::capture();
     let server = RedisServer::start().await.expect("redis-server");
     let gates = instances(&url(&server), 1);
-    gates[0].connect().await;
+    assert_eq!(gates[0].connect().await, Ok(()));
     assert_eq!(gates[0].redis_dials(), 1);
     assert_eq!(
         passed(&gates, &address("192.0.2.6"), "/api/items", 3).await,
@@ -173,7 +173,12 @@ async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failur
     // again, and is the one that falls back and says why.
     let port = harness::world::redis::free_port().expect("port");
     let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 1);
-    gates[0].connect().await;
+    let unreachable = gates[0].connect().await.expect_err("nothing listens");
+    assert_eq!(unreachable.reason, "missing");
+    assert!(
+        !unreachable.to_string().contains(&port.to_string()),
+        "{unreachable}"
+    );
     assert!(lines.events("rate_limits.fallback").is_empty());
     assert_eq!(
         passed(&gates, &address("192.0.2.7"), "/api/items", 3).await,

@@ -71,6 +71,19 @@ pub enum GateError {
     },
 }
 
+/// The deployable's Redis store could not be reached by
+/// [`NativeGate::connect`]: the server may say so at startup; requests are
+/// counted in memory until it answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the rate limits' Redis store could not be reached ({reason}); counting in memory until it answers"
+)]
+pub struct StoreUnreachable {
+    /// Why, as the `rate_limits.fallback` line would say: `missing`,
+    /// `failed` or `timed_out`.
+    pub reason: &'static str,
+}
+
 /// A request the server handed no socket peer, on a deployable whose client
 /// address needs one: a wiring mistake only the server's code can fix.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -291,13 +304,17 @@ impl NativeGate {
     /// Connects the deployable's Redis store now, within the 500 ms
     /// deadline, so that the first request does not pay for the connection
     /// (a TLS handshake, a cluster's slot map): call it before serving.
-    /// Without it the first request connects. A failure is not logged
-    /// here: the first request dials again, and decides as usual.
-    pub async fn connect(&self) {
+    /// Without it the first request connects. A failure is the server's to
+    /// report (it names no URL, no secret); the gate logs nothing for it,
+    /// and the first request dials again and decides as usual.
+    pub async fn connect(&self) -> Result<(), StoreUnreachable> {
         #[cfg(feature = "redis")]
         if let Some(store) = &self.store {
-            store.connect().await;
+            return store.connect().await.map_err(|reason| StoreUnreachable {
+                reason: reason.as_str(),
+            });
         }
+        Ok(())
     }
 
     /// How many times this gate dialled Redis (connections attempted, a

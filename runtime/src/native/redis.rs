@@ -294,10 +294,18 @@ impl RedisStore {
 
     /// Connects now, within the deadline, so that the first request finds
     /// the connection made (a TLS handshake, a cluster's slot map). A
-    /// failure is only dropped: nothing is logged or counted, and the first
-    /// request dials again.
-    pub async fn connect(&self) {
-        let _ = tokio::time::timeout(DEADLINE, self.connection()).await;
+    /// failure is only returned: nothing is logged or counted, and the
+    /// first request dials again.
+    pub async fn connect(&self) -> Result<(), FallbackReason> {
+        let trouble = match tokio::time::timeout(DEADLINE, self.connection()).await {
+            Ok(Ok(_)) => return Ok(()),
+            Ok(Err(error)) => match self.target {
+                Target::Nowhere(reason) => Trouble::Nowhere(reason),
+                _ => Trouble::Redis(error),
+            },
+            Err(_) => Trouble::Deadline,
+        };
+        Err(trouble.reason(false))
     }
 
     /// The connection, made on first use: one dial per call until one

@@ -315,6 +315,11 @@ async fn shown_native() -> Shown {
     let counting = app.counting(app.deployable("server").expect("server"));
     let redis = RedisStore::new(&redis_endpoint(&counting));
     let peer = PeerAddr(format!("{ADDRESS}:4000").parse().expect("addr"));
+    // Its Redis (whose URL holds the password) is nowhere to be reached.
+    let unreachable = match gate.connect().await {
+        Err(unreachable) => format!("{unreachable:?} {unreachable}"),
+        Ok(()) => panic!("the application's Redis answered"),
+    };
     vec![
         (
             "subject::CallerId",
@@ -327,6 +332,7 @@ async fn shown_native() -> Shown {
             format!("{NoPeerAddress:?} {NoPeerAddress}"),
         ),
         ("native::PeerAddr", format!("{peer:?}")),
+        ("native::StoreUnreachable", unreachable),
         ("native::RateLimitLayer", format!("{layer:?}")),
         ("native::RateLimited", format!("{limited:?}")),
         ("native::redis::RedisStore", format!("{redis:?}")),
