@@ -67,6 +67,10 @@ enum Command {
         /// Write JUnit XML here.
         #[arg(long)]
         junit: Option<PathBuf>,
+        /// Write the report page here: one self-contained HTML file, each
+        /// scenario's timeline and latency histogram, filtered by name and result.
+        #[arg(long)]
+        html: Option<PathBuf>,
         /// How many scenarios run at once.
         #[arg(long, default_value_t = DEFAULT_JOBS)]
         jobs: usize,
@@ -240,6 +244,7 @@ fn main() -> ExitCode {
             scenarios,
             include_slow,
             junit,
+            html,
             jobs,
             binding,
             worker,
@@ -253,6 +258,7 @@ fn main() -> ExitCode {
                     scenarios,
                     include_slow,
                     junit,
+                    html,
                     jobs,
                     workerd: workerd.choice(),
                     core,

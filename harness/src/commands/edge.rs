@@ -329,6 +329,7 @@ mod tests {
             p50_ms: Some(p99),
             p99_ms: Some(p99),
             duration: Duration::ZERO,
+            trace: crate::commands::trace::Trace::default(),
         }
     }
 

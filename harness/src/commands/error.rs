@@ -53,6 +53,17 @@ pub enum CommandError {
         /// The failure.
         source: std::io::Error,
     },
+    /// The report page could not be made.
+    #[error(transparent)]
+    HtmlPage(#[from] crate::commands::html_report::HtmlError),
+    /// The report page could not be written.
+    #[error("cannot write {}: {source}", path.display())]
+    Html {
+        /// Where it was to go.
+        path: PathBuf,
+        /// The failure.
+        source: std::io::Error,
+    },
     /// The edge-compatibility job's reports could not be written.
     #[error("cannot write the reports into {}: {source}", dir.display())]
     Reports {

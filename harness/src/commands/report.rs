@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::commands::trace::Trace;
 use crate::engine::{InstanceRecord, Observation};
 use crate::judge::expected_failures::Verdict;
 use crate::judge::scenario;
@@ -34,6 +35,8 @@ pub struct TrialOutcome {
     pub p99_ms: Option<u64>,
     /// How long it took: the next run starts the longest first.
     pub duration: Duration,
+    /// What the report page draws of its run (empty when nothing ran).
+    pub trace: Trace,
 }
 
 /// The outcome of a scenario or expected-failures file that could not be read;
@@ -48,6 +51,7 @@ pub fn malformed(name: &str, error: &str) -> TrialOutcome {
         p50_ms: None,
         p99_ms: None,
         duration: Duration::ZERO,
+        trace: Trace::default(),
     }
 }
 
@@ -73,6 +77,7 @@ pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> 
         p50_ms: percentile(&ms, 50),
         p99_ms: percentile(&ms, 99),
         duration: observation.duration,
+        trace: Trace::default(),
     }
 }
 
@@ -279,6 +284,7 @@ mod tests {
             p50_ms: Some(12),
             p99_ms: Some(1234),
             duration: Duration::from_millis(4_800),
+            trace: Trace::default(),
         }
     }
 

@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::commands::error::CommandError;
+use crate::commands::html_report::{self, RunInfo};
 use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::suite::{self, Suite};
@@ -27,6 +28,8 @@ pub struct RunRequest {
     pub include_slow: bool,
     /// Where to write JUnit XML, if anywhere.
     pub junit: Option<PathBuf>,
+    /// Where to write the report page, if anywhere.
+    pub html: Option<PathBuf>,
     /// How many scenarios run at once.
     pub jobs: usize,
     /// Which workerd.
@@ -109,7 +112,32 @@ pub fn run(request: RunRequest) -> Result<bool, CommandError> {
         write_junit(&path, &result.outcomes)?;
         println!("JUnit XML: {}", path.display());
     }
+    if let Some(path) = request.html {
+        let page = html_report::render(
+            &RunInfo {
+                workerd: &env.workerd.version,
+                core: request.core.name(),
+                worker: request.worker.name(),
+                skipped: result.skipped,
+            },
+            &result.outcomes,
+        )?;
+        write_html(&path, &page)?;
+        println!("report page: {}", path.display());
+    }
     Ok(counts.is_ok())
+}
+
+/// Writes the report page, making its directory if need be.
+fn write_html(path: &Path, page: &str) -> Result<(), CommandError> {
+    let failed = |source| CommandError::Html {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(failed)?;
+    }
+    std::fs::write(path, page).map_err(failed)
 }
 
 fn write_junit(path: &Path, outcomes: &[report::TrialOutcome]) -> Result<(), CommandError> {

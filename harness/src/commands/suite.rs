@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::commands::report::{self, TrialOutcome};
+use crate::commands::trace::Trace;
 use crate::engine::{self, Environment};
 use crate::judge::expected_failures::ExpectedFailures;
 use crate::judge::scenario::{Failure, judge};
@@ -96,7 +97,9 @@ fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
     } else {
         failures.extend(judge(prepared, &observation).iter().map(Failure::to_string));
     }
-    report::outcome(&prepared.trial_name, &observation, failures)
+    let mut outcome = report::outcome(&prepared.trial_name, &observation, failures);
+    outcome.trace = Trace::of(prepared, &observation);
+    outcome
 }
 
 /// What a run of a suite gave.
@@ -335,6 +338,7 @@ mod tests {
             p50_ms: None,
             p99_ms: None,
             duration: Duration::from_millis(millis),
+            trace: Trace::default(),
         }
     }
 

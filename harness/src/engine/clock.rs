@@ -43,6 +43,11 @@ impl ScenarioClock {
     }
 }
 
+/// The beginning of the minute `now_ms` is in.
+pub fn minute_of(now_ms: u64) -> u64 {
+    now_ms - now_ms % MINUTE_MS
+}
+
 /// How far `now_ms` is from the next boundary of a clock-aligned window of
 /// `window_ms`: never 0 (at a boundary, the next one is a whole window away).
 pub fn to_next_boundary(now_ms: u64, window_ms: u64) -> u64 {

@@ -148,6 +148,8 @@ async fn send_requests(
                 headers,
                 body,
                 latency,
+                // Cloudflare runs draw no timeline.
+                sent: Duration::ZERO,
             });
         }
     }

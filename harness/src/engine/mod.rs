@@ -14,7 +14,7 @@ pub mod observation;
 mod runner;
 
 pub use observation::{
-    CallRecord, InstanceKind, InstanceRecord, LoadProbe, Observation, RequestRecord,
+    CallRecord, InstanceKind, InstanceRecord, LoadProbe, Observation, RequestRecord, StepRecord,
 };
 pub use runner::{
     Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,

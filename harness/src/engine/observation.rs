@@ -26,6 +26,28 @@ pub struct RequestRecord {
     pub body: String,
     /// From sending to the whole body read.
     pub latency: Duration,
+    /// When it was sent, since the scenario started: the report page draws
+    /// each request at its time.
+    pub sent: Duration,
+}
+
+/// When one step ran, on the harness's clock and on the scenario clock: the
+/// report page places the requests and log lines of a scenario on its
+/// scenario clock with these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepRecord {
+    /// The step's index (0-based).
+    pub index: usize,
+    /// When it began, since the scenario started.
+    pub started: Duration,
+    /// When it ended, since the scenario started.
+    pub ended: Duration,
+    /// The scenario clock when it began, in ms since the beginning of the
+    /// minute the scenario started in (where 10 s and 60 s windows begin).
+    pub clock_started_ms: u64,
+    /// The scenario clock when it ended, on the same scale: more than
+    /// `clock_started_ms` plus the step's real time when it moved the clock.
+    pub clock_ended_ms: u64,
 }
 
 /// Everything one workerd process wrote, and which isolate it was.
@@ -99,6 +121,8 @@ pub struct Observation {
     /// For each `send` step (by index) with a `deadline`: the load probes
     /// sent to its isolate while its first requests waited.
     pub load_probes: BTreeMap<usize, Vec<LoadProbe>>,
+    /// Every step that ran, in order.
+    pub steps: Vec<StepRecord>,
     /// The whole run, processes' start and stop included.
     pub duration: Duration,
 }

@@ -306,6 +306,7 @@ mod tests {
             headers: BTreeMap::new(),
             body: String::new(),
             latency: Duration::ZERO,
+            sent: Duration::ZERO,
         }
     }
 

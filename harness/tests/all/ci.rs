@@ -47,4 +47,11 @@ fn ci_runs_the_readmes_two_commands_in_its_order() {
         "{readme:?}"
     );
     assert!(readme[1].starts_with("cargo test"), "{readme:?}");
+    // CI keeps the JUnit XML and the report page QA open.
+    for output in [
+        "--junit reports/conformance.xml",
+        "--html reports/conformance.html",
+    ] {
+        assert!(readme[0].contains(output), "no `{output}` in {readme:?}");
+    }
 }

@@ -30,6 +30,7 @@ mod native_processes;
 mod readme;
 mod redis_store;
 mod reference;
+mod report_page;
 mod scenario_files;
 mod test_targets;
 mod workflow;

@@ -12,7 +12,7 @@ impl Runner<'_> {
     /// Starts the clock: the scenario clock at the beginning of the next
     /// minute, or (for the wall clock) waits for 20 s of room in this one.
     pub(super) async fn start_clock(&mut self) -> Result<(), EngineError> {
-        match self.clock_kind {
+        let started = match self.clock_kind {
             ClockKind::Scenario => {
                 self.clock = ScenarioClock::starting_at(wall_ms());
                 self.push_clock().await
@@ -22,7 +22,15 @@ impl Runner<'_> {
                 self.move_clock(clock::to_room(wall_ms(), clock::MINUTE_MS, minute_room))
                     .await
             }
-        }
+        };
+        self.clock_origin_ms = clock::minute_of(self.now_ms());
+        started
+    }
+
+    /// The scenario clock now, in ms since the beginning of the minute it
+    /// started in.
+    pub(super) fn scenario_ms(&self) -> u64 {
+        self.now_ms().saturating_sub(self.clock_origin_ms)
     }
 
     /// The time every process of the scenario reads now, in ms since the epoch.

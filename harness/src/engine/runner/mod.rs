@@ -30,7 +30,7 @@ pub use error::{ControlRequest, EngineError};
 pub(super) use send::answer;
 
 use super::clock::ScenarioClock;
-use super::observation::Observation;
+use super::observation::{Observation, StepRecord};
 use crate::language::scenario::{Action, ClockKind, Prepared};
 use crate::world::instance::Instance;
 use crate::world::native::launch::NativeLaunch;
@@ -143,6 +143,9 @@ struct Runner<'a> {
     clock_kind: ClockKind,
     /// The scenario clock's offset (zero for the wall clock).
     clock: ScenarioClock,
+    /// The beginning of the minute the scenario clock started in, in ms
+    /// since the Unix epoch: the steps' clock readings are kept from there.
+    clock_origin_ms: u64,
     _dir: Option<tempfile::TempDir>,
     /// The reference core's counters, new for the scenario.
     _reference_storage: Option<tempfile::TempDir>,
@@ -201,6 +204,7 @@ impl<'a> Runner<'a> {
             scope: fresh_scope(),
             clock_kind: prepared.scenario.scenario.get_ref().clock,
             clock: ScenarioClock::default(),
+            clock_origin_ms: 0,
             _dir: None,
             _reference_storage: None,
             next_address: 1,
@@ -281,7 +285,16 @@ impl<'a> Runner<'a> {
                     step: index + 1,
                     message,
                 })?;
+            let started = self.epoch.elapsed();
+            let clock_started_ms = self.scenario_ms();
             let done = self.act(index, action).await;
+            self.observation.steps.push(StepRecord {
+                index,
+                started,
+                ended: self.epoch.elapsed(),
+                clock_started_ms,
+                clock_ended_ms: self.scenario_ms(),
+            });
             // A step that failed because a workerd died is reported as that crash.
             self.check_alive(index)?;
             done?;

@@ -86,8 +86,10 @@ impl Runner<'_> {
                 break;
             };
             let left = waiting_left.clone();
+            let epoch = self.epoch;
             tasks.push(tokio::spawn(async move {
                 let started = Instant::now();
+                let sent = started.saturating_duration_since(epoch);
                 let record = match verbatim {
                     None => answer(request.send().await).await,
                     Some(verbatim) => verbatim.send(request).await,
@@ -97,14 +99,14 @@ impl Runner<'_> {
                     left.fetch_sub(1, Ordering::SeqCst);
                 }
                 drop(permit);
-                (number, isolate, record, latency)
+                (number, isolate, record, latency, sent)
             }));
             if send.spacing_ms > 0 && number < send.requests {
                 tokio::time::sleep(Duration::from_millis(send.spacing_ms)).await;
             }
         }
         for task in tasks {
-            if let Ok((number, isolate, (outcome, headers, body), latency)) = task.await {
+            if let Ok((number, isolate, (outcome, headers, body), latency, sent)) = task.await {
                 self.observation.requests.push(RequestRecord {
                     step,
                     number,
@@ -113,6 +115,7 @@ impl Runner<'_> {
                     headers,
                     body,
                     latency,
+                    sent,
                 });
             }
         }

@@ -32,6 +32,7 @@ pub(in crate::judge) fn request(step: usize, number: usize, status: u16) -> Requ
         headers,
         body: r#"{"ok":true}"#.to_owned(),
         latency: Duration::from_millis(10),
+        sent: Duration::ZERO,
     }
 }
 

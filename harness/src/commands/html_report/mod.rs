@@ -1,0 +1,245 @@
+//! The report page `harness run --html FILE` writes: one self-contained
+//! HTML file (no network: its style, its script and its charts are inline)
+//! with the run's workerd, counting core and Worker, the counts, a table of
+//! the scenarios that can be filtered by name and result, and for each
+//! scenario its timeline ([`timeline`]), its latency histogram
+//! ([`histogram`]) and, for a failure, the block the terminal shows.
+//!
+//! [`render`] is a plain function of the run's outcomes; the command writes
+//! the file. The page is made from each outcome's [`Trace`], which holds
+//! statuses, times and isolate indexes, never a key.
+
+mod histogram;
+mod timeline;
+
+use serde::Serialize;
+
+use crate::commands::report::{Counts, TrialOutcome};
+use crate::commands::trace::Trace;
+use crate::judge::expected_failures::Verdict;
+
+pub use timeline::status_class;
+
+/// The page's template: the layout, its style and its filter script.
+const TEMPLATE: &str = include_str!("report.html");
+
+/// What the page says of the run as a whole, beside its outcomes.
+#[derive(Debug, Clone, Copy)]
+pub struct RunInfo<'a> {
+    /// The workerd version the run used.
+    pub workerd: &'a str,
+    /// The counting core's name (`harness`, `reference`).
+    pub core: &'a str,
+    /// The Worker's name (`wasm-bindgen`, ...).
+    pub worker: &'a str,
+    /// How many scenarios were not run (the slow ones, unless included).
+    pub skipped: usize,
+}
+
+/// Why the page could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    /// The template did not render (a fault of the harness, not of the run).
+    #[error("the report page's template: {0}")]
+    Template(#[from] minijinja::Error),
+}
+
+/// The page's context: what the template reads.
+#[derive(Debug, Serialize)]
+struct Page<'a> {
+    workerd: &'a str,
+    core: &'a str,
+    worker: &'a str,
+    passed: usize,
+    failed: usize,
+    skipped: usize,
+    expected_failures: usize,
+    unexpected_passes: usize,
+    total: usize,
+    results: Vec<(&'static str, &'static str)>,
+    scenarios: Vec<Scenario>,
+}
+
+/// One scenario as the page shows it.
+#[derive(Debug, Serialize)]
+struct Scenario {
+    id: String,
+    name: String,
+    result: &'static str,
+    result_label: &'static str,
+    place: String,
+    failed_at: Option<String>,
+    requests: usize,
+    p50: String,
+    p99: String,
+    time: String,
+    message: String,
+    timeline: Option<String>,
+    histogram: Option<String>,
+    statuses: Vec<(String, usize)>,
+    steps: Vec<String>,
+    fallbacks: Vec<String>,
+}
+
+/// The results a scenario can have: (value of the filter, what it says).
+const RESULTS: [(&str, &str); 4] = [
+    ("passed", "passed"),
+    ("failed", "failed"),
+    ("expected", "expected failure"),
+    ("unexpected", "unexpected pass"),
+];
+
+fn result_of(verdict: &Verdict) -> (&'static str, &'static str) {
+    match verdict {
+        Verdict::Passed => RESULTS[0],
+        Verdict::Failed => RESULTS[1],
+        Verdict::ExpectedFailure { .. } => RESULTS[2],
+        Verdict::UnexpectedPass { .. } => RESULTS[3],
+    }
+}
+
+/// The report page of a run that ended with `outcomes`.
+pub fn render(run: &RunInfo<'_>, outcomes: &[TrialOutcome]) -> Result<String, HtmlError> {
+    let counts = Counts::of(outcomes);
+    let page = Page {
+        workerd: run.workerd,
+        core: run.core,
+        worker: run.worker,
+        passed: counts.passed + counts.expected_failures,
+        failed: counts.failed + counts.unexpected_passes,
+        skipped: run.skipped,
+        expected_failures: counts.expected_failures,
+        unexpected_passes: counts.unexpected_passes,
+        total: outcomes.len(),
+        results: RESULTS.to_vec(),
+        scenarios: outcomes
+            .iter()
+            .enumerate()
+            .map(|(index, outcome)| scenario(index, outcome))
+            .collect(),
+    };
+    let mut env = minijinja::Environment::new();
+    env.add_template("report.html", TEMPLATE)?;
+    let page = minijinja::Value::from(minijinja::value::Serde(&page));
+    Ok(env.get_template("report.html")?.render(page)?)
+}
+
+/// The `file:line:col` of a failure's first `-->` line (a malformed
+/// file's says what is wrong after the place).
+fn failed_at(message: &str) -> Option<String> {
+    message
+        .lines()
+        .find_map(|line| line.trim_start().strip_prefix("--> "))
+        .and_then(|place| place.split(": ").next())
+        .map(|place| place.trim().to_owned())
+}
+
+fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
+    let (result, result_label) = result_of(&outcome.verdict);
+    let message = match &outcome.verdict {
+        Verdict::UnexpectedPass { reason } => format!(
+            "unexpected pass: listed in expected-failures.toml as failing ({reason}), but it passed; remove the entry"
+        ),
+        Verdict::Passed => String::new(),
+        Verdict::Failed | Verdict::ExpectedFailure { .. } => outcome.message.clone(),
+    };
+    let failed_at = failed_at(&message);
+    let trace = &outcome.trace;
+    let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+    let latencies: Vec<f64> = trace.requests.iter().map(|r| r.latency_ms).collect();
+    Scenario {
+        id: format!("s{index}"),
+        name: outcome.name.clone(),
+        result,
+        result_label,
+        place: trace
+            .place
+            .clone()
+            .or_else(|| failed_at.clone())
+            .unwrap_or_default(),
+        failed_at,
+        requests: outcome.requests,
+        p50: ms(outcome.p50_ms),
+        p99: ms(outcome.p99_ms),
+        time: format!("{:.1}", outcome.duration.as_secs_f64()),
+        message,
+        timeline: timeline::timeline(trace, &outcome.name),
+        histogram: histogram::histogram(&latencies),
+        statuses: statuses(trace),
+        steps: trace
+            .steps
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}. {} at {} ({} ms)",
+                    s.number,
+                    s.label,
+                    seconds(s.clock_started_ms),
+                    s.real_ms.round()
+                )
+            })
+            .collect(),
+        fallbacks: trace
+            .fallbacks
+            .iter()
+            .map(|f| {
+                format!(
+                    "{} {}: {} {} at {}",
+                    if trace.native { "instance" } else { "isolate" },
+                    f.isolate,
+                    f.binding,
+                    f.reason,
+                    seconds(f.clock_ms)
+                )
+            })
+            .collect(),
+    }
+}
+
+/// How many requests were answered each way: `200`, `429`, others by
+/// status, `no response` last.
+fn statuses(trace: &Trace) -> Vec<(String, usize)> {
+    let mut counts: std::collections::BTreeMap<Option<u16>, usize> = Default::default();
+    for request in &trace.requests {
+        *counts.entry(request.status).or_default() += 1;
+    }
+    let mut out: Vec<(String, usize)> = counts
+        .iter()
+        .filter_map(|(status, n)| status.map(|s| (s.to_string(), *n)))
+        .collect();
+    if let Some(lost) = counts.get(&None) {
+        out.push(("no response".to_owned(), *lost));
+    }
+    out
+}
+
+/// A time on the scenario clock (ms since its minute began) as people read
+/// it: `12.345 s`, or `1:02.345` from the minute on.
+fn seconds(ms: f64) -> String {
+    let total = ms.max(0.0) / 1000.0;
+    if total < 60.0 {
+        format!("{total:.3} s")
+    } else {
+        let minutes = (total / 60.0).floor();
+        format!("{minutes:.0}:{:06.3}", total - minutes * 60.0)
+    }
+}
+
+/// `text` escaped for SVG (XML) text and attributes.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,445 @@
+//! A scenario's timeline as inline SVG: its requests on the scenario clock,
+//! a lane per isolate, the 10 s and 60 s window boundaries, its steps and
+//! its fallback lines.
+//!
+//! The axis is the scenario clock, drawn piecewise: real time to scale,
+//! and each jump of the clock (`advance_clock`, `wait_for_window`,
+//! `wait_for_room`) as a fixed-width break, so a 60 s jump leaves the
+//! milliseconds of traffic around it readable.
+
+use std::fmt::Write as _;
+
+use super::{escape, seconds};
+use crate::commands::trace::{StepKind, Trace, TraceRequest};
+
+/// The SVG's width in user units (it scales down to the page's width).
+const WIDTH: f64 = 960.0;
+/// Room on the left for the lanes' names.
+const LEFT: f64 = 92.0;
+/// Room on the right.
+const RIGHT: f64 = 12.0;
+/// The strip above the lanes: step labels and the axis.
+const TOP: f64 = 64.0;
+/// Room below the lanes: the boundaries' labels.
+const BOTTOM: f64 = 22.0;
+/// One row of requests in a lane.
+const ROW: f64 = 6.0;
+/// At most this many rows in a lane; more requests at once overlap.
+const MAX_ROWS: usize = 8;
+/// The widest a break of the clock is drawn.
+const BREAK: f64 = 36.0;
+/// Clock jumps shorter than this (in ms) are no break.
+const JUMP_MS: f64 = 1.0;
+
+/// One knot of the piecewise axis: a scenario-clock time, the real ms and
+/// the breaks before it.
+#[derive(Debug, Clone, Copy)]
+struct Knot {
+    clock: f64,
+    real: f64,
+    breaks: f64,
+}
+
+/// The scenario clock mapped to x.
+#[derive(Debug)]
+struct Axis {
+    knots: Vec<Knot>,
+    scale: f64,
+    break_width: f64,
+}
+
+impl Axis {
+    /// The axis of `trace`'s steps, stretched to its last request or line.
+    fn of(trace: &Trace) -> Option<Axis> {
+        let first = trace.steps.first()?;
+        let mut knots = vec![Knot {
+            clock: first.clock_started_ms,
+            real: 0.0,
+            breaks: 0.0,
+        }];
+        let mut at = |clock: f64, real: f64, breaks: f64| {
+            let last = *knots.last().unwrap_or(&Knot {
+                clock,
+                real: 0.0,
+                breaks: 0.0,
+            });
+            if clock > last.clock {
+                knots.push(Knot {
+                    clock,
+                    real: last.real + real,
+                    breaks: last.breaks + breaks,
+                });
+            }
+        };
+        let mut clock = first.clock_started_ms;
+        for step in &trace.steps {
+            at(step.clock_started_ms, step.clock_started_ms - clock, 0.0);
+            let moved = step.clock_ended_ms - step.clock_started_ms;
+            if moved - step.real_ms > JUMP_MS {
+                let real_end = step.clock_started_ms + step.real_ms;
+                at(real_end, step.real_ms, 0.0);
+                at(step.clock_ended_ms, 0.0, 1.0);
+            } else {
+                at(step.clock_ended_ms, moved, 0.0);
+            }
+            clock = clock.max(step.clock_ended_ms);
+        }
+        let end = trace
+            .requests
+            .iter()
+            .map(|r| r.sent_ms + r.latency_ms)
+            .chain(trace.fallbacks.iter().map(|f| f.clock_ms))
+            .fold(clock, f64::max);
+        at(end, end - clock, 0.0);
+        let last = *knots.last()?;
+        let plot = WIDTH - LEFT - RIGHT;
+        let break_width = if last.breaks > 0.0 {
+            BREAK.min(plot * 0.4 / last.breaks)
+        } else {
+            0.0
+        };
+        let scale = (plot - last.breaks * break_width) / last.real.max(1.0);
+        Some(Axis {
+            knots,
+            scale,
+            break_width,
+        })
+    }
+
+    /// Where `clock` (ms on the scenario clock) is drawn.
+    fn x(&self, clock: f64) -> f64 {
+        let place = |k: Knot| LEFT + k.real * self.scale + k.breaks * self.break_width;
+        let Some(first) = self.knots.first() else {
+            return LEFT;
+        };
+        if clock <= first.clock {
+            return place(*first);
+        }
+        for pair in self.knots.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if clock <= b.clock {
+                let f = (clock - a.clock) / (b.clock - a.clock);
+                return place(a) + f * (place(b) - place(a));
+            }
+        }
+        let last = self.knots[self.knots.len() - 1];
+        place(last) + (clock - last.clock) * self.scale
+    }
+
+    fn start(&self) -> f64 {
+        self.knots.first().map_or(0.0, |k| k.clock)
+    }
+
+    fn end(&self) -> f64 {
+        self.knots.last().map_or(0.0, |k| k.clock)
+    }
+}
+
+/// The CSS class of a request's mark: by status, 200, 429 or anything else
+/// (a lost request too).
+pub fn status_class(status: Option<u16>) -> &'static str {
+    match status {
+        Some(200) => "s200",
+        Some(429) => "s429",
+        _ => "sother",
+    }
+}
+
+/// The timeline of `trace` as an `<svg>` element; `None` when no step ran.
+pub fn timeline(trace: &Trace, title: &str) -> Option<String> {
+    let axis = Axis::of(trace)?;
+    let lanes = lanes(trace);
+    let lanes_height: f64 = lanes.iter().map(Lane::height).sum();
+    let height = TOP + lanes_height + BOTTOM;
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg class="timeline" viewBox="0 0 {WIDTH} {height:.0}" role="img" aria-label="{}"><title>{}</title>"#,
+        escape(&summary(trace)),
+        escape(title),
+    );
+    let name = if trace.native { "instance" } else { "isolate" };
+    let mut y = TOP;
+    for (index, lane) in lanes.iter().enumerate() {
+        let _ = write!(
+            svg,
+            r#"<rect class="lane" x="{LEFT}" y="{y:.1}" width="{:.1}" height="{:.1}"/><text class="lane-name" x="4" y="{:.1}">{name} {index}</text>"#,
+            WIDTH - LEFT - RIGHT,
+            lane.height(),
+            y + lane.height() / 2.0 + 4.0,
+        );
+        y += lane.height();
+    }
+    steps(&mut svg, trace, &axis, height);
+    boundaries(&mut svg, &axis, height);
+    let mut y = TOP;
+    for (index, lane) in lanes.iter().enumerate() {
+        marks(&mut svg, trace, &axis, (index, lane), y, name);
+        y += lane.height();
+    }
+    let _ = write!(
+        svg,
+        r#"<text class="axis-label" x="{LEFT}" y="{:.1}">{}</text><text class="axis-label" x="{:.1}" y="{:.1}" text-anchor="end">{}</text></svg>"#,
+        TOP - 12.0,
+        seconds(axis.start()),
+        WIDTH - RIGHT,
+        TOP - 12.0,
+        seconds(axis.end()),
+    );
+    Some(svg)
+}
+
+/// One lane's requests and fallback lines, its top at `y`.
+fn marks(
+    svg: &mut String,
+    trace: &Trace,
+    axis: &Axis,
+    (index, lane): (usize, &Lane<'_>),
+    y: f64,
+    name: &str,
+) {
+    for (request, row) in &lane.marks {
+        let x0 = axis.x(request.sent_ms);
+        let x1 = axis.x(request.sent_ms + request.latency_ms);
+        let _ = write!(
+            svg,
+            r#"<rect class="req {}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{}"/>"#,
+            status_class(request.status),
+            y + 4.0 + *row as f64 * ROW,
+            (x1 - x0).max(1.0),
+            ROW - 1.0,
+        );
+    }
+    for fallback in trace.fallbacks.iter().filter(|f| f.isolate == index) {
+        let x = axis.x(fallback.clock_ms);
+        let _ = write!(
+            svg,
+            r#"<path class="fallback" d="M{x:.1},{:.1}l5,5-5,5-5-5z"><title>{name} {index}: fallback {} ({}) at {}</title></path>"#,
+            y + lane.height() / 2.0 - 5.0,
+            escape(&fallback.binding),
+            escape(&fallback.reason),
+            seconds(fallback.clock_ms),
+        );
+    }
+}
+
+/// What the timeline shows, for a screen reader.
+fn summary(trace: &Trace) -> String {
+    let count = |class: &str| {
+        trace
+            .requests
+            .iter()
+            .filter(|r| status_class(r.status) == class)
+            .count()
+    };
+    format!(
+        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines",
+        trace.requests.len(),
+        count("s200"),
+        count("s429"),
+        count("sother"),
+        trace.steps.len(),
+        trace.fallbacks.len()
+    )
+}
+
+/// One isolate's lane: its requests, each with the row it is drawn in.
+struct Lane<'t> {
+    rows: usize,
+    marks: Vec<(&'t TraceRequest, usize)>,
+}
+
+impl Lane<'_> {
+    fn height(&self) -> f64 {
+        self.rows as f64 * ROW + 8.0
+    }
+}
+
+/// The lanes of `trace`, a request in the first row free at its send time.
+fn lanes(trace: &Trace) -> Vec<Lane<'_>> {
+    let count = trace
+        .requests
+        .iter()
+        .map(|r| r.isolate + 1)
+        .chain(trace.fallbacks.iter().map(|f| f.isolate + 1))
+        .fold(trace.isolates.max(1), usize::max);
+    (0..count)
+        .map(|isolate| {
+            let mut mine: Vec<&TraceRequest> = trace
+                .requests
+                .iter()
+                .filter(|r| r.isolate == isolate)
+                .collect();
+            mine.sort_by(|a, b| a.sent_ms.total_cmp(&b.sent_ms));
+            let mut ends: Vec<f64> = Vec::new();
+            let marks = mine
+                .into_iter()
+                .map(|request| {
+                    let row = match ends.iter().position(|end| *end <= request.sent_ms) {
+                        Some(row) => row,
+                        None if ends.len() < MAX_ROWS => {
+                            ends.push(f64::MIN);
+                            ends.len() - 1
+                        }
+                        None => (0..ends.len())
+                            .min_by(|a, b| ends[*a].total_cmp(&ends[*b]))
+                            .unwrap_or(0),
+                    };
+                    ends[row] = request.sent_ms + request.latency_ms;
+                    (request, row)
+                })
+                .collect();
+            Lane {
+                rows: ends.len().max(1),
+                marks,
+            }
+        })
+        .collect()
+}
+
+/// The 10 s and 60 s boundaries of the scenario clock within the axis; a
+/// 10 s one too close to the last drawn is left out (inside a break), and
+/// a label too close to the last, or to a minute's, is left to the line's
+/// title.
+fn boundaries(svg: &mut String, axis: &Axis, height: f64) {
+    let mut boundary = (axis.start() / 10_000.0).floor() * 10_000.0 + 10_000.0;
+    let (mut last_line, mut last_label) = (f64::MIN, f64::MIN);
+    while boundary <= axis.end() {
+        let x = axis.x(boundary);
+        let minute = (boundary % 60_000.0).abs() < 0.5;
+        if minute || x - last_line >= 24.0 {
+            let class = if minute { "minute" } else { "ten" };
+            let _ = write!(
+                svg,
+                r#"<line class="boundary {class}" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"><title>{} boundary at {}</title></line>"#,
+                TOP - 6.0,
+                height - BOTTOM,
+                if minute { "60 s" } else { "10 s" },
+                seconds(boundary),
+            );
+            last_line = x;
+            // A minute's label is always drawn: a 10 s one near it is not.
+            let next_minute = (boundary / 60_000.0).ceil() * 60_000.0;
+            let crowds_minute =
+                !minute && next_minute <= axis.end() && axis.x(next_minute) - x < 36.0;
+            if x - last_label >= 36.0 && !crowds_minute {
+                let seconds = (boundary / 1000.0).round();
+                let label = if minute {
+                    format!("{:.0}:00", (seconds / 60.0).floor())
+                } else {
+                    format!("{seconds:.0} s")
+                };
+                let _ = write!(
+                    svg,
+                    r#"<text class="boundary-label" x="{x:.1}" y="{:.1}">{label}</text>"#,
+                    height - 6.0,
+                );
+                last_label = x;
+            }
+        }
+        boundary += 10_000.0;
+    }
+}
+
+/// Each step's marker: a `send` a band along the axis, a clock move its
+/// break, every other step a labelled line.
+fn steps(svg: &mut String, trace: &Trace, axis: &Axis, height: f64) {
+    let mut level = 0usize;
+    for step in &trace.steps {
+        let x0 = axis.x(step.clock_started_ms);
+        let x1 = axis.x(step.clock_ended_ms);
+        match step.kind {
+            StepKind::Send => {
+                let _ = write!(
+                    svg,
+                    r#"<rect class="step-send" x="{x0:.1}" y="{:.1}" width="{:.1}" height="4"><title>step {}: {}</title></rect>"#,
+                    TOP - 8.0,
+                    (x1 - x0).max(1.0),
+                    step.number,
+                    escape(&step.label),
+                );
+                continue;
+            }
+            StepKind::Clock => {
+                let real_end = axis.x(step.clock_started_ms + step.real_ms);
+                if x1 - real_end > 1.0 {
+                    let _ = write!(
+                        svg,
+                        r#"<rect class="break" x="{real_end:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>the clock moved {} ahead</title></rect>"#,
+                        TOP - 6.0,
+                        x1 - real_end,
+                        height - BOTTOM - TOP + 6.0,
+                        seconds(step.clock_ended_ms - step.clock_started_ms - step.real_ms),
+                    );
+                }
+            }
+            StepKind::Behaviour | StepKind::Sleep | StepKind::Other => {}
+        }
+        let class = match step.kind {
+            StepKind::Behaviour => "behaviour",
+            StepKind::Clock => "clock",
+            _ => "other",
+        };
+        let label_y = 12.0 + (level % 3) as f64 * 14.0;
+        level += 1;
+        let label: String = step.label.chars().take(64).collect();
+        // A label near the right edge ends at its line.
+        let (label_x, anchor) = if x0 > WIDTH - 260.0 {
+            (x0 - 2.0, "end")
+        } else {
+            (x0 + 2.0, "start")
+        };
+        let _ = write!(
+            svg,
+            r#"<g class="step {class}"><line x1="{x0:.1}" x2="{x0:.1}" y1="{:.1}" y2="{:.1}"/><text x="{label_x:.1}" y="{label_y:.1}" text-anchor="{anchor}">{}. {}</text><title>step {}: {} (at {})</title></g>"#,
+            label_y + 2.0,
+            height - BOTTOM,
+            step.number,
+            escape(&label),
+            step.number,
+            escape(&step.label),
+            seconds(step.clock_started_ms),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::trace::TraceStep;
+
+    fn step(kind: StepKind, clock: (f64, f64), real_ms: f64) -> TraceStep {
+        TraceStep {
+            number: 1,
+            kind,
+            label: "step".into(),
+            clock_started_ms: clock.0,
+            clock_ended_ms: clock.1,
+            real_ms,
+        }
+    }
+
+    #[test]
+    fn a_jump_of_the_clock_is_a_break_and_real_time_is_to_scale() {
+        let trace = Trace {
+            steps: vec![
+                step(StepKind::Send, (0.0, 100.0), 100.0),
+                step(StepKind::Clock, (100.0, 60_000.0), 2.0),
+                step(StepKind::Send, (60_000.0, 60_100.0), 100.0),
+            ],
+            ..Trace::default()
+        };
+        let axis = Axis::of(&trace).expect("steps ran");
+        let before = axis.x(102.0);
+        let after = axis.x(60_000.0);
+        assert!((after - before - BREAK).abs() < 0.01, "{before} -> {after}");
+        // 100 ms before the jump are drawn as wide as 100 ms after it.
+        let first = axis.x(100.0) - axis.x(0.0);
+        let second = axis.x(60_100.0) - axis.x(60_000.0);
+        assert!((first - second).abs() < 0.01, "{first} vs {second}");
+        assert!((axis.x(60_100.0) - (WIDTH - RIGHT)).abs() < 0.01);
+        // Monotonic everywhere.
+        let xs: Vec<f64> = (0..=61).map(|s| axis.x(f64::from(s) * 1000.0)).collect();
+        assert!(xs.windows(2).all(|w| w[0] <= w[1]), "{xs:?}");
+    }
+}

@@ -1,0 +1,299 @@
+//! What the report page draws of one scenario, taken from what its run
+//! observed: each step, request and fallback line on the scenario clock.
+//! Only statuses, times, steps and isolate indexes are kept: no address,
+//! caller, path or header a request carried, so no key can reach the page.
+
+use std::time::Duration;
+
+use crate::engine::{Observation, StepRecord};
+use crate::judge::scenario::fallback_line;
+use crate::language::scenario::{Action, Prepared};
+
+/// One scenario's run as the report page draws it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trace {
+    /// Where the scenario is written, `file:line:col`.
+    pub place: Option<String>,
+    /// How many isolates (or native instances) it ran: a lane each.
+    pub isolates: usize,
+    /// Whether they are native instances rather than workerd isolates.
+    pub native: bool,
+    /// Its steps, in order.
+    pub steps: Vec<TraceStep>,
+    /// Its requests, in the order their answers were collected.
+    pub requests: Vec<TraceRequest>,
+    /// The fallback lines its processes logged.
+    pub fallbacks: Vec<TraceFallback>,
+}
+
+/// What kind of step a [`TraceStep`] is: the page marks each kind its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepKind {
+    /// `send`: its requests are the marks.
+    Send,
+    /// `set_bindings` or `set_redis`: a behaviour change, a labelled marker.
+    Behaviour,
+    /// `wait_for_window`, `wait_for_room`, `advance_clock`: the clock moved.
+    Clock,
+    /// `sleep_ms`: real time passed.
+    Sleep,
+    /// `restart_isolate`, `limit`: something else happened.
+    Other,
+}
+
+/// One step on the scenario clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceStep {
+    /// 1-based, as failures name it.
+    pub number: usize,
+    /// Its kind.
+    pub kind: StepKind,
+    /// What it did, in the scenario's words (no key: a `send` says how many).
+    pub label: String,
+    /// The scenario clock when it began, ms since the minute it started in.
+    pub clock_started_ms: f64,
+    /// The scenario clock when it ended.
+    pub clock_ended_ms: f64,
+    /// How much real time it took, in ms.
+    pub real_ms: f64,
+}
+
+/// One request on the scenario clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceRequest {
+    /// The isolate (0-based) it was sent to.
+    pub isolate: usize,
+    /// Its status; none when no response came.
+    pub status: Option<u16>,
+    /// When it was sent, on the scenario clock (ms since its minute began).
+    pub sent_ms: f64,
+    /// How long it took, in ms.
+    pub latency_ms: f64,
+}
+
+/// One fallback line, on the scenario clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceFallback {
+    /// The isolate (0-based) whose process wrote it.
+    pub isolate: usize,
+    /// When it was written, on the scenario clock (ms since its minute
+    /// began); before the first step, at the first step's time.
+    pub clock_ms: f64,
+    /// The binding or store connection that failed.
+    pub binding: String,
+    /// `missing`, `failed` or `timed_out`.
+    pub reason: String,
+}
+
+fn ms(duration: Duration) -> f64 {
+    duration.as_secs_f64() * 1000.0
+}
+
+impl Trace {
+    /// The trace of `prepared`'s run, which observed `observation`.
+    pub fn of(prepared: &Prepared, observation: &Observation) -> Trace {
+        let scenario = prepared.scenario.scenario.get_ref();
+        let place = prepared
+            .scenario
+            .place(prepared.scenario.scenario.span())
+            .to_string();
+        let described: Vec<(StepKind, String)> = observation
+            .steps
+            .iter()
+            .map(|record| {
+                scenario
+                    .steps
+                    .get(record.index)
+                    .and_then(|step| step.get_ref().action().ok())
+                    .map_or((StepKind::Other, "step".to_owned()), |a| describe(&a))
+            })
+            .collect();
+        let clock = Clock::of(&observation.steps, &described);
+        let steps = observation
+            .steps
+            .iter()
+            .zip(described)
+            .zip(&clock.spans)
+            .map(|((record, (kind, label)), span)| TraceStep {
+                number: record.index + 1,
+                kind,
+                label,
+                clock_started_ms: span.clock_started,
+                clock_ended_ms: span.clock_ended,
+                real_ms: ms(span.ended.saturating_sub(span.started)),
+            })
+            .collect();
+        let requests = observation
+            .requests
+            .iter()
+            .map(|r| TraceRequest {
+                isolate: r.isolate,
+                status: r.outcome.as_ref().ok().copied(),
+                sent_ms: clock.at(r.sent),
+                latency_ms: ms(r.latency),
+            })
+            .collect();
+        let fallbacks = observation
+            .instances
+            .iter()
+            .flat_map(|instance| {
+                instance.lines.iter().filter_map(|line| {
+                    let fallback = fallback_line(&line.text)?.ok()?;
+                    Some(TraceFallback {
+                        isolate: instance.isolate,
+                        clock_ms: clock.at(line.at),
+                        binding: fallback.binding,
+                        reason: fallback.reason,
+                    })
+                })
+            })
+            .collect();
+        Trace {
+            place: Some(place),
+            isolates: scenario.isolates,
+            native: prepared.runs_natively(),
+            steps,
+            requests,
+            fallbacks,
+        }
+    }
+}
+
+/// The scenario clock of a run, read from its steps: the first step's
+/// reading plus the real time since (to the microsecond, where the
+/// processes' clock readings are whole ms) plus every jump of the clock
+/// before (a clock step moves it at its end).
+#[derive(Debug, Default)]
+struct Clock {
+    spans: Vec<Span>,
+}
+
+/// One step on the harness's clock and on the scenario clock.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    started: Duration,
+    ended: Duration,
+    clock_started: f64,
+    /// After its jump, if it moved the clock.
+    clock_ended: f64,
+}
+
+impl Clock {
+    fn of(steps: &[StepRecord], kinds: &[(StepKind, String)]) -> Clock {
+        let Some(first) = steps.first() else {
+            return Clock::default();
+        };
+        let mut jumps = 0.0;
+        let spans = steps
+            .iter()
+            .zip(kinds)
+            .map(|(step, (kind, _))| {
+                let real = ms(step.ended.saturating_sub(step.started));
+                let clock_started = first.clock_started_ms as f64
+                    + ms(step.started.saturating_sub(first.started))
+                    + jumps;
+                if *kind == StepKind::Clock {
+                    let moved = step.clock_ended_ms.saturating_sub(step.clock_started_ms) as f64;
+                    jumps += (moved - real).round().max(0.0);
+                }
+                Span {
+                    started: step.started,
+                    ended: step.ended,
+                    clock_started,
+                    clock_ended: first.clock_started_ms as f64
+                        + ms(step.ended.saturating_sub(first.started))
+                        + jumps,
+                }
+            })
+            .collect();
+        Clock { spans }
+    }
+
+    /// The scenario clock at `at` (since the scenario started); before the
+    /// first step, the first step's start.
+    fn at(&self, at: Duration) -> f64 {
+        let Some(first) = self.spans.first() else {
+            return 0.0;
+        };
+        let Some(span) = self.spans.iter().rev().find(|s| s.started <= at) else {
+            return first.clock_started;
+        };
+        if at < span.ended {
+            span.clock_started + ms(at.saturating_sub(span.started))
+        } else {
+            span.clock_ended + ms(at.saturating_sub(span.ended))
+        }
+    }
+}
+
+/// A step's kind and label. A `send` is told by how many requests it sent
+/// (its addresses and callers are keys), a `limit` by its binding.
+fn describe(action: &Action<'_>) -> (StepKind, String) {
+    match action {
+        Action::Send { send, .. } => (
+            StepKind::Send,
+            format!(
+                "send {} request{}",
+                send.requests,
+                if send.requests == 1 { "" } else { "s" }
+            ),
+        ),
+        Action::SetBindings(changes) => {
+            let changes: Vec<String> = changes
+                .iter()
+                .map(|(b, to)| format!("{b} = {to}"))
+                .collect();
+            (
+                StepKind::Behaviour,
+                format!("set_bindings {}", changes.join(", ")),
+            )
+        }
+        Action::SetRedis(behaviour) => (StepKind::Behaviour, format!("set_redis {behaviour}")),
+        Action::WaitForWindow(seconds) => (StepKind::Clock, format!("wait_for_window {seconds} s")),
+        Action::WaitForRoom(room) => (
+            StepKind::Clock,
+            format!("wait_for_room {} s in {} s", room.seconds, room.window),
+        ),
+        Action::AdvanceClock(seconds) => (StepKind::Clock, format!("advance_clock {seconds} s")),
+        Action::RestartIsolate(isolate) => (StepKind::Other, format!("restart_isolate {isolate}")),
+        Action::SleepMs(ms) => (StepKind::Sleep, format!("sleep_ms {ms}")),
+        Action::Limit(call) => (StepKind::Other, format!("limit {}", call.binding)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(index: usize, started: u64, ended: u64, clock: (u64, u64)) -> StepRecord {
+        StepRecord {
+            index,
+            started: Duration::from_millis(started),
+            ended: Duration::from_millis(ended),
+            clock_started_ms: clock.0,
+            clock_ended_ms: clock.1,
+        }
+    }
+
+    #[test]
+    fn a_time_is_read_on_the_clock_of_the_step_it_fell_in() {
+        // A send from 100 to 300 ms, then an advance_clock of 5 s (at 300 to 310 ms).
+        let steps = [
+            step(0, 100, 300, (50, 250)),
+            step(1, 300, 310, (250, 5_260)),
+        ];
+        let kinds = [
+            (StepKind::Send, String::new()),
+            (StepKind::Clock, String::new()),
+        ];
+        let clock = Clock::of(&steps, &kinds);
+        let near = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(near(clock.at(Duration::from_millis(150)), 100.0));
+        // During the clock step, before its jump; after it, 5 s later.
+        assert!(near(clock.at(Duration::from_millis(305)), 255.0));
+        assert!(near(clock.at(Duration::from_millis(320)), 5_270.0));
+        // Before the first step: at its start.
+        assert!(near(clock.at(Duration::from_millis(10)), 50.0));
+        assert!(Clock::default().at(Duration::from_millis(10)).abs() < 1e-9);
+    }
+}
