@@ -59,10 +59,12 @@ pub enum RedisError {
     #[error("could not set up a server: {0}")]
     Setup(std::io::Error),
     /// The server did not answer PING (or the cluster did not become ok) in time.
-    #[error("redis on port {port} was not ready within {READY_TIMEOUT:?}")]
+    #[error("redis on port {port} was not ready within {within:?}")]
     NotReady {
         /// The server's port.
         port: u16,
+        /// How long it was waited for.
+        within: Duration,
     },
     /// The server exited before it answered PING (its port taken, for one).
     #[error(
@@ -280,6 +282,10 @@ impl RedisServer {
                 "nodes.conf",
                 "--cluster-node-timeout",
                 &CLUSTER_NODE_TIMEOUT_MS.to_string(),
+                // A replica's first sync starts at once, where Redis waits
+                // 5 s for more replicas to share the transfer.
+                "--repl-diskless-sync-delay",
+                "0",
             ]);
             if self.tls.is_some() {
                 // The bus and the replication links speak TLS too, and
@@ -316,7 +322,10 @@ impl RedisServer {
             }
             tokio::time::sleep(READY_POLL).await;
         }
-        Err(RedisError::NotReady { port: self.port })
+        Err(RedisError::NotReady {
+            port: self.port,
+            within: READY_TIMEOUT,
+        })
     }
 
     fn log_path(&self) -> PathBuf {

@@ -17,8 +17,9 @@ use crate::world::tls::TlsFiles;
 const CLUSTER_SLOTS: u16 = 16_384;
 /// The cluster's masters (each with one replica).
 const MASTERS: usize = 3;
-/// How long a cluster may take to become ok, or a failover to end.
-const SETTLE_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long a cluster may take to become ok, or a failover to end: on a
+/// loaded machine a TLS cluster took over 20 s to settle.
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often a settling cluster is asked whether it is ok.
 const SETTLE_POLL: Duration = Duration::from_millis(20);
 /// How long one MIGRATE may take, in ms.
@@ -144,6 +145,7 @@ impl RedisCluster {
                 if Instant::now() > deadline {
                     return Err(RedisError::NotReady {
                         port: node.server.port(),
+                        within: SETTLE_TIMEOUT,
                     });
                 }
                 tokio::time::sleep(SETTLE_POLL).await;
@@ -208,7 +210,7 @@ impl RedisCluster {
 
     /// `failed_over`: kills the master holding the most keys (the one a
     /// scenario's traffic went to) with SIGKILL once its replica has every
-    /// write it acknowledged, as a crash of a healthy master finds it. The
+    /// write it took, as a crash of a healthy master finds it. The
     /// others mark it failed after the node timeout and its replica is
     /// promoted; [`RedisCluster::heal`] waits for that.
     pub async fn fail_over(&mut self) -> Result<(), RedisError> {
@@ -233,14 +235,47 @@ impl RedisCluster {
         let Some((victim, _)) = busiest else {
             return Ok(());
         };
-        // WAIT 1: the replica has what the master acknowledged so far.
-        self.nodes[victim]
-            .server
-            .command(&["WAIT", "1", "2000"])
-            .await?;
+        self.replicated(&self.nodes[victim].server).await?;
         self.nodes[victim].server.kill().await;
         self.failed = Some(victim);
         Ok(())
+    }
+
+    /// Waits until `master`'s replica has every write the master took, by
+    /// the replication offsets `INFO replication` gives (`WAIT` would only
+    /// wait for the writes of its own connection, and the harness's wrote
+    /// none).
+    async fn replicated(&self, master: &RedisServer) -> Result<(), RedisError> {
+        let deadline = Instant::now() + SETTLE_TIMEOUT;
+        loop {
+            let info = master.command(&["INFO", "replication"]).await?;
+            let field = |line: &str, name: &str| -> Option<u64> {
+                line.split(',')
+                    .find_map(|part| part.strip_prefix(name))
+                    .and_then(|value| value.trim().parse().ok())
+            };
+            let offset = info
+                .lines()
+                .find_map(|line| line.strip_prefix("master_repl_offset:"))
+                .and_then(|value| value.trim().parse::<u64>().ok());
+            let replica = info
+                .lines()
+                .filter(|line| line.starts_with("slave"))
+                .filter_map(|line| field(line, "offset="))
+                .max();
+            if let (Some(offset), Some(replica)) = (offset, replica)
+                && replica >= offset
+            {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(RedisError::NotReady {
+                    port: master.port(),
+                    within: SETTLE_TIMEOUT,
+                });
+            }
+            tokio::time::sleep(SETTLE_POLL).await;
+        }
     }
 
     /// `healthy` after `failed_over`: waits until the killed master's
@@ -254,7 +289,18 @@ impl RedisCluster {
         self.promoted().await?;
         self.nodes[victim].server.restart().await?;
         self.failed = None;
-        self.settle(|_| true).await
+        // Back from its nodes.conf it still takes itself for the slots'
+        // master, empty (nothing was saved), until the others tell it
+        // otherwise: settled only once every node, itself included, lists
+        // it as a replica.
+        let back = self.nodes[victim].id.clone();
+        self.settle(|nodes| {
+            nodes
+                .lines()
+                .find(|line| line.starts_with(back.as_str()))
+                .is_some_and(|line| line.contains("slave"))
+        })
+        .await
     }
 
     /// Waits, after [`RedisCluster::fail_over`], until the killed master's

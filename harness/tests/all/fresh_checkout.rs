@@ -147,7 +147,18 @@ fn edge_compat_from_a_target_that_never_built_the_fixture_passes_every_scenario(
     assert!(output.profile_dir.join("native-fixture").is_file());
     // Every scenario passed on both columns, the native ones included.
     assert!(drift.contains("| failed | 0 | 0 |"), "{drift}");
-    assert!(!stderr.contains("\nFAIL "), "{stderr}");
+    // The reference column's failures too, with what failed in each.
+    let junit = std::fs::read_to_string(out.join("junit.xml")).unwrap_or_default();
+    let failures: Vec<&str> = junit
+        .split("<failure")
+        .skip(1)
+        .map(|rest| rest.split("</failure>").next().unwrap_or(rest))
+        .collect();
+    assert!(
+        !stderr.contains("\nFAIL ") && failures.is_empty(),
+        "{stderr}\n{}",
+        failures.join("\n----\n")
+    );
     let passed_native = stderr
         .lines()
         .filter(|l| l.starts_with("pass ") && l.contains("/native-"))
