@@ -2,13 +2,16 @@
 //! scenario, the slow ones included, on the pinned workerd and on a newer
 //! release installed into a temporary place, then on that release with
 //! Cloudflare's simulator as the counting core; the drift between them
-//! ([`crate::commands::edge`]) written as `drift.md`, and `junit.xml`.
+//! ([`crate::commands::edge`]) written as `drift.md`, the same as one
+//! self-contained page `drift.html` ([`html_report::drift_page`]), and
+//! `junit.xml`.
 
 use std::path::{Path, PathBuf};
 
 use crate::commands::cloudflare::report::CloudflareResults;
 use crate::commands::edge::{self, Side, TimingThreshold};
 use crate::commands::error::CommandError;
+use crate::commands::html_report;
 use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::run::{discover, environment};
@@ -28,7 +31,7 @@ pub struct EdgeCompatRequest {
     pub version: String,
     /// The scenarios directory; the repository's when `None`.
     pub scenarios: Option<PathBuf>,
-    /// Where `drift.md` and `junit.xml` go.
+    /// Where `drift.md`, `drift.html` and `junit.xml` go.
     pub out: PathBuf,
     /// How many scenarios run at once.
     pub jobs: usize,
@@ -124,8 +127,9 @@ pub fn edge_compat(request: &EdgeCompatRequest) -> Result<bool, CommandError> {
     })?;
     print!("{markdown}");
     println!(
-        "Drift report: {}\nJUnit XML: {}",
+        "Drift report: {} (and {})\nJUnit XML: {}",
         request.out.join("drift.md").display(),
+        request.out.join("drift.html").display(),
         request.out.join("junit.xml").display()
     );
     let counts = Counts::of(&newest.outcomes);
@@ -150,7 +154,7 @@ fn cloudflare_section(pinned: &Side, newest: &Side, results: Option<&Path>) -> S
     }
 }
 
-/// `drift.md`, and `junit.xml` with one suite per side.
+/// `drift.md`, `drift.html`, and `junit.xml` with one suite per side.
 fn write_reports(
     out: &Path,
     markdown: &str,
@@ -158,6 +162,9 @@ fn write_reports(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("drift.md"), markdown)?;
+    let page =
+        html_report::drift_page([pinned, newest, reference]).map_err(std::io::Error::other)?;
+    std::fs::write(out.join("drift.html"), page)?;
     report::write_junit(
         &out.join("junit.xml"),
         &[

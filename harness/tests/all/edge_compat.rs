@@ -82,6 +82,13 @@ fn expected_failures_keep_the_job_green_and_the_reports_are_written() {
         "{drift}"
     );
     assert_eq!(junit.matches("<testsuite ").count(), 3, "{junit}");
+    let page = std::fs::read_to_string(out.join("drift.html")).expect("drift.html is written");
+    assert!(
+        page.matches("class=\"scenario-row unchanged\"").count() == 2
+            && page.contains("edge.toml::passes\"")
+            && page.contains("edge.toml::fails\""),
+        "{page}"
+    );
 }
 
 #[test]

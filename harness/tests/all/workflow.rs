@@ -84,6 +84,7 @@ fn the_workflow_runs_nightly_and_on_demand_and_keeps_its_reports() {
         "cache: npm",
         "actions/upload-artifact@",
         "reports/edge-compat/drift.md",
+        "reports/edge-compat/drift.html",
         "reports/edge-compat/junit.xml",
     ] {
         assert!(text.contains(needed), "the workflow lacks `{needed}`");

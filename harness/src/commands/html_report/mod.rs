@@ -9,6 +9,7 @@
 //! the file. The page is made from each outcome's [`Trace`], which holds
 //! statuses, times and isolate indexes, never a key.
 
+mod drift;
 mod histogram;
 mod timeline;
 
@@ -18,10 +19,54 @@ use crate::commands::report::{Counts, TrialOutcome};
 use crate::commands::trace::Trace;
 use crate::judge::expected_failures::Verdict;
 
+pub use drift::drift_page;
 pub use timeline::status_class;
 
-/// The page's template: the layout, its style and its filter script.
+/// The page's template: its layout; the style and the filter script are
+/// shared with the drift page ([`drift_page`]).
 const TEMPLATE: &str = include_str!("report.html");
+
+/// The pages' style.
+const STYLE: &str = include_str!("page.css");
+
+/// The pages' filter script: the rows and sections carrying `data-name`
+/// and `data-result` shown by the `#filter` text and the `result` boxes.
+const FILTER: &str = include_str!("filter.js");
+
+/// The pages' filter form, for [`FILTER`]: it reads the page's `results`
+/// (the boxes) and `total`.
+const CONTROLS: &str = include_str!("controls.html");
+
+/// `template` (named `name`) rendered with `context`, and the shared parts
+/// as `style` (the style element), `filter` (the script element) and
+/// `controls` (the filter form, rendered with `context`).
+fn render_page(
+    name: &'static str,
+    template: &'static str,
+    context: &impl Serialize,
+) -> Result<String, HtmlError> {
+    #[derive(Serialize)]
+    struct Shared<'a, T> {
+        style: String,
+        filter: String,
+        controls: String,
+        #[serde(flatten)]
+        page: &'a T,
+    }
+    let mut env = minijinja::Environment::new();
+    env.add_template("controls.html", CONTROLS)?;
+    env.add_template(name, template)?;
+    let controls = env
+        .get_template("controls.html")?
+        .render(minijinja::Value::from(minijinja::value::Serde(context)))?;
+    let context = minijinja::Value::from(minijinja::value::Serde(&Shared {
+        style: format!("<style>\n{STYLE}</style>"),
+        filter: format!("<script>\n{FILTER}</script>"),
+        controls,
+        page: context,
+    }));
+    Ok(env.get_template(name)?.render(context)?)
+}
 
 /// What the page says of the run as a whole, beside its outcomes.
 #[derive(Debug, Clone, Copy)]
@@ -118,10 +163,7 @@ pub fn render(run: &RunInfo<'_>, outcomes: &[TrialOutcome]) -> Result<String, Ht
             .map(|(index, outcome)| scenario(index, outcome))
             .collect(),
     };
-    let mut env = minijinja::Environment::new();
-    env.add_template("report.html", TEMPLATE)?;
-    let page = minijinja::Value::from(minijinja::value::Serde(&page));
-    Ok(env.get_template("report.html")?.render(page)?)
+    render_page("report.html", TEMPLATE, &page)
 }
 
 /// The `file:line:col` of a failure's first `-->` line (a malformed
@@ -134,15 +176,20 @@ fn failed_at(message: &str) -> Option<String> {
         .map(|place| place.trim().to_owned())
 }
 
-fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
-    let (result, result_label) = result_of(&outcome.verdict);
-    let message = match &outcome.verdict {
+/// The block the terminal shows for `outcome`; empty for a pass.
+fn message_of(outcome: &TrialOutcome) -> String {
+    match &outcome.verdict {
         Verdict::UnexpectedPass { reason } => format!(
             "unexpected pass: listed in expected-failures.toml as failing ({reason}), but it passed; remove the entry"
         ),
         Verdict::Passed => String::new(),
         Verdict::Failed | Verdict::ExpectedFailure { .. } => outcome.message.clone(),
-    };
+    }
+}
+
+fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
+    let (result, result_label) = result_of(&outcome.verdict);
+    let message = message_of(outcome);
     let failed_at = failed_at(&message);
     let trace = &outcome.trace;
     let ms = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());

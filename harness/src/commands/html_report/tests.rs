@@ -87,6 +87,19 @@ fn observed() -> Observation {
     }
 }
 
+/// The scenario of [`prepared`] judged on [`observed`]: a failure, with
+/// its trace.
+fn failing(prepared: &Prepared, observation: &Observation) -> report::TrialOutcome {
+    let failures: Vec<String> = judge(prepared, observation)
+        .iter()
+        .map(Failure::to_string)
+        .collect();
+    assert!(!failures.is_empty(), "the third request was refused");
+    let mut outcome = report::outcome(&prepared.trial_name, observation, failures);
+    outcome.trace = Trace::of(prepared, observation);
+    outcome
+}
+
 fn run() -> RunInfo<'static> {
     RunInfo {
         workerd: "2026-11-17",
@@ -101,14 +114,8 @@ fn a_failing_scenario_shows_its_place_its_block_and_a_mark_per_request() {
     let dir = tempfile::tempdir().expect("temp dir");
     let prepared = prepared(dir.path());
     let observation = observed();
-    let failures: Vec<String> = judge(&prepared, &observation)
-        .iter()
-        .map(Failure::to_string)
-        .collect();
-    assert!(!failures.is_empty(), "the third request was refused");
-    let mut outcome = report::outcome(&prepared.trial_name, &observation, failures);
-    outcome.trace = Trace::of(&prepared, &observation);
-    let html = render(&run(), &[outcome.clone()]).expect("renders");
+    let outcome = failing(&prepared, &observation);
+    let html = render(&run(), std::slice::from_ref(&outcome)).expect("renders");
 
     // The block the terminal shows, with its `file:line:col`, escaped once.
     let place = failed_at(&outcome.message).expect("a place");
@@ -158,4 +165,59 @@ fn times_read_as_seconds_and_minutes() {
     assert_eq!(seconds(12_345.0), "12.345 s");
     assert_eq!(seconds(62_345.0), "1:02.345");
     assert_eq!(escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
+}
+
+fn side(label: &str, outcomes: Vec<TrialOutcome>) -> crate::commands::edge::Side {
+    crate::commands::edge::Side {
+        label: label.into(),
+        workerd_version: "2026-11-17".into(),
+        npm_version: "1.20261117.1".into(),
+        outcomes,
+    }
+}
+
+#[test]
+fn the_drift_page_lists_a_changed_scenario_first_marked_with_its_block_and_no_key() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prepared = prepared(dir.path());
+    let observation = observed();
+    let failing = failing(&prepared, &observation);
+    let mut passing = report::outcome(&prepared.trial_name, &observation, Vec::new());
+    passing.trace = failing.trace.clone();
+    let mut steady = passing.clone();
+    steady.name = "steady".into();
+    let pinned = side("pinned", vec![steady.clone(), passing.clone()]);
+    let newest = side("newest", vec![steady.clone(), failing.clone()]);
+    let reference = side("reference", vec![steady, passing]);
+    let html = drift_page([&pinned, &newest, &reference]).expect("renders");
+
+    let changed = html
+        .find(&format!(
+            "<tr class=\"scenario-row changed\" data-name=\"{}\"",
+            escape(&prepared.trial_name)
+        ))
+        .expect("the changed row, marked");
+    let steady = html
+        .find("<tr class=\"scenario-row unchanged\" data-name=\"steady\"")
+        .expect("the steady row");
+    assert!(changed < steady, "what changed is listed first");
+    assert_eq!(html.matches("class=\"scenario-row ").count(), 2);
+    assert!(html.contains("1 changed</span> of 2 scenarios"));
+    assert!(html.contains(
+        "<th scope=\"col\">pinned</th><th scope=\"col\">newest</th><th scope=\"col\">reference</th>"
+    ));
+    assert!(html.contains(&format!("p99 {} ms, 0.9 s", failing.p99_ms.expect("a p99"))));
+    // The failure's block, on the newest only.
+    let first_line = failing.message.lines().next().expect("a line");
+    assert!(html.contains(&escape(first_line)), "{first_line}");
+    assert_eq!(html.matches("<pre class=\"failure\">").count(), 1);
+    assert!(html.contains(" on newest</h2>"));
+    // The report page's filter script and style.
+    assert!(html.contains(FILTER) && html.contains(STYLE) && html.contains("id=\"filter\""));
+    for key in &observation.sent_subjects {
+        assert!(!html.contains(key.as_str()), "{key} is in the page");
+    }
+    for fetch in ["src=", "href=\"http", "@import", "url("] {
+        assert!(!html.contains(fetch), "{fetch} in the page");
+    }
 }
