@@ -190,6 +190,54 @@ async fn connecting_before_serving_leaves_the_first_request_no_dial_and_a_failur
     assert_eq!(logs[0]["reason"], "missing");
 }
 
+/// A server that speaks Redis's protocol and is not Redis: `+OK` to every
+/// command, and to a script call one answer however many limits it named.
+async fn short_answering_server() -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buffer = vec![0; 64 * 1024];
+                while let Ok(read) = stream.read(&mut buffer).await {
+                    if read == 0 {
+                        break;
+                    }
+                    let text = String::from_utf8_lossy(&buffer[..read]);
+                    // Each command is a RESP array: `*N` at a line's start.
+                    let mut reply = String::new();
+                    for command in text.split("\r\n*").filter(|c| !c.is_empty()) {
+                        let is_script = command.to_ascii_uppercase().contains("EVAL");
+                        reply.push_str(if is_script { "*1\r\n:1\r\n" } else { "+OK\r\n" });
+                    }
+                    if stream.write_all(reply.as_bytes()).await.is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn a_reply_that_is_not_one_answer_per_limit_is_a_failure_not_a_silent_memory_count() {
+    let (lines, _guard) = Lines::capture();
+    let port = short_answering_server().await;
+    let gates = instances(&format!("url = \"redis://127.0.0.1:{port}\""), 1);
+    // The route's request asks two limits; the one answer is no answer.
+    assert_eq!(
+        passed(&gates, &address("192.0.2.8"), "/api/search", 3).await,
+        3
+    );
+    let logs = lines.events("rate_limits.fallback");
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["reason"], "failed");
+}
+
 #[tokio::test]
 async fn a_hanging_redis_costs_one_wait_per_cool_off() {
     let (lines, _guard) = Lines::capture();

@@ -133,7 +133,8 @@ fn warm_up_randomness() {
 
 impl RedisStore {
     /// The store for `endpoint`. Nothing connects yet, so a server starts
-    /// while Redis is down; the first request connects (within its deadline).
+    /// while Redis is down; [`RedisStore::connect`] or the first request
+    /// connects (within its deadline).
     pub fn new(endpoint: &RedisEndpoint) -> RedisStore {
         // The redis crate builds its TLS configuration on the process's
         // default provider, and a process with two (aws-lc-rs and ring, from
@@ -269,13 +270,23 @@ impl RedisStore {
             return Err(Trouble::Nowhere(reason));
         }
         let sha = Self::call("EVALSHA", self.script.get_hash(), counts);
-        match self.query(&sha).await {
+        let within = match self.query(&sha).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 let eval = Self::call("EVAL", scripts::COUNT_ALL, counts);
-                self.query(&eval).await.map_err(Trouble::Redis)
+                self.query(&eval).await
             }
-            other => other.map_err(Trouble::Redis),
+            other => other,
         }
+        .map_err(Trouble::Redis)?;
+        // Not one answer per limit (a proxy or a server that is not Redis):
+        // trouble, not limits silently left to memory.
+        if within.len() != counts.len() {
+            return Err(Trouble::Redis(RedisError::from((
+                ErrorKind::Parse,
+                "not one answer per limit",
+            ))));
+        }
+        Ok(within)
     }
 
     /// `command` (EVALSHA or EVAL) of `script` over every count's key, with
@@ -297,15 +308,15 @@ impl RedisStore {
     /// failure is only returned: nothing is logged or counted, and the
     /// first request dials again.
     pub async fn connect(&self) -> Result<(), FallbackReason> {
+        if let Target::Nowhere(reason) = self.target {
+            return Err(reason);
+        }
         let trouble = match tokio::time::timeout(DEADLINE, self.connection()).await {
             Ok(Ok(_)) => return Ok(()),
-            Ok(Err(error)) => match self.target {
-                Target::Nowhere(reason) => Trouble::Nowhere(reason),
-                _ => Trouble::Redis(error),
-            },
+            Ok(Err(error)) => Trouble::Redis(error),
             Err(_) => Trouble::Deadline,
         };
-        Err(trouble.reason(false))
+        Err(trouble.reason(self.state().ever_answered))
     }
 
     /// The connection, made on first use: one dial per call until one
