@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use harness::judge::stats::{self, median};
-use harness::world::native::{NativeProcess, TRUSTED_CA_VAR, fixture_path};
+use harness::world::native::{NativeProcess, fixture_path, trust_only};
 use harness::world::proc;
 use harness::world::process::{child_command, die_with_harness};
 use harness::world::redis::RedisServer;
@@ -761,9 +761,9 @@ async fn tls(total: usize, rounds: usize) {
     let files = TlsFiles::make().expect("the run's certificates");
     let bench = std::env::current_exe().expect("the bench's own path");
     let mut child = tokio::process::Command::from(child_command(bench));
+    trust_only(&mut child, &files.ca());
     child
         .env(TLS_FILES_VAR, files.dir())
-        .env(TRUSTED_CA_VAR, files.ca())
         .env("BENCH_ROUNDS", rounds.to_string())
         .env("BENCH_REQUESTS", total.to_string())
         .stdin(Stdio::null());

@@ -78,6 +78,14 @@ pub const TRUSTED_CA_VAR: &str = "SSL_CERT_FILE";
 /// deadline on a loaded machine).
 pub const TRUSTED_CA_DIR_VAR: &str = "SSL_CERT_DIR";
 
+/// Has the process `command` starts trust `ca` alone for TLS
+/// ([`TRUSTED_CA_VAR`], without [`TRUSTED_CA_DIR_VAR`]).
+pub fn trust_only(command: &mut Command, ca: &Path) {
+    command
+        .env(TRUSTED_CA_VAR, ca)
+        .env_remove(TRUSTED_CA_DIR_VAR);
+}
+
 /// One running native instance.
 pub struct NativeProcess {
     child: Child,
@@ -96,7 +104,7 @@ impl NativeProcess {
         deployable: &str,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, &[], &[], epoch).await
+        Self::spawn(fixture, application, deployable, &[], &[], None, epoch).await
     }
 
     /// [`NativeProcess::start`], its clock moved by the harness's `POST
@@ -117,9 +125,17 @@ impl NativeProcess {
         trusted_ca: Option<&Path>,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        let mut env = vec![(CONTROL_TOKEN_VAR, control_token.as_ref())];
-        env.extend(trusted_ca.map(|ca| (TRUSTED_CA_VAR, ca.as_os_str())));
-        Self::spawn(fixture, application, deployable, &[], &env, epoch).await
+        let env = [(CONTROL_TOKEN_VAR, control_token.as_ref())];
+        Self::spawn(
+            fixture,
+            application,
+            deployable,
+            &[],
+            &env,
+            trusted_ca,
+            epoch,
+        )
+        .await
     }
 
     /// [`NativeProcess::start`] with more fixture arguments (`--limiting-off` for benchmarks).
@@ -130,7 +146,7 @@ impl NativeProcess {
         extra: &[&str],
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
-        Self::spawn(fixture, application, deployable, extra, &[], epoch).await
+        Self::spawn(fixture, application, deployable, extra, &[], None, epoch).await
     }
 
     async fn spawn(
@@ -139,12 +155,13 @@ impl NativeProcess {
         deployable: &str,
         extra: &[&str],
         env: &[(&str, &std::ffi::OsStr)],
+        trusted_ca: Option<&Path>,
         epoch: Instant,
     ) -> Result<NativeProcess, NativeError> {
         let mut command = Command::from(child_command(fixture));
         command.envs(env.iter().copied());
-        if env.iter().any(|(name, _)| *name == TRUSTED_CA_VAR) {
-            command.env_remove(TRUSTED_CA_DIR_VAR);
+        if let Some(ca) = trusted_ca {
+            trust_only(&mut command, ca);
         }
         command
             .arg(application)
