@@ -185,6 +185,16 @@ fn shown_description() -> Shown {
             ),
         ),
         ("bindings::Bindings", format!("{plan:?}")),
+        (
+            "bindings::DatasetEntry",
+            format!(
+                "{:?}",
+                runtime::bindings::DatasetEntry {
+                    binding: runtime::bindings::DATA_POINTS_BINDING.into(),
+                    dataset: "rate_limits".into(),
+                }
+            ),
+        ),
         ("bindings::Binding", format!("{:?}", plan.bindings)),
         ("bindings::Simple", format!("{:?}", plan.wrangler_entries())),
         (
