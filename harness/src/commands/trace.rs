@@ -1,9 +1,13 @@
 //! What the report page draws of one scenario, taken from what its run
-//! observed: each step, request and fallback line on the scenario clock.
-//! Only statuses, times, steps and isolate indexes are kept: no address,
+//! observed: each step, request and fallback line on the scenario clock,
+//! the window lengths of the limits its deployable counts, and each
+//! binding's cool-off and probe as its calls show them. Only statuses,
+//! times, steps, binding names and isolate indexes are kept: no address,
 //! caller, path or header a request carried, so no key can reach the page.
 
 use std::time::Duration;
+
+use runtime::config::Counting;
 
 use crate::engine::{Observation, StepRecord};
 use crate::judge::scenario::fallback_line;
@@ -16,14 +20,44 @@ pub struct Trace {
     pub place: Option<String>,
     /// How many isolates (or native instances) it ran: a lane each.
     pub isolates: usize,
-    /// Whether they are native instances rather than workerd isolates.
-    pub native: bool,
+    /// What its lanes are: workerd isolates, native instances, or the
+    /// Worker on Cloudflare.
+    pub lanes: Lanes,
+    /// The window lengths, in seconds, of the limits its deployable counts
+    /// (the built-in caller and address limits and the routes' own), each
+    /// once, shortest first; none when it counts nothing. The timeline
+    /// draws these windows' boundaries, not a fixed 10 s and 60 s.
+    pub windows: Vec<u32>,
     /// Its steps, in order.
     pub steps: Vec<TraceStep>,
     /// Its requests, in the order their answers were collected.
     pub requests: Vec<TraceRequest>,
     /// The fallback lines its processes logged.
     pub fallbacks: Vec<TraceFallback>,
+}
+
+/// What a [`Trace`]'s lanes are, which says how each is named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lanes {
+    /// workerd isolates: `isolate 0`, `isolate 1`...
+    #[default]
+    Isolates,
+    /// `native-fixture` processes: `instance 0`...
+    NativeInstances,
+    /// The Worker on Cloudflare: one lane, as its tail does not tell
+    /// isolates apart.
+    Cloudflare,
+}
+
+impl Lanes {
+    /// How the page names lane `index`.
+    pub fn name(self, index: usize) -> String {
+        match self {
+            Lanes::Isolates => format!("isolate {index}"),
+            Lanes::NativeInstances => format!("instance {index}"),
+            Lanes::Cloudflare => "Cloudflare".to_owned(),
+        }
+    }
 }
 
 /// What kind of step a [`TraceStep`] is: the page marks each kind its own way.
@@ -92,6 +126,28 @@ fn ms(duration: Duration) -> f64 {
 impl Trace {
     /// The trace of `prepared`'s run, which observed `observation`.
     pub fn of(prepared: &Prepared, observation: &Observation) -> Trace {
+        let lanes = if prepared.runs_natively() {
+            Lanes::NativeInstances
+        } else {
+            Lanes::Isolates
+        };
+        let isolates = prepared.scenario.scenario.get_ref().isolates;
+        Trace::with_lanes(prepared, observation, lanes, isolates)
+    }
+
+    /// The trace of `prepared`'s run on Cloudflare itself
+    /// ([`crate::engine::cloudflare`]), which observed `observation`: one
+    /// lane, its requests and the tail's lines.
+    pub fn on_cloudflare(prepared: &Prepared, observation: &Observation) -> Trace {
+        Trace::with_lanes(prepared, observation, Lanes::Cloudflare, 1)
+    }
+
+    fn with_lanes(
+        prepared: &Prepared,
+        observation: &Observation,
+        lanes: Lanes,
+        isolates: usize,
+    ) -> Trace {
         let scenario = prepared.scenario.scenario.get_ref();
         let place = prepared
             .scenario
@@ -150,13 +206,32 @@ impl Trace {
             .collect();
         Trace {
             place: Some(place),
-            isolates: scenario.isolates,
-            native: prepared.runs_natively(),
+            isolates,
+            lanes,
+            windows: windows(prepared),
             steps,
             requests,
             fallbacks,
         }
     }
+}
+
+/// The window lengths (seconds) of the limits `prepared`'s deployable
+/// counts, each once, shortest first: every limit of its application (the
+/// built-in ones and the routes' own, which every deployable serving the
+/// API counts, [`runtime::GatePlan`]); none for a deployable that serves no
+/// API or a description that does not validate.
+pub fn windows(prepared: &Prepared) -> Vec<u32> {
+    let Some((app, deployable)) = prepared.described() else {
+        return Vec::new();
+    };
+    if matches!(app.counting(deployable), Counting::NoApi) {
+        return Vec::new();
+    }
+    let mut windows: Vec<u32> = app.limits().iter().map(|l| l.window_seconds).collect();
+    windows.sort_unstable();
+    windows.dedup();
+    windows
 }
 
 /// The scenario clock of a run, read from its steps: the first step's
@@ -295,5 +370,42 @@ mod tests {
         // Before the first step: at its start.
         assert!(near(clock.at(Duration::from_millis(10)), 50.0));
         assert!(Clock::default().at(Duration::from_millis(10)).abs() < 1e-9);
+    }
+
+    /// The first scenario of a file naming `app` and `deployable`.
+    fn prepared(dir: &std::path::Path, app: &str, deployable: &str) -> Prepared {
+        let app = crate::world::paths::scenarios_dir().join("apps").join(app);
+        let text = format!(
+            "application = \"{}\"\ndeployable = \"{deployable}\"\n\n[[scenario]]\nname = \"one\"\n\n\
+             [[scenario.steps]]\nsend = {{ requests = 1 }}\n",
+            app.display()
+        );
+        let path = dir.join("w.toml");
+        std::fs::write(&path, text).expect("write");
+        crate::language::scenario::load_file(&path, std::path::Path::new("w.toml"))
+            .expect("loads")
+            .remove(0)
+    }
+
+    #[test]
+    fn the_windows_are_those_of_the_limits_the_deployable_counts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // The built-in limits are a minute's; a route of 10 s adds its window...
+        assert_eq!(
+            windows(&prepared(dir.path(), "cloudflare.toml", "edge")),
+            [10, 60]
+        );
+        // ...a route of a minute adds none...
+        assert_eq!(
+            windows(&prepared(dir.path(), "minute-route.toml", "edge")),
+            [60]
+        );
+        // ...one of two minutes adds its own.
+        assert_eq!(
+            windows(&prepared(dir.path(), "redis-route.toml", "edge")),
+            [60, 120]
+        );
+        // A deployable serving no API counts nothing.
+        assert!(windows(&prepared(dir.path(), "cloudflare.toml", "site")).is_empty());
     }
 }

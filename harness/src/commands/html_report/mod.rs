@@ -231,9 +231,8 @@ fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
             .iter()
             .map(|f| {
                 format!(
-                    "{} {}: {} {} at {}",
-                    if trace.native { "instance" } else { "isolate" },
-                    f.isolate,
+                    "{}: {} {} at {}",
+                    trace.lanes.name(f.isolate),
                     f.binding,
                     f.reason,
                     seconds(f.clock_ms)

@@ -136,7 +136,7 @@ fn a_failing_scenario_shows_its_place_its_block_and_a_mark_per_request() {
     // The steps as markers; the 10 s boundary inside the clock's break.
     assert!(html.contains("2. set_bindings LIMITS_120_PER_60S = throwing"));
     assert!(html.contains("class=\"break\""));
-    assert!(html.contains("10 s boundary at 10.000 s"));
+    assert!(html.contains("10 s window boundary at 10.000 s"));
     assert!(html.contains(">10 s</text>"));
     assert!(html.contains("1 passed") || html.contains("0 passed, 1 failed, 1 skipped"));
     assert!(html.contains("workerd 2026-11-17, counting core harness, Worker wasm-bindgen"));
