@@ -124,6 +124,7 @@ struct Scenario {
     statuses: Vec<(String, usize)>,
     steps: Vec<String>,
     fallbacks: Vec<String>,
+    cool_offs: Vec<String>,
 }
 
 /// The results a scenario can have: (value of the filter, what it says).
@@ -236,6 +237,26 @@ fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
                     f.binding,
                     f.reason,
                     seconds(f.clock_ms)
+                )
+            })
+            .collect(),
+        cool_offs: trace
+            .cool_offs
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {} not asked from {} ({}) {}",
+                    trace.lanes.name(c.isolate),
+                    c.binding,
+                    seconds(c.started_ms),
+                    c.trouble,
+                    match c.probe {
+                        Some(p) if p.answered =>
+                            format!("to the probe at {}, answered in time", seconds(p.clock_ms)),
+                        Some(p) =>
+                            format!("to the probe at {}, troubled again", seconds(p.clock_ms)),
+                        None => format!("to {}, with no probe", seconds(c.ended_ms)),
+                    }
                 )
             })
             .collect(),

@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use super::*;
 use crate::commands::report;
-use crate::engine::{InstanceKind, InstanceRecord, Observation, RequestRecord, StepRecord};
+use crate::engine::{
+    BindingCall, BindingOutcome, InstanceKind, InstanceRecord, Observation, RequestRecord,
+    StepRecord,
+};
 use crate::judge::scenario::{Failure, judge};
 use crate::language::scenario::Prepared;
 use crate::world::process::{LogLine, Stream};
@@ -82,6 +85,24 @@ fn observed() -> Observation {
             served: true,
         }],
         sent_subjects: [ADDRESS.to_owned(), CALLER.to_owned()].into(),
+        // The binding answered the first step; in the last, thrown, it was
+        // left alone for one request and probed by the next.
+        binding_calls: [
+            (100, BindingOutcome::Answered(Duration::from_millis(1))),
+            (105, BindingOutcome::Answered(Duration::from_millis(1))),
+            (110, BindingOutcome::Answered(Duration::from_millis(1))),
+            (200, BindingOutcome::Threw),
+            (212, BindingOutcome::Answered(Duration::from_millis(1))),
+        ]
+        .into_iter()
+        .map(|(at, outcome)| BindingCall {
+            isolate: 0,
+            generation: 0,
+            binding: "LIMITS_120_PER_60S".into(),
+            at: Duration::from_millis(at),
+            outcome,
+        })
+        .collect(),
         duration: Duration::from_millis(900),
         ..Observation::default()
     }
@@ -133,6 +154,13 @@ fn a_failing_scenario_shows_its_place_its_block_and_a_mark_per_request() {
     assert_eq!(html.matches("class=\"req s429\"").count(), 1);
     assert_eq!(html.matches("class=\"fallback\"").count(), 1);
     assert!(html.contains("isolate 0: LIMITS_120_PER_60S failed at 15.122 s"));
+    // The thrown binding's cool-off, shaded, and the call that probed it.
+    assert_eq!(html.matches("<rect class=\"cooloff\"").count(), 1);
+    assert_eq!(html.matches("<g class=\"probe\">").count(), 1);
+    assert!(html.contains(
+        "isolate 0: LIMITS_120_PER_60S not asked from 15.120 s (threw) to the probe at 15.132 s, answered in time"
+    ));
+    assert!(html.contains("isolate 0: LIMITS_120_PER_60S probed at 15.132 s: it answered in time"));
     // The steps as markers; the 10 s boundary inside the clock's break.
     assert!(html.contains("2. set_bindings LIMITS_120_PER_60S = throwing"));
     assert!(html.contains("class=\"break\""));

@@ -1,6 +1,7 @@
 //! A scenario's timeline as inline SVG: its requests on the scenario clock,
 //! a lane per isolate, the boundaries of the windows of the limits its
-//! deployable counts, its steps and its fallback lines.
+//! deployable counts, its steps, its fallback lines, and each binding's
+//! cool-offs (shaded) and probes (marked) in the lane that observed them.
 //!
 //! The axis is the scenario clock, drawn piecewise: real time to scale,
 //! and each jump of the clock (`advance_clock`, `wait_for_window`,
@@ -89,6 +90,7 @@ impl Axis {
             .iter()
             .map(|r| r.sent_ms + r.latency_ms)
             .chain(trace.fallbacks.iter().map(|f| f.clock_ms))
+            .chain(trace.cool_offs.iter().map(|c| c.ended_ms))
             .fold(clock, f64::max);
         at(end, end - clock, 0.0);
         let last = *knots.last()?;
@@ -168,6 +170,7 @@ pub fn timeline(trace: &Trace, title: &str) -> Option<String> {
             y + lane.height() / 2.0 + 4.0,
             name = trace.lanes.name(index),
         );
+        cool_offs(&mut svg, trace, &axis, (index, lane), y);
         y += lane.height();
     }
     steps(&mut svg, trace, &axis, height);
@@ -175,6 +178,7 @@ pub fn timeline(trace: &Trace, title: &str) -> Option<String> {
     let mut y = TOP;
     for (index, lane) in lanes.iter().enumerate() {
         marks(&mut svg, trace, &axis, (index, lane), y);
+        probes(&mut svg, trace, &axis, (index, lane), y);
         y += lane.height();
     }
     let _ = write!(
@@ -217,6 +221,64 @@ fn marks(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &L
     }
 }
 
+/// One lane's cool-offs, its top at `y`: each a shaded span from the
+/// trouble to the probe (or the last answer given without asking).
+fn cool_offs(
+    svg: &mut String,
+    trace: &Trace,
+    axis: &Axis,
+    (index, lane): (usize, &Lane<'_>),
+    y: f64,
+) {
+    let name = trace.lanes.name(index);
+    for cool_off in trace.cool_offs.iter().filter(|c| c.isolate == index) {
+        let x0 = axis.x(cool_off.started_ms);
+        let x1 = axis.x(cool_off.ended_ms);
+        let until = match cool_off.probe {
+            Some(_) => format!("probed at {}", seconds(cool_off.ended_ms)),
+            None => format!(
+                "not probed before the scenario ended (last answer at {})",
+                seconds(cool_off.ended_ms)
+            ),
+        };
+        let _ = write!(
+            svg,
+            r#"<rect class="cooloff" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{name}: {} cooling off from {} ({}), not asked, its requests counted in memory; {until}</title></rect>"#,
+            y + 1.0,
+            (x1 - x0).max(2.0),
+            lane.height() - 2.0,
+            escape(&cool_off.binding),
+            seconds(cool_off.started_ms),
+            cool_off.trouble,
+        );
+    }
+}
+
+/// One lane's probes, its top at `y`: a line across the lane with a
+/// notch above it, at the call that ended a cool-off.
+fn probes(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &Lane<'_>), y: f64) {
+    let name = trace.lanes.name(index);
+    for cool_off in trace.cool_offs.iter().filter(|c| c.isolate == index) {
+        let Some(probe) = cool_off.probe else {
+            continue;
+        };
+        let x = axis.x(probe.clock_ms);
+        let _ = write!(
+            svg,
+            r#"<g class="probe"><line x1="{x:.1}" x2="{x:.1}" y1="{y:.1}" y2="{:.1}"/><path d="M{:.1},{y:.1}h8l-4,6z"/><title>{name}: {} probed at {}: {}</title></g>"#,
+            y + lane.height(),
+            x - 4.0,
+            escape(&cool_off.binding),
+            seconds(probe.clock_ms),
+            if probe.answered {
+                "it answered in time, so it is asked again"
+            } else {
+                "troubled again, a new cool-off"
+            },
+        );
+    }
+}
+
 /// What the timeline shows, for a screen reader.
 fn summary(trace: &Trace) -> String {
     let count = |class: &str| {
@@ -227,13 +289,14 @@ fn summary(trace: &Trace) -> String {
             .count()
     };
     format!(
-        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines",
+        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines, {} cool-offs",
         trace.requests.len(),
         count("s200"),
         count("s429"),
         count("sother"),
         trace.steps.len(),
-        trace.fallbacks.len()
+        trace.fallbacks.len(),
+        trace.cool_offs.len()
     )
 }
 

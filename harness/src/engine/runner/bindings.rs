@@ -4,13 +4,14 @@
 //! on one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use runtime::bindings::Bindings;
 use runtime::config::Application;
 
 use super::{ControlRequest, EngineError, Runner};
 use crate::engine::limit_call::{control_body, read_outcome};
-use crate::engine::observation::CallRecord;
+use crate::engine::observation::{BindingCall, BindingOutcome, CallRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{ALL_BINDINGS, Action, Behaviour, Prepared, behaviour_of};
 use crate::world::workerd::EmulatedBinding;
@@ -134,6 +135,44 @@ impl Runner<'_> {
             )
             .await?;
         Ok(value.as_object().cloned().unwrap_or_default())
+    }
+
+    /// Adds the calls the deployable made on each binding, as one process's
+    /// binding stats log them (`log`: `[Date.now(), outcome, ms until
+    /// settled]`), to the record, placed since the scenario started. An
+    /// entry that is not of that shape is left out: it can only be a fault
+    /// of `assets/ratelimit-binding.js`, and the page draws what it can.
+    pub(super) fn record_binding_calls(
+        &mut self,
+        isolate: usize,
+        generation: usize,
+        stats: &serde_json::Map<String, serde_json::Value>,
+    ) {
+        for (binding, stat) in stats {
+            for entry in stat["log"].as_array().into_iter().flatten() {
+                let Some(wall_ms) = entry[0].as_f64().filter(|ms| *ms >= 0.0) else {
+                    continue;
+                };
+                let after = entry[2]
+                    .as_f64()
+                    .map(|ms| Duration::from_millis(ms.max(0.0) as u64));
+                let outcome = match (entry[1].as_str(), after) {
+                    (Some("answered"), Some(after)) => BindingOutcome::Answered(after),
+                    (Some("malformed"), Some(after)) => BindingOutcome::Malformed(after),
+                    (Some("rejected"), Some(after)) => BindingOutcome::Rejected(after),
+                    (Some("threw"), _) => BindingOutcome::Threw,
+                    (Some("pending"), _) => BindingOutcome::Pending,
+                    _ => continue,
+                };
+                self.observation.binding_calls.push(BindingCall {
+                    isolate,
+                    generation,
+                    binding: binding.clone(),
+                    at: Duration::from_millis((wall_ms as u64).saturating_sub(self.epoch_wall_ms)),
+                    outcome,
+                });
+            }
+        }
     }
 
     /// Adds the keys in one process's binding stats to the record.
