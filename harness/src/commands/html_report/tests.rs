@@ -123,8 +123,10 @@ fn failing(prepared: &Prepared, observation: &Observation) -> report::TrialOutco
 
 fn run() -> RunInfo<'static> {
     RunInfo {
-        workerd: "2026-11-17",
-        core: "harness",
+        ran_on: RanOn::Workerd {
+            workerd: "2026-11-17",
+            core: "harness",
+        },
         worker: "wasm-bindgen",
         skipped: 1,
     }

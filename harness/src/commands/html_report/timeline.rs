@@ -426,11 +426,14 @@ fn boundaries(svg: &mut String, axis: &Axis, height: f64, windows: &[u32]) {
             last_label = x;
         }
     }
-    let _ = write!(
-        svg,
-        r#"<text class="axis-label" x="4" y="{:.1}">windows</text>"#,
-        height - 6.0,
-    );
+    // The labels' row is named once a line is drawn.
+    if last_line > f64::MIN {
+        let _ = write!(
+            svg,
+            r#"<text class="axis-label" x="4" y="{:.1}">windows</text>"#,
+            height - 6.0,
+        );
+    }
 }
 
 /// Each step's marker: a `send` a band along the axis, a clock move its
@@ -630,8 +633,21 @@ mod tests {
                 ("longest".to_owned(), "120".to_owned())
             ]
         );
-        // A deployable that counts nothing draws no boundary.
+        assert!(svg.contains(">windows</text>"));
+        // A deployable that counts nothing draws no boundary, nor names their row.
         let svg = timeline(&two_minutes(&[]), "none").expect("a timeline");
         assert!(lines(&svg).is_empty(), "{svg}");
+        assert!(!svg.contains(">windows</text>"));
+        // Nor does a minute's window in a run shorter than a minute.
+        let short = Trace {
+            steps: vec![step(StepKind::Send, (1_000.0, 3_000.0), 2_000.0)],
+            windows: vec![60],
+            ..Trace::default()
+        };
+        let svg = timeline(&short, "short").expect("a timeline");
+        assert!(
+            lines(&svg).is_empty() && !svg.contains(">windows</text>"),
+            "{svg}"
+        );
     }
 }
