@@ -21,7 +21,7 @@ use crate::commands::report::{Counts, TrialOutcome};
 use crate::commands::trace::Trace;
 use crate::judge::expected_failures::Verdict;
 
-pub use drift::drift_page;
+pub use drift::{DriftSide, drift_page};
 pub use timeline::status_class;
 
 /// The page's template: its layout; the style and the filter script are

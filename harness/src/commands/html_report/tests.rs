@@ -197,11 +197,11 @@ fn times_read_as_seconds_and_minutes() {
     assert_eq!(escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
 }
 
-fn side(label: &str, outcomes: Vec<TrialOutcome>) -> crate::commands::edge::Side {
-    crate::commands::edge::Side {
-        label: label.into(),
-        workerd_version: "2026-11-17".into(),
-        npm_version: "1.20261117.1".into(),
+fn side<'a>(label: &'a str, outcomes: &'a [TrialOutcome]) -> DriftSide<'a> {
+    DriftSide {
+        label,
+        workerd_version: "2026-11-17",
+        npm_version: "1.20261117.1",
         outcomes,
     }
 }
@@ -216,10 +216,15 @@ fn the_drift_page_lists_a_changed_scenario_first_marked_with_its_block_and_no_ke
     passing.trace = failing.trace.clone();
     let mut steady = passing.clone();
     steady.name = "steady".into();
-    let pinned = side("pinned", vec![steady.clone(), passing.clone()]);
-    let newest = side("newest", vec![steady.clone(), failing.clone()]);
-    let reference = side("reference", vec![steady, passing]);
-    let html = drift_page([&pinned, &newest, &reference]).expect("renders");
+    let pinned = [steady.clone(), passing.clone()];
+    let newest = [steady.clone(), failing.clone()];
+    let reference = [steady, passing];
+    let html = drift_page([
+        side("pinned", &pinned),
+        side("newest", &newest),
+        side("reference", &reference),
+    ])
+    .expect("renders");
 
     let changed = html
         .find(&format!(
