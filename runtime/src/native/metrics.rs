@@ -9,12 +9,15 @@
 //! a limit's policy name, a store connection) or a fixed word: never a key,
 //! an address or a caller, so no series grows with the number of clients.
 //! The handles are registered on the gate's first decision, once, so a
-//! request costs an atomic add per series it moves; install the recorder
-//! before the server serves.
+//! request costs one add to its limits' counters; the gauges are set only
+//! when their value changes (read and written under the gate's lock, with
+//! no read-modify-write of their own), since every operation on an
+//! exporter's handle is an atomic read-modify-write or two. Install the
+//! recorder before the server serves.
 //!
 //! [`METRICS`] lists them all, as docs/operations.md does.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use metrics::{Counter, Gauge, Unit};
 
@@ -76,6 +79,8 @@ pub(super) struct GateMetrics {
     /// By [`AddressUnknown::VALUES`].
     address_unknown: [Counter; 4],
     memory_bytes: Gauge,
+    /// The value `memory_bytes` was last set to.
+    memory_bytes_set: AtomicUsize,
 }
 
 impl std::fmt::Debug for GateMetrics {
@@ -155,7 +160,8 @@ impl GateMetrics {
                 "reason" => reason.as_str())
         });
         let memory_bytes = metrics::gauge!(MEMORY_BYTES, "deployable" => deployable.clone());
-        memory_bytes.set(limiter.memory_bytes() as f64);
+        let memory_bytes_set = limiter.memory_bytes();
+        memory_bytes.set(memory_bytes_set as f64);
         metrics::gauge!(MEMORY_BOUND_BYTES, "deployable" => deployable)
             .set(limiter.memory_bound_bytes() as f64);
         GateMetrics {
@@ -167,12 +173,15 @@ impl GateMetrics {
             refused_cache,
             address_unknown,
             memory_bytes,
+            memory_bytes_set: AtomicUsize::new(memory_bytes_set),
         }
     }
 
     /// Records one request's decision: each of its checks, the stores'
     /// states after it, and the counter's size when it counted in memory.
-    /// `limiter` is the one that decided, still locked.
+    /// `limiter` is the one that decided, still locked: the gauges' last
+    /// values are read and written under that lock, so plain loads and
+    /// stores keep them.
     pub(super) fn record(&self, limiter: &Limiter, decision: &Decision) {
         let mut counted_in_memory = false;
         for check in &decision.checks {
@@ -203,12 +212,16 @@ impl GateMetrics {
             }
         }
         if counted_in_memory {
-            self.memory_bytes.set(limiter.memory_bytes() as f64);
+            let bytes = limiter.memory_bytes();
+            if self.memory_bytes_set.load(Ordering::Relaxed) != bytes {
+                self.memory_bytes_set.store(bytes, Ordering::Relaxed);
+                self.memory_bytes.set(bytes as f64);
+            }
         }
         for (index, (gauges, last)) in self.states.iter().enumerate() {
             let state = limiter.backend_state(BackendId::new(index));
-            let was = last.swap(state as u8, Ordering::Relaxed);
-            if was != state as u8 {
+            if last.load(Ordering::Relaxed) != state as u8 {
+                last.store(state as u8, Ordering::Relaxed);
                 for (gauge, value) in gauges.iter().zip(BackendState::VALUES) {
                     gauge.set(f64::from(u8::from(value == state)));
                 }
