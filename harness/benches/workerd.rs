@@ -355,6 +355,7 @@ impl Bench {
                     scope: "bench",
                 }
             }),
+            data_points: None,
             limiting_off,
         };
         let deployable = std::iter::once(&self.env.deployable)
