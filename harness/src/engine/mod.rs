@@ -14,7 +14,8 @@ pub mod observation;
 mod runner;
 
 pub use observation::{
-    CallRecord, InstanceKind, InstanceRecord, LoadProbe, Observation, RequestRecord, StepRecord,
+    CallRecord, InstanceKind, InstanceRecord, LoadProbe, MetricsText, Observation, RequestRecord,
+    StepRecord,
 };
 pub use runner::{
     Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,
