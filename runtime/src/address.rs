@@ -318,6 +318,14 @@ impl AddressUnknown {
     /// process, with the source and the reason, never an address.
     pub const EVENT: &'static str = "rate_limits.address_unknown";
 
+    /// Every reason.
+    pub const VALUES: [AddressUnknown; 4] = [
+        AddressUnknown::NoPeer,
+        AddressUnknown::NoForwardedFor,
+        AddressUnknown::ForwardedForInvalid,
+        AddressUnknown::NoCloudflareHeader,
+    ];
+
     /// The reason as logged.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -123,3 +123,25 @@ export function askBindings(env, names, asks, keys, deadlineMs, resume, ticket) 
     }
   }));
 }
+
+// Writes one data point to the Workers Analytics Engine dataset bound as
+// env[binding] (runtime/src/workers.rs, DataPoints): a refusal, or a request
+// counted in memory because its binding could not be asked. Every argument
+// is a string made once per gate; nothing here is a key. writeDataPoint is
+// not awaited (it returns nothing and writes in the background), and a
+// dataset that is missing or throws costs the request nothing: the code says
+// which (POINT), so the gate can log it once.
+const POINT = { WRITTEN: 0, MISSING: 1, FAILED: 2 };
+
+export function writeDataPoint(env, binding, deployable, limit, outcome, reason) {
+  try {
+    const dataset = env[binding];
+    if (dataset === undefined || dataset === null) {
+      return POINT.MISSING;
+    }
+    dataset.writeDataPoint({ blobs: [limit, outcome, reason], doubles: [1], indexes: [deployable] });
+    return POINT.WRITTEN;
+  } catch {
+    return POINT.FAILED;
+  }
+}

@@ -10,6 +10,31 @@ use crate::config::{Application, Counting, Deployable};
 use crate::limits::Limit;
 use crate::names::binding_name;
 
+/// The binding a Worker writes its data points through, when the
+/// application names a Workers Analytics Engine dataset
+/// (`rate_limits.data_points`): its Wrangler entry is
+/// [`DatasetEntry::of`]'s, and the Worker's plan names it.
+pub const DATA_POINTS_BINDING: &str = "RATE_LIMIT_DATA_POINTS";
+
+/// One `analytics_engine_datasets` entry of a Wrangler file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DatasetEntry {
+    /// The binding's name, as the Worker sees it in `env`.
+    pub binding: String,
+    /// The dataset the points go to.
+    pub dataset: String,
+}
+
+impl DatasetEntry {
+    /// The entry of the application's dataset, if it names one.
+    pub fn of(app: &Application) -> Option<DatasetEntry> {
+        Some(DatasetEntry {
+            binding: DATA_POINTS_BINDING.to_owned(),
+            dataset: app.data_points.clone()?,
+        })
+    }
+}
+
 /// One binding the Worker needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Binding {

@@ -43,6 +43,38 @@ pub enum Route {
     CoolingOff,
 }
 
+/// Where a backend stands, as operators see it (a native gate's
+/// `rate_limits_store_state` gauge): asked on every request, cooling off,
+/// or being probed by one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum BackendState {
+    /// Asked on every request.
+    Asked,
+    /// Left alone after it timed out or failed: requests count in memory.
+    CoolingOff,
+    /// One request is finding out whether it recovered.
+    Probing,
+}
+
+impl BackendState {
+    /// Every state, in the order of their discriminants.
+    pub const VALUES: [BackendState; 3] = [
+        BackendState::Asked,
+        BackendState::CoolingOff,
+        BackendState::Probing,
+    ];
+
+    /// The state as a label: `asked`, `cooling_off`, `probing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BackendState::Asked => "asked",
+            BackendState::CoolingOff => "cooling_off",
+            BackendState::Probing => "probing",
+        }
+    }
+}
+
 /// How an asked backend did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -86,6 +118,16 @@ impl Breaker {
     /// Whether the backend is asked on every request (no cool-off or probe under way).
     pub fn is_closed(&self) -> bool {
         self.state == State::Closed
+    }
+
+    /// Where the backend stands, as the last request left it (a cool-off
+    /// that has run out is still `CoolingOff` until a request probes).
+    pub fn state(&self) -> BackendState {
+        match self.state {
+            State::Closed => BackendState::Asked,
+            State::Open { .. } => BackendState::CoolingOff,
+            State::Probing { .. } => BackendState::Probing,
+        }
     }
 
     /// What this request does about the backend at `monotonic_ms`. A `Probe`

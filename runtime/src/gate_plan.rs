@@ -16,16 +16,21 @@
 //! backend LIMITS_600_PER_60S
 //! subjects 2 1
 //! route 0 20 10 /api/search
+//! data_points RATE_LIMIT_DATA_POINTS
 //! ```
 //!
 //! `subjects` gives the backends of a signed-in caller's limit and of an
 //! address's (`-` for none); a `route` line its backend, its requests, its
-//! window in seconds and its path. A word escapes `\` as `\\`, a space as
+//! window in seconds and its path; the last line, when the application
+//! names a dataset (`rate_limits.data_points`), the binding the Worker
+//! writes its data points through. A plan without it is the same plan as
+//! before the line existed; a Worker built before reads one with it as an
+//! error at that line, never as a plan without data points. A word escapes `\` as `\\`, a space as
 //! `\s`, a tab as `\t`, a line feed as `\n` and a carriage return as `\r`, so
 //! any name or path fits on its line.
 
 use crate::backend::BackendId;
-use crate::bindings::Bindings;
+use crate::bindings::{Bindings, DATA_POINTS_BINDING};
 use crate::config::{Application, Counting, Deployable};
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 
@@ -57,6 +62,8 @@ pub struct GatePlan {
     pub(crate) subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     pub(crate) routes: Vec<RouteLimit>,
+    /// The Workers Analytics Engine binding data points are written through, if any.
+    pub(crate) data_points: Option<String>,
 }
 
 /// The error for a deployable that is not in the application.
@@ -137,12 +144,17 @@ impl GatePlan {
             backends,
             subject_backends,
             routes,
+            data_points: app
+                .data_points
+                .as_ref()
+                .map(|_| DATA_POINTS_BINDING.to_owned()),
         })
     }
 
     /// The plan of the Workers gate's warm-up ([`crate::workers`]): a
     /// deployable counting its one route and both built-in limits through
-    /// one binding, `WARM_UP`, that no Worker has. Built here rather than read
+    /// one binding, `WARM_UP`, that no Worker has, and writing its data points
+    /// through another, `WARM_UP_DATA_POINTS`. Built here rather than read
     /// from text, so a change to the text format cannot turn it off.
     #[cfg(any(target_arch = "wasm32", test))]
     pub(crate) fn warm_up() -> GatePlan {
@@ -160,6 +172,7 @@ impl GatePlan {
                 limit: Limit::new(1, 10),
                 backend,
             }],
+            data_points: Some("WARM_UP_DATA_POINTS".to_owned()),
         }
     }
 
@@ -171,6 +184,11 @@ impl GatePlan {
     /// How the deployable counts.
     pub fn counting(&self) -> &Counting {
         &self.counting
+    }
+
+    /// The binding the Worker writes its data points through, if any.
+    pub fn data_points(&self) -> Option<&str> {
+        self.data_points.as_deref()
     }
 
     /// The plan's text form (see the module's documentation). A deployable
@@ -210,6 +228,9 @@ impl GatePlan {
                 &route.path,
             ]);
         }
+        if let Some(binding) = &self.data_points {
+            line(&["data_points", binding]);
+        }
         Ok(text)
     }
 
@@ -227,6 +248,7 @@ impl GatePlan {
             backends: Vec::new(),
             subject_backends: [None, None],
             routes: Vec::new(),
+            data_points: None,
         };
         let (mut deployable, mut counting, mut subjects) = (false, false, false);
         for (index, text) in lines.enumerate() {
@@ -268,7 +290,12 @@ impl GatePlan {
                     ];
                     subjects = true;
                 }
-                ["route", backend, requests, window, path] if subjects => {
+                ["data_points", binding] if subjects && plan.data_points.is_none() => {
+                    plan.data_points = Some((*binding).to_owned());
+                }
+                ["route", backend, requests, window, path]
+                    if subjects && plan.data_points.is_none() =>
+                {
                     let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
                     let (Some(requests), Some(window)) = (count(requests), count(window)) else {
                         return Err(at(

@@ -32,7 +32,7 @@
 use std::fmt;
 
 use crate::backend::{BackendAnswer, BackendId, FallbackReason};
-use crate::breaker::{Breaker, Outcome, Route};
+use crate::breaker::{BackendState, Breaker, Outcome, Route};
 use crate::config::{Application, Counting};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
 pub use crate::gate_plan::UnknownDeployable;
@@ -103,16 +103,17 @@ pub(crate) fn url_path(url: &str) -> &str {
 }
 
 /// One limit that counts a request, the key it is counted under, the backend
-/// to ask, and (once [`Limiter::asks`] has seen it) whether to ask it and
-/// what it answered. Only [`Limiter::checks`] makes one. Its `Debug` leaves
-/// the key out.
+/// to ask, (once [`Limiter::asks`] has seen it) whether to ask it and what it
+/// answered, and (once [`Limiter::conclude`] has) how it was settled. Only
+/// [`Limiter::checks`] makes one. Its `Debug` leaves the key out.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Check {
     limit: Limit,
     key: String,
     backend: Option<BackendId>,
-    policy: PolicyName,
+    policy: PolicyId,
     slot: Slot,
+    settled: Option<(Verdict, Counted)>,
 }
 
 impl fmt::Debug for Check {
@@ -123,25 +124,79 @@ impl fmt::Debug for Check {
             .field("backend", &self.backend)
             .field("policy", &self.policy)
             .field("slot", &self.slot)
+            .field("settled", &self.settled)
             .finish()
     }
 }
 
-/// A check's limit's name in the 429's `RateLimit-Policy` header, made a
-/// string only when the check refuses.
+/// A limit of one limiter by its policy name's place ([`Limiter::policy_name`]):
+/// 0 a signed-in caller's, 1 an address's, then each route's own limit in
+/// the limiter's order. A number the hot path copies; the name, the one the
+/// 429's `RateLimit-Policy` header gives, is made a string only when needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicyId(u32);
+
+impl PolicyId {
+    /// The built-in limits' policies: a caller's, an address's.
+    const SUBJECTS: [&'static str; 2] = Subject::POLICIES;
+
+    fn route(index: usize) -> PolicyId {
+        PolicyId(u32::try_from(index + Self::SUBJECTS.len()).unwrap_or(u32::MAX))
+    }
+
+    /// Its place among [`Limiter::policy_names`]: a table index for an
+    /// embedding that keeps something per limit (a native gate's metrics).
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Where a check was counted, once [`Limiter::conclude`] settled it: what
+/// an I/O layer tells operators (metrics, data points).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PolicyName {
-    /// The subject's built-in limit: `caller` or `address`.
-    Subject(&'static str),
-    /// A route's own limit: the route's path, by its place in [`Limiter`]'s routes.
-    Route(usize),
+pub enum Counted {
+    /// Its backend counted it and answered in time.
+    Backend,
+    /// Its backend's cache of keys it refused earlier answered: no round trip.
+    Remembered,
+    /// The isolate's (or process's) memory counted it, for this reason.
+    InMemory(InMemory),
+}
+
+/// Why a check was counted in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InMemory {
+    /// The deployable has no backend for this limit: it counts in memory by design.
+    NoBackend,
+    /// Its backend is cooling off, or another request is probing it.
+    CoolingOff,
+    /// Its backend was asked and could not answer.
+    Unavailable(FallbackReason),
+    /// The I/O layer did not ask its backend ([`Limiter::asks_none`]), or
+    /// left its ask unanswered.
+    NotAsked,
+}
+
+impl InMemory {
+    /// The reason as a label: `no_backend`, `cooling_off`, `not_asked`, or
+    /// the fallback's (`missing`, `failed`, `timed_out`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InMemory::NoBackend => "no_backend",
+            InMemory::CoolingOff => "cooling_off",
+            InMemory::Unavailable(reason) => reason.as_str(),
+            InMemory::NotAsked => "not_asked",
+        }
+    }
 }
 
 /// Where a check stands between [`Limiter::asks`] and [`Limiter::conclude`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Slot {
-    /// Counted in memory: no backend, or its backend is cooling off.
+    /// Counted in memory: no backend, or the I/O layer asks none.
     NotAsked,
+    /// Counted in memory: its backend is cooling off (or being probed by another request).
+    CoolingOff,
     /// Its backend is to be asked, and has not answered (yet): counted in
     /// memory if it never does.
     Asked,
@@ -168,7 +223,18 @@ impl Check {
 
     /// Whether the I/O layer is to ask this check's backend (see [`Pending::asks`]).
     pub fn is_asked(&self) -> bool {
-        self.slot != Slot::NotAsked
+        matches!(self.slot, Slot::Asked | Slot::Answered(_))
+    }
+
+    /// The limit's policy, whose name is [`Limiter::policy_name`].
+    pub fn policy(&self) -> PolicyId {
+        self.policy
+    }
+
+    /// Once [`Limiter::conclude`] settled it: whether it was within its
+    /// limit, and where it was counted.
+    pub fn settled(&self) -> Option<(Verdict, Counted)> {
+        self.settled
     }
 
     /// What its backend answered, if it was asked and answered.
@@ -176,7 +242,7 @@ impl Check {
     pub(crate) fn answer(&self) -> Option<BackendAnswer> {
         match self.slot {
             Slot::Answered(answer) => Some(answer),
-            Slot::NotAsked | Slot::Asked => None,
+            Slot::NotAsked | Slot::CoolingOff | Slot::Asked => None,
         }
     }
 }
@@ -200,7 +266,7 @@ impl Pending {
     /// in memory, as if it had not been asked.
     pub fn asks(&mut self) -> impl Iterator<Item = Ask<'_>> {
         self.checks.iter_mut().filter_map(|check| match check.slot {
-            Slot::NotAsked => None,
+            Slot::NotAsked | Slot::CoolingOff => None,
             Slot::Asked | Slot::Answered(_) => Some(Ask {
                 backend: check.backend?,
                 check,
@@ -381,6 +447,9 @@ pub struct Decision {
     /// The `rate_limits.fallback` lines to write now: the first fallback of
     /// each binding in this isolate.
     pub logs: Vec<FallbackLog>,
+    /// The request's checks, each settled ([`Check::settled`]): what the
+    /// I/O layer tells operators of (the request's own vector, moved here).
+    pub checks: Vec<Check>,
 }
 
 /// The request-time state of one deployable in one isolate (or process).
@@ -392,7 +461,7 @@ pub struct Limiter {
     counting: Counting,
     /// The backends this deployable asks, by [`BackendId`]: the plan's bindings
     /// in namespace order, or the one Redis connection.
-    backends: Vec<BackendState>,
+    backends: Vec<BackendEntry>,
     /// The backends of the built-in limits: a caller's, then an address's.
     subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
@@ -405,7 +474,7 @@ pub struct Limiter {
 /// One backend of a limiter: its name (for logs and binding lookups), its
 /// cool-off, and whether its fallback was logged yet.
 #[derive(Debug)]
-struct BackendState {
+struct BackendEntry {
     name: String,
     breaker: Breaker,
     logged: bool,
@@ -435,7 +504,7 @@ impl Limiter {
         let backends = plan
             .backends
             .into_iter()
-            .map(|name| BackendState {
+            .map(|name| BackendEntry {
                 name,
                 breaker: Breaker::new(),
                 logged: false,
@@ -485,6 +554,41 @@ impl Limiter {
         self.backends.get(backend.index()).map_or("", |s| &s.name)
     }
 
+    /// Where `backend` stands: asked, cooling off, or probed (as the last
+    /// request left it); `Asked` for an id of another limiter.
+    pub fn backend_state(&self, backend: BackendId) -> BackendState {
+        self.backends
+            .get(backend.index())
+            .map_or(BackendState::Asked, |s| s.breaker.state())
+    }
+
+    /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
+    /// then each route's path (its template, never a request's path).
+    pub fn policy_names(&self) -> impl Iterator<Item = &str> {
+        PolicyId::SUBJECTS
+            .into_iter()
+            .chain(self.routes.iter().map(|r| r.path.as_str()))
+    }
+
+    /// The policy name of `policy`, as the 429's `RateLimit-Policy` gives
+    /// it (empty for an id of another limiter).
+    pub fn policy_name(&self, policy: PolicyId) -> &str {
+        match policy.index().checked_sub(PolicyId::SUBJECTS.len()) {
+            None => PolicyId::SUBJECTS[policy.index()],
+            Some(route) => self.routes.get(route).map_or("", |r| &r.path),
+        }
+    }
+
+    /// The bytes the in-memory counter holds on the heap now.
+    pub fn memory_bytes(&self) -> usize {
+        self.memory.heap_bytes()
+    }
+
+    /// The most the in-memory counter can hold (its stated bound).
+    pub fn memory_bound_bytes(&self) -> usize {
+        self.memory.bound().total()
+    }
+
     /// The limits that count a request from `subject` to `path`, in the order
     /// to check them: the subject's built-in limit, then the own limits of
     /// the route `path` meets (however it is spelt: [`routes::canonical`];
@@ -496,9 +600,9 @@ impl Limiter {
             return Vec::new();
         }
         let subject_key = keys::subject(subject);
-        let subject_backend = match subject {
-            Subject::Caller(_) => self.subject_backends[0],
-            Subject::Address(_) => self.subject_backends[1],
+        let (subject_backend, subject_policy) = match subject {
+            Subject::Caller(_) => (self.subject_backends[0], PolicyId(0)),
+            Subject::Address(_) => (self.subject_backends[1], PolicyId(1)),
         };
         let met = self.route_table.routes_for(&routes::canonical(path));
         let routes = met
@@ -511,16 +615,18 @@ impl Limiter {
             limit: subject.limit(),
             key: String::new(),
             backend: subject_backend,
-            policy: PolicyName::Subject(subject.policy()),
+            policy: subject_policy,
             slot: Slot::NotAsked,
+            settled: None,
         });
         for (index, route) in routes {
             checks.push(Check {
                 limit: route.limit,
                 key: keys::route(&route.path, &subject_key),
                 backend: route.backend,
-                policy: PolicyName::Route(index),
+                policy: PolicyId::route(index),
                 slot: Slot::NotAsked,
+                settled: None,
             });
         }
         checks[0].key = subject_key;
@@ -544,7 +650,8 @@ impl Limiter {
                 .and_then(|id| self.backends.get_mut(id.index()));
             check.slot = match backend.map(|s| s.breaker.route(now.monotonic_ms)) {
                 Some(Route::Ask | Route::Probe) => Slot::Asked,
-                Some(Route::CoolingOff) | None => Slot::NotAsked,
+                Some(Route::CoolingOff) => Slot::CoolingOff,
+                None => Slot::NotAsked,
             };
         }
         Pending { checks }
@@ -577,8 +684,10 @@ impl Limiter {
     pub fn conclude(&mut self, pending: Pending, now: Now) -> Decision {
         let mut refused_by = Vec::new();
         let mut logs = Vec::new();
-        for check in &pending.checks {
-            let (verdict, log) = self.settle(check, now);
+        let mut checks = pending.checks;
+        for check in &mut checks {
+            let (verdict, counted, log) = self.settle(check, now);
+            check.settled = Some((verdict, counted));
             logs.extend(log);
             match verdict {
                 Verdict::Within => {}
@@ -591,16 +700,27 @@ impl Limiter {
         Decision {
             refusal: Refusal::by(refused_by),
             logs,
+            checks,
         }
     }
 
     /// Settles one check with its backend's answer, counting in memory when
     /// the backend was not asked or can't be.
-    fn settle(&mut self, check: &Check, now: Now) -> (Verdict, Option<FallbackLog>) {
-        let answer = match check.slot {
-            Slot::Answered(answer) => answer,
-            Slot::NotAsked | Slot::Asked => {
-                return (self.memory.hit(check.limit, &check.key, now.wall_ms), None);
+    fn settle(&mut self, check: &Check, now: Now) -> (Verdict, Counted, Option<FallbackLog>) {
+        let in_memory = |why| Counted::InMemory(why);
+        let answer = match (check.slot, check.backend) {
+            (Slot::Answered(answer), _) => answer,
+            (Slot::NotAsked, None) => {
+                let verdict = self.memory.hit(check.limit, &check.key, now.wall_ms);
+                return (verdict, in_memory(InMemory::NoBackend), None);
+            }
+            (Slot::CoolingOff, _) => {
+                let verdict = self.memory.hit(check.limit, &check.key, now.wall_ms);
+                return (verdict, in_memory(InMemory::CoolingOff), None);
+            }
+            (Slot::NotAsked | Slot::Asked, _) => {
+                let verdict = self.memory.hit(check.limit, &check.key, now.wall_ms);
+                return (verdict, in_memory(InMemory::NotAsked), None);
             }
         };
         let backend = check
@@ -616,11 +736,11 @@ impl Limiter {
                 } else {
                     Verdict::Exceeded
                 };
-                (verdict, None)
+                (verdict, Counted::Backend, None)
             }
             // Nothing was asked: a probe that ends here leaves the breaker
             // probing, and its lease hands the probe on.
-            (BackendAnswer::Remembered, _) => (Verdict::Exceeded, None),
+            (BackendAnswer::Remembered, _) => (Verdict::Exceeded, Counted::Remembered, None),
             (BackendAnswer::Unavailable(reason), Some(backend)) => {
                 let troubled = match reason {
                     FallbackReason::Missing => backend.missing_cools_off,
@@ -634,20 +754,14 @@ impl Limiter {
                     reason,
                 });
                 backend.logged = true;
-                (self.memory.hit(check.limit, &check.key, now.wall_ms), log)
+                let verdict = self.memory.hit(check.limit, &check.key, now.wall_ms);
+                (verdict, in_memory(InMemory::Unavailable(reason)), log)
             }
             // Only a check with a backend is asked, so only one is answered.
-            (BackendAnswer::Unavailable(_), None) => {
-                (self.memory.hit(check.limit, &check.key, now.wall_ms), None)
+            (BackendAnswer::Unavailable(reason), None) => {
+                let verdict = self.memory.hit(check.limit, &check.key, now.wall_ms);
+                (verdict, in_memory(InMemory::Unavailable(reason)), None)
             }
-        }
-    }
-
-    /// The name a check's limit goes by in the `RateLimit-Policy` header.
-    fn policy_name(&self, policy: PolicyName) -> &str {
-        match policy {
-            PolicyName::Subject(name) => name,
-            PolicyName::Route(index) => self.routes.get(index).map_or("", |r| &r.path),
         }
     }
 }

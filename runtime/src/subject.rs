@@ -43,10 +43,14 @@ impl Subject {
     /// or `address` (never a key).
     pub fn policy(&self) -> &'static str {
         match self {
-            Subject::Caller(_) => "caller",
-            Subject::Address(_) => "address",
+            Subject::Caller(_) => Subject::POLICIES[0],
+            Subject::Address(_) => Subject::POLICIES[1],
         }
     }
+
+    /// The built-in limits' names in the `RateLimit-Policy` header: a
+    /// caller's, then an address's.
+    pub const POLICIES: [&'static str; 2] = ["caller", "address"];
 }
 
 impl std::fmt::Debug for Subject {

@@ -21,6 +21,26 @@ use crate::limiter::Pending;
 /// in memory, unasked.
 pub const MAX_ASKS: usize = 17;
 
+/// What `writeDataPoint` (in `ask-bindings.js`, its `POINT`) says of one
+/// data point: written, the dataset is missing, or it threw.
+pub const POINT_WRITTEN: u32 = 0;
+/// See [`POINT_WRITTEN`].
+pub const POINT_MISSING: u32 = 1;
+/// See [`POINT_WRITTEN`].
+pub const POINT_FAILED: u32 = 2;
+
+/// The dataset's trouble a `writeDataPoint` code tells, as logged
+/// (`missing`, `failed`); `None` for a point written.
+pub fn point_trouble(code: u32) -> Option<&'static str> {
+    match code {
+        POINT_WRITTEN => None,
+        POINT_MISSING => Some("missing"),
+        POINT_FAILED => Some("failed"),
+        // No other code is sent; one would still be no point written.
+        _ => Some("failed"),
+    }
+}
+
 const _: () = assert!(8u64.pow(MAX_ASKS as u32) <= 1 << f64::MANTISSA_DIGITS);
 
 /// One answer as `ask-bindings.js` codes it (its `ANSWER` table): a base-8 digit.
@@ -261,6 +281,7 @@ mod tests {
                     rate_limit: Some(Limit::new(requests, 10)),
                 })
                 .collect(),
+            data_points: None,
         };
         Limiter::new(&app, "edge", 1).expect("edge")
     }
@@ -374,6 +395,51 @@ mod tests {
         assert!(
             Code::VALUES.iter().all(|code| codes_seen.contains(code)),
             "every code is exercised: {codes_seen:?}"
+        );
+    }
+
+    /// `writeDataPoint` of the real `ask-bindings.js` in Node.js: a point
+    /// goes to the named dataset as `blobs: [limit, outcome, reason]` with
+    /// the deployable as its index; a missing dataset, one whose
+    /// `writeDataPoint` throws, and an `env` whose getter throws each give
+    /// their code and throw nothing.
+    #[test]
+    fn a_data_point_is_written_as_blobs_and_trouble_is_a_code_never_a_throw() {
+        const DRIVER: &str = r#"
+            import { readFileSync } from "node:fs";
+            const source = readFileSync(process.argv[1], "utf8");
+            const m = await import("data:text/javascript;base64," + Buffer.from(source).toString("base64"));
+            const written = [];
+            const env = { POINTS: { writeDataPoint(point) { written.push(point); } },
+                          THROWS: { writeDataPoint() { throw new Error("over quota"); } } };
+            Object.defineProperty(env, "UNREADABLE", { get() { throw new Error("unreadable"); } });
+            const codes = ["POINTS", "MISSING", "THROWS", "UNREADABLE"].map((b) =>
+              m.writeDataPoint(env, b, "edge", "/api/search", "refused", "timed_out"));
+            console.log(JSON.stringify({ codes, written }));
+        "#;
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/ask-bindings.js");
+        let out = Command::new("node")
+            .args(["--input-type=module", "-e", DRIVER, path])
+            .output()
+            .expect("Node.js (`node` on PATH) runs ask-bindings.js in this test");
+        assert!(out.status.success(), "node failed: {out:?}");
+        let got: Value = serde_json::from_slice(&out.stdout).expect("one JSON line");
+        assert_eq!(
+            got["codes"],
+            serde_json::json!([POINT_WRITTEN, POINT_MISSING, POINT_FAILED, POINT_FAILED])
+        );
+        let troubles: Vec<_> = [POINT_WRITTEN, POINT_MISSING, POINT_FAILED]
+            .into_iter()
+            .map(point_trouble)
+            .collect();
+        assert_eq!(troubles, [None, Some("missing"), Some("failed")]);
+        assert_eq!(
+            got["written"],
+            serde_json::json!([{
+                "blobs": ["/api/search", "refused", "timed_out"],
+                "doubles": [1],
+                "indexes": ["edge"],
+            }])
         );
     }
 }

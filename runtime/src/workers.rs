@@ -2,7 +2,11 @@
 //! request at once through a small JavaScript helper (`ask-bindings.js`,
 //! carried beside the wasm-bindgen glue in its `snippets/` folder) that races
 //! them against the 500 ms deadline on the isolate's own timer; hands the
-//! answers to the sans-IO [`Limiter`], and writes the fallback log lines.
+//! answers to the sans-IO [`Limiter`], writes the fallback log lines, and
+//! (when the plan names a dataset) a Workers Analytics Engine data point
+//! for each refusal and each check counted in memory because its binding
+//! could not be asked ([`DataPoints`]): an isolate's counters die with it,
+//! so operators count these instead.
 //!
 //! No Rust future is suspended on the way: [`Gate::decide`] runs
 //! synchronously, and when a binding has to be waited for, JavaScript awaits
@@ -18,11 +22,14 @@ use std::rc::Rc;
 use wasm_bindgen::prelude::*;
 
 use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress};
-use crate::backend::DEADLINE_MS;
+use crate::backend::{DEADLINE_MS, FallbackReason};
 use crate::clock::Clock;
 use crate::config::Counting;
+use crate::counter::Verdict;
 use crate::gate_plan::{GatePlan, PlanError};
-use crate::limiter::{ADDRESS_HEADER, Limiter, Now, Pending, Refusal, url_path};
+use crate::limiter::{
+    ADDRESS_HEADER, Counted, Decision, InMemory, Limiter, Now, Pending, Refusal, url_path,
+};
 use crate::parked::ParkedRequests;
 use crate::subject::Subject;
 use crate::wire::{self, AskList, Code};
@@ -51,6 +58,19 @@ extern "C" {
         resume: &Resume,
         ticket: u32,
     ) -> Result<JsValue, JsValue>;
+
+    /// Writes one data point to the dataset bound as `env[binding]`
+    /// (`blobs: [limit, outcome, reason]`, `indexes: [deployable]`), not
+    /// awaited; [`wire::POINT_WRITTEN`], or why not.
+    #[wasm_bindgen(js_name = writeDataPoint)]
+    fn write_data_point_js(
+        env: &JsValue,
+        binding: &JsValue,
+        deployable: &JsValue,
+        limit: &JsValue,
+        outcome: &JsValue,
+        reason: &JsValue,
+    ) -> u32;
 }
 
 #[wasm_bindgen(module = "cloudflare:workers")]
@@ -124,6 +144,110 @@ struct Waiting {
     pending: Pending,
     now_ms: u64,
     respond: Respond,
+    /// The request's `env`, kept only when data points are written through it.
+    env: Option<JsValue>,
+}
+
+/// The event a Worker logs, once per isolate, when its data points' dataset
+/// is missing or throws: the request is unaffected.
+pub const DATA_POINTS_EVENT: &str = "rate_limits.data_points";
+
+/// What a gate writes its data points with: the dataset's binding and every
+/// string a point holds, made JavaScript strings once per gate (a point
+/// crosses into JavaScript with handles only), and whether the dataset's
+/// trouble was logged yet.
+struct DataPoints {
+    binding: JsValue,
+    binding_name: String,
+    deployable: JsValue,
+    /// By [`crate::limiter::PolicyId`]: the limits' policy names.
+    limits: Vec<JsValue>,
+    /// `passed`, `refused`.
+    outcomes: [JsValue; 2],
+    /// `none` (the binding counted it), then each of [`InMemory`]'s reasons
+    /// in [`DataPoints::REASONS`]' order.
+    reasons: Vec<JsValue>,
+    logged: Cell<bool>,
+}
+
+impl DataPoints {
+    /// Where a check was counted, as a point's reason says it.
+    const REASONS: [InMemory; 6] = [
+        InMemory::NoBackend,
+        InMemory::CoolingOff,
+        InMemory::Unavailable(FallbackReason::Missing),
+        InMemory::Unavailable(FallbackReason::Failed),
+        InMemory::Unavailable(FallbackReason::TimedOut),
+        InMemory::NotAsked,
+    ];
+
+    fn new(binding: &str, deployable: &str, limiter: &Limiter) -> DataPoints {
+        let js = |s: &str| JsValue::from_str(s);
+        DataPoints {
+            binding: binding_keys_js(vec![binding.to_owned()])
+                .dyn_into::<js_sys::Array>()
+                .map_or_else(|_| js(binding), |keys| keys.get(0)),
+            binding_name: binding.to_owned(),
+            deployable: js(deployable),
+            limits: limiter.policy_names().map(js).collect(),
+            outcomes: [js("passed"), js("refused")],
+            reasons: std::iter::once("none")
+                .chain(Self::REASONS.iter().map(|r| r.as_str()))
+                .map(js)
+                .collect(),
+            logged: Cell::new(false),
+        }
+    }
+
+    /// Writes a point for each of `decision`'s checks that was refused, or
+    /// counted in memory because its binding could not be asked (counting
+    /// in memory by design, with no binding, is no news: a refusal then is).
+    /// The dataset's first trouble is logged, once per isolate.
+    fn write(&self, env: &JsValue, decision: &Decision, writes_logs: bool) {
+        for check in &decision.checks {
+            let Some((verdict, counted)) = check.settled() else {
+                continue;
+            };
+            let refused = verdict == Verdict::Exceeded;
+            let reason = match counted {
+                Counted::Backend | Counted::Remembered => 0,
+                Counted::InMemory(why) => {
+                    1 + Self::REASONS.iter().position(|r| *r == why).unwrap_or(0)
+                }
+            };
+            let troubled = matches!(counted, Counted::InMemory(why) if why != InMemory::NoBackend);
+            if !(refused || troubled) {
+                continue;
+            }
+            let (Some(limit), Some(reason)) = (
+                self.limits.get(check.policy().index()),
+                self.reasons.get(reason),
+            ) else {
+                continue;
+            };
+            let code = write_data_point_js(
+                env,
+                &self.binding,
+                &self.deployable,
+                limit,
+                &self.outcomes[usize::from(refused)],
+                reason,
+            );
+            if let Some(reason) = wire::point_trouble(code)
+                && writes_logs
+                && !self.logged.replace(true)
+            {
+                console_warn(
+                    &serde_json::json!({
+                        "event": DATA_POINTS_EVENT,
+                        "binding": self.binding_name,
+                        "reason": reason,
+                    })
+                    .to_string(),
+                );
+            }
+        }
+    }
 }
 
 /// The state requests share: the limiter, and the requests waiting for a
@@ -133,6 +257,8 @@ struct Shared {
     waiting: RefCell<ParkedRequests<Waiting>>,
     /// Whether fallback lines are written: always, but for [`warm_up`]'s gate.
     writes_logs: bool,
+    /// The data points' dataset, when the plan names one.
+    data_points: Option<DataPoints>,
 }
 
 impl Shared {
@@ -154,13 +280,19 @@ impl Shared {
         };
         let settled_ms = waiting.now_ms + elapsed_ms as u64;
         wire::answer(&mut waiting.pending, codes);
-        let verdict = self.conclude(waiting.pending, settled_ms);
+        let verdict = self.conclude(waiting.env.as_ref(), waiting.pending, settled_ms);
         (waiting.respond)(verdict)
     }
 
-    /// Settles a request, writes the fallback lines, and says whether it
+    /// Settles a request, writes the fallback lines and its data points
+    /// (through `env`, when the plan names a dataset), and says whether it
     /// passes. A Worker has one clock: its time is both of [`Now`]'s.
-    fn conclude(&self, pending: Pending, now_ms: u64) -> Result<(), Refusal> {
+    fn conclude(
+        &self,
+        env: Option<&JsValue>,
+        pending: Pending,
+        now_ms: u64,
+    ) -> Result<(), Refusal> {
         let decision = self
             .limiter
             .borrow_mut()
@@ -169,6 +301,9 @@ impl Shared {
             for log in &decision.logs {
                 console_warn(&log.to_json_line());
             }
+        }
+        if let (Some(points), Some(env)) = (&self.data_points, env) {
+            points.write(env, &decision, self.writes_logs);
         }
         match decision.refusal {
             Some(refusal) => Err(refusal),
@@ -319,12 +454,16 @@ impl Gate {
     /// drawn on its first decision when `None`.
     fn build(plan: GatePlan, seed: Option<u128>, writes_logs: bool) -> Gate {
         let deployable = plan.deployable().to_owned();
+        let data_points = plan.data_points().map(str::to_owned);
         let limiter = Limiter::from_plan(plan, seed.unwrap_or(0));
         let names = binding_keys_js(limiter.backend_names().map(str::to_owned).collect());
+        let data_points =
+            data_points.map(|binding| DataPoints::new(&binding, &deployable, &limiter));
         let shared = Rc::new(Shared {
             limiter: RefCell::new(limiter),
             waiting: RefCell::new(ParkedRequests::new()),
             writes_logs,
+            data_points,
         });
         let resumed = Rc::clone(&shared);
         let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
@@ -403,13 +542,14 @@ impl Gate {
         };
         let list = AskList::of(&mut pending);
         if list.asks.is_empty() {
-            return respond(self.shared.conclude(pending, now_ms));
+            return respond(self.shared.conclude(Some(env), pending, now_ms));
         }
         // The borrows are never held across the wait: requests interleave in an isolate.
         let waiting = Waiting {
             pending,
             now_ms,
             respond,
+            env: self.shared.data_points.as_ref().map(|_| env.clone()),
         };
         let ticket = self
             .shared
@@ -437,7 +577,10 @@ impl Gate {
             let parked = self.shared.waiting.borrow_mut().take(ticket);
             if let Some(parked) = parked {
                 let waiting = parked.item;
-                return (waiting.respond)(self.shared.conclude(waiting.pending, waiting.now_ms));
+                let verdict =
+                    self.shared
+                        .conclude(waiting.env.as_ref(), waiting.pending, waiting.now_ms);
+                return (waiting.respond)(verdict);
             }
         }
         outcome
@@ -448,13 +591,18 @@ impl Gate {
     /// gave no verdict (its seed could not be drawn), so that no request
     /// passes unchecked.
     #[cfg(feature = "workers-rs")]
-    pub(crate) fn decide_in_memory(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
+    pub(crate) fn decide_in_memory(
+        &self,
+        env: &JsValue,
+        subject: &Subject,
+        path: &str,
+    ) -> Result<(), Refusal> {
         let now_ms = self.clock.wall_ms();
         let pending = {
             let limiter = self.shared.limiter.borrow();
             limiter.asks_none(limiter.checks(subject, path))
         };
-        self.shared.conclude(pending, now_ms)
+        self.shared.conclude(Some(env), pending, now_ms)
     }
 
     /// The clock this gate's decisions read (with the `testing` feature, the
@@ -522,7 +670,7 @@ pub(crate) fn warm_up() -> Gate {
         };
         let _ = AskList::of(&mut pending);
         wire::answer(&mut pending, within_twice);
-        let _ = gate.shared.conclude(pending, now_ms);
+        let _ = gate.shared.conclude(Some(&env), pending, now_ms);
     }
     gate
 }

@@ -150,7 +150,7 @@ impl Gate {
             // randomness for its seed). As the wasm-bindgen gate's Worker
             // would see its error, the request is decided by the limits
             // alone in memory, never let through unchecked.
-            None => self.gate.decide_in_memory(subject, path),
+            None => self.gate.decide_in_memory(env.as_ref(), subject, path),
         }
     }
 

@@ -24,6 +24,13 @@
 //!    3000 checks): how many got through, ours and limitador's.
 //! 5. **A hanging Redis** (`hanging`, SIGSTOP) over HTTP: the requests that
 //!    waited for the deadline, and the p50 of the others.
+//! 6. **What the metrics cost** (`metrics`): the gate's checks per second
+//!    built without runtime's `metrics` feature and built with it, a
+//!    Prometheus recorder installed, side by side: two builds of this bench
+//!    (tools/bench-native makes the second, `--features metrics`, and names
+//!    it in `BENCH_METRICS_EXE`), each run as a child per round, the two
+//!    alternating. In memory on one thread (the cheapest decision, where
+//!    recording weighs most) and in Redis over 8 tasks.
 //!
 //! Every comparison is a ratio of two figures from the same round; rounds
 //! alternate the targets, and the median over rounds is reported.
@@ -61,6 +68,13 @@ const EXACTNESS_CHECKS: usize = 3000;
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// A request that took this long waited for the store's 500 ms deadline.
 const WAITED: Duration = Duration::from_millis(400);
+/// The path of this bench built with the `metrics` feature, which the
+/// `metrics` section runs beside this one (tools/bench-native sets it).
+const METRICS_EXE_VAR: &str = "BENCH_METRICS_EXE";
+/// Set in the environment of a child of the `metrics` section: the Redis
+/// URL its runs count in.
+const METRICS_CHILD_VAR: &str = "BENCH_METRICS_REDIS";
+
 /// Set in the environment of the child that runs the `tls` section: the
 /// directory of the certificates its parent made ([`TlsFiles::open`]).
 const TLS_FILES_VAR: &str = "BENCH_NATIVE_TLS_FILES";
@@ -1040,16 +1054,19 @@ enum Section {
     Exactness,
     /// A hanging Redis behind one instance over HTTP.
     Hanging,
+    /// The gate without the `metrics` feature beside it with a recorder.
+    Metrics,
 }
 
 impl Section {
     /// Every section, in the order a run takes them.
-    const ALL: [Section; 5] = [
+    const ALL: [Section; 6] = [
         Section::Http,
         Section::Stores,
         Section::Tls,
         Section::Exactness,
         Section::Hanging,
+        Section::Metrics,
     ];
 
     fn name(self) -> &'static str {
@@ -1059,6 +1076,7 @@ impl Section {
             Section::Tls => "tls",
             Section::Exactness => "exactness",
             Section::Hanging => "hanging",
+            Section::Metrics => "metrics",
         }
     }
 
@@ -1112,6 +1130,10 @@ fn main() {
         runtime.block_on(tls_rounds(Path::new(&dir), total, rounds));
         return;
     }
+    if let Ok(url) = std::env::var(METRICS_CHILD_VAR) {
+        runtime.block_on(metrics_cost::child(&url, total));
+        return;
+    }
     if cfg!(not(feature = "limitador")) {
         println!(
             "(built without the `limitador` feature: ours only; tools/bench-native builds it with limitador)"
@@ -1126,7 +1148,159 @@ fn main() {
                 Section::Tls => tls(total, rounds).await,
                 Section::Exactness => exactness(&server, rounds).await,
                 Section::Hanging => hanging(if quick { 40 } else { 200 }).await,
+                Section::Metrics => metrics_cost::section(&server, total, rounds).await,
             }
         }
     });
+}
+
+/// The `metrics` section: what recording the gate's metrics costs.
+mod metrics_cost {
+    use super::{
+        CONNECTIONS, Check, Keys, METRICS_CHILD_VAR, METRICS_EXE_VAR, RedisServer, app, drive,
+        median, spread,
+    };
+    use harness::world::process::{child_command, die_with_harness};
+    use runtime::Subject;
+    use runtime::native::NativeGate;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// What a child measures, by line: `NAME CHECKS_PER_SECOND`.
+    const RUNS: [&str; 3] = ["memory-distinct", "memory-hot", "redis-distinct"];
+
+    /// In a child: installs the Prometheus recorder when built with the
+    /// feature, runs [`RUNS`], prints one line each, and (with the
+    /// recorder) checks that every decision was recorded.
+    pub(super) async fn child(url: &str, total: usize) {
+        #[cfg(feature = "metrics")]
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
+            .install_recorder()
+            .expect("the child's only recorder");
+        let mut decided = 0;
+        for (run, name) in RUNS.iter().enumerate() {
+            let per_second = match run {
+                0 => in_memory(Keys::Distinct, total).await,
+                1 => in_memory(Keys::Hot, total).await,
+                _ => in_redis(url, total).await,
+            };
+            decided += total + 1;
+            println!("{name} {per_second}");
+        }
+        #[cfg(feature = "metrics")]
+        {
+            let text = recorder.render();
+            let recorded: f64 = text
+                .lines()
+                .filter(|l| l.starts_with("rate_limits_decisions_total{"))
+                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+                .sum();
+            assert_eq!(recorded as usize, decided, "every decision recorded:\n{text}");
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = decided;
+    }
+
+    /// Checks per second of one gate counting in memory, `total` checks in
+    /// a row on this thread, the subjects made before the clock starts.
+    async fn in_memory(keys: Keys, total: usize) -> f64 {
+        let gate = NativeGate::from_toml(&app(None), "api").expect("gate");
+        let subjects: Vec<Subject> = (0..total)
+            .map(|i| Subject::of_request(None, Some(&keys.address(0, total, i))))
+            .collect();
+        let ready = Subject::of_request(None, Some(super::READY_ADDRESS));
+        let _ = gate.decide(&ready, "/api/items").await;
+        // Awaited in a row on the thread that blocks on the child's runtime:
+        // no task switch, nothing but the decisions.
+        let started = Instant::now();
+        for subject in &subjects {
+            let _ = std::hint::black_box(gate.decide(subject, "/api/items").await);
+        }
+        total as f64 / started.elapsed().as_secs_f64()
+    }
+
+    /// Checks per second of one gate counting in the Redis at `url`,
+    /// `total` distinct addresses over [`CONNECTIONS`] tasks.
+    async fn in_redis(url: &str, total: usize) -> f64 {
+        let gate = Arc::new(NativeGate::from_toml(&app(Some(url)), "api").expect("gate"));
+        let ready = Subject::of_request(None, Some(super::READY_ADDRESS));
+        let _ = gate.decide(&ready, "/api/items").await;
+        let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
+            let gate = gate.clone();
+            let subject = Subject::of_request(None, Some(&Keys::Distinct.address(1, total, i)));
+            Box::pin(async move { gate.decide(&subject, "/api/items").await.is_ok() })
+        });
+        let run = drive(total, std::process::id(), None, check).await;
+        assert_eq!(run.passed, total, "every distinct address passes");
+        run.per_second()
+    }
+
+    /// One child's figures, by [`RUNS`].
+    async fn run_child(exe: &std::path::Path, server: &RedisServer, total: usize) -> Vec<f64> {
+        server.command(&["FLUSHALL"]).await.expect("flush");
+        let mut command = tokio::process::Command::from(child_command(exe));
+        command
+            .env(METRICS_CHILD_VAR, server.url())
+            .env("BENCH_REQUESTS", total.to_string())
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped());
+        die_with_harness(&mut command);
+        let output = command.output().await.expect("the child runs");
+        assert!(output.status.success(), "{} failed: {}", exe.display(), output.status);
+        let text = String::from_utf8_lossy(&output.stdout);
+        RUNS.iter()
+            .map(|name| {
+                text.lines()
+                    .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+                    .unwrap_or_else(|| panic!("{}: no {name} in {text}", exe.display()))
+            })
+            .collect()
+    }
+
+    pub(super) async fn section(server: &RedisServer, total: usize, rounds: usize) {
+        let Some(with) = std::env::var_os(METRICS_EXE_VAR) else {
+            println!(
+                "\n### What the metrics cost: not run (tools/bench-native builds the second bench and sets {METRICS_EXE_VAR})\n"
+            );
+            return;
+        };
+        if cfg!(feature = "metrics") {
+            panic!("the `metrics` section runs from the build without the feature");
+        }
+        let without = std::env::current_exe().expect("this bench");
+        println!(
+            "\n### What the metrics cost: the gate built without runtime's `metrics` feature, and with it and a Prometheus recorder installed, {total} checks per run, {rounds} round(s) alternating the builds\n"
+        );
+        let (mut off, mut on) = (Vec::new(), Vec::new());
+        for round in 0..rounds {
+            // Alternating which build goes first, so neither always meets the warmer machine.
+            if round % 2 == 0 {
+                off.push(run_child(&without, server, total).await);
+                on.push(run_child(std::path::Path::new(&with), server, total).await);
+            } else {
+                on.push(run_child(std::path::Path::new(&with), server, total).await);
+                off.push(run_child(&without, server, total).await);
+            }
+        }
+        println!(
+            "| run | without the feature, checks/s, median | with the recorder, checks/s, median | with ÷ without, median (min-max) |"
+        );
+        println!("|---|---:|---:|---:|");
+        for (r, name) in RUNS.iter().enumerate() {
+            let without: Vec<f64> = off.iter().map(|f| f[r]).collect();
+            let with: Vec<f64> = on.iter().map(|f| f[r]).collect();
+            let ratios: Vec<f64> = with.iter().zip(&without).map(|(w, o)| w / o).collect();
+            let name = match *name {
+                "memory-distinct" => "in memory, one thread, a new address per check".to_owned(),
+                "memory-hot" => "in memory, one thread, one address (refused after 120)".to_owned(),
+                _ => format!("in Redis, {CONNECTIONS} tasks, a new address per check"),
+            };
+            println!(
+                "| {name} | {:.0} | {:.0} | {} |",
+                median(&without),
+                median(&with),
+                spread(&ratios)
+            );
+        }
+    }
 }

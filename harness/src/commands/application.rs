@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
 use runtime::GatePlan;
-use runtime::bindings::Bindings;
+use runtime::bindings::{Bindings, DatasetEntry};
 use runtime::config::{Application, StoreDriver, Target};
 use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
 
@@ -176,9 +176,12 @@ pub fn write_wrangler_file(
         StoreDriver::Redis(_) => None,
     });
     let entries = Bindings::for_application(&app).wrangler_entries();
+    // The dataset a Worker writes its data points to, when there is a Worker.
+    let dataset = worker.and_then(|_| DatasetEntry::of(&app));
     let edit = WranglerEdit {
         entries: connection.map(|c| (c, entries.as_slice())),
         plan: plan.as_ref().map(|(_, text)| text.as_str()),
+        dataset: dataset.as_ref(),
     };
     if edit.entries.is_none() && edit.plan.is_none() {
         println!(
@@ -202,6 +205,12 @@ pub fn write_wrangler_file(
     }
     if let Some((name, _)) = &plan {
         parts.push(format!("the plan of deployable `{name}` as vars.PLAN"));
+    }
+    if let Some(dataset) = &dataset {
+        parts.push(format!(
+            "the analytics_engine_datasets entry {} of dataset `{}`",
+            dataset.binding, dataset.dataset
+        ));
     }
     println!("{}: {what} ({})", file.display(), parts.join(", "));
     Ok(true)

@@ -1,5 +1,6 @@
 //! `harness wrangler APP.toml --write FILE`: writes the application's
-//! bindings, and the Worker's plan as its `vars.PLAN`, into a Wrangler file
+//! bindings, the Worker's plan as its `vars.PLAN`, and the dataset its data
+//! points go to (`analytics_engine_datasets`), into a Wrangler file
 //! (`wrangler.jsonc`, `wrangler.json` or `wrangler.toml`), as the spec says
 //! `jadpo build` does.
 //!
@@ -16,11 +17,14 @@ use std::path::{Path, PathBuf};
 
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstNode, CstObject, CstRootNode};
-use runtime::bindings::WranglerEntry;
+use runtime::bindings::{DatasetEntry, WranglerEntry};
 use runtime::names::is_binding_name_of;
 
 /// The key Wrangler reads Rate Limiting bindings from.
 const KEY: &str = "ratelimits";
+
+/// The key Wrangler reads Workers Analytics Engine datasets from.
+const DATASETS: &str = "analytics_engine_datasets";
 
 /// The key of a Worker's text bindings, and the plan's among them.
 const VARS: &str = "vars";
@@ -67,6 +71,9 @@ pub enum EditError {
     /// `vars` is there, but is not a table of text bindings.
     #[error("its `vars` is not a table")]
     VarsNotATable,
+    /// `analytics_engine_datasets` is there, but is not a list of entries.
+    #[error("its `analytics_engine_datasets` is not a list of entries")]
+    DatasetsNotAList,
 }
 
 /// What `--write` puts in a Wrangler file: a connection's `ratelimits`
@@ -78,6 +85,9 @@ pub struct WranglerEdit<'a> {
     pub entries: Option<(&'a str, &'a [WranglerEntry])>,
     /// The deployable's plan text (`GatePlan::to_text`).
     pub plan: Option<&'a str>,
+    /// The dataset its data points go to: the entry of the binding the plan
+    /// names, its other entries kept.
+    pub dataset: Option<&'a DatasetEntry>,
 }
 
 /// Why `--write` failed.
@@ -224,7 +234,110 @@ pub fn edit_text(
         Some(plan) => update_plan(entries.as_deref().or(existing), format, plan)?,
         None => None,
     };
-    Ok(plan.or(entries))
+    let before = plan.or(entries);
+    let dataset = match edit.dataset {
+        Some(dataset) => update_dataset(before.as_deref().or(existing), format, dataset)?,
+        None => None,
+    };
+    Ok(dataset.or(before))
+}
+
+/// The file's new text with `dataset` as the `analytics_engine_datasets`
+/// entry of its binding (its `dataset` set, any other key of it such as
+/// `remote` kept; appended when there is none), every other entry and
+/// comment kept, or `None` when it already is.
+pub fn update_dataset(
+    existing: Option<&str>,
+    format: FileFormat,
+    dataset: &DatasetEntry,
+) -> Result<Option<String>, EditError> {
+    let binding_of = |value: &serde_json::Value| {
+        value.get("binding").and_then(|b| b.as_str()) == Some(dataset.binding.as_str())
+    };
+    let dataset_of = |value: &serde_json::Value| {
+        value.get("dataset").and_then(|d| d.as_str()) == Some(dataset.dataset.as_str())
+    };
+    match format {
+        FileFormat::Jsonc | FileFormat::Json => {
+            let (root, object) = json_root(existing)?;
+            let entry = || {
+                CstInputValue::Object(vec![
+                    ("binding".into(), dataset.binding.clone().into()),
+                    ("dataset".into(), dataset.dataset.clone().into()),
+                ])
+            };
+            let Some(property) = object.get(DATASETS) else {
+                object.append(DATASETS, CstInputValue::Array(vec![entry()]));
+                return Ok(Some(root.to_string()));
+            };
+            let array = property.array_value().ok_or(EditError::DatasetsNotAList)?;
+            let ours = array
+                .elements()
+                .into_iter()
+                .find(|element| element.to_serde_value().is_some_and(|v| binding_of(&v)));
+            match ours {
+                Some(element) if element.to_serde_value().is_some_and(|v| dataset_of(&v)) => {
+                    return Ok(None);
+                }
+                Some(element) => {
+                    let object = element.as_object().ok_or(EditError::DatasetsNotAList)?;
+                    match object.get("dataset") {
+                        Some(old) => old.set_value(dataset.dataset.clone().into()),
+                        None => {
+                            object.append("dataset", dataset.dataset.clone().into());
+                        }
+                    }
+                }
+                None => {
+                    array.append(entry());
+                }
+            }
+            Ok(Some(root.to_string()))
+        }
+        FileFormat::Toml => {
+            let text = existing.unwrap_or_default();
+            let mut document: toml_edit::DocumentMut = text
+                .parse()
+                .map_err(|e: toml_edit::TomlError| EditError::Toml(e.to_string()))?;
+            // What the current entries mean, in order, whichever way they are written.
+            let current: Vec<serde_json::Value> = toml::from_str::<toml::Table>(text)
+                .ok()
+                .and_then(|mut table| table.remove(DATASETS))
+                .and_then(|list| serde_json::to_value(list).ok())
+                .and_then(|list| list.as_array().cloned())
+                .unwrap_or_default();
+            let ours = current.iter().position(binding_of);
+            if ours.is_some_and(|i| current.get(i).is_some_and(dataset_of)) {
+                return Ok(None);
+            }
+            let mut table = toml_edit::Table::new();
+            table.insert("binding", toml_edit::value(dataset.binding.as_str()));
+            table.insert("dataset", toml_edit::value(dataset.dataset.as_str()));
+            let new_value = || toml_edit::Value::from(dataset.dataset.as_str());
+            let item = document
+                .entry(DATASETS)
+                .or_insert_with(|| toml_edit::Item::ArrayOfTables(toml_edit::ArrayOfTables::new()));
+            match (item, ours) {
+                (toml_edit::Item::ArrayOfTables(tables), Some(i)) => {
+                    let entry = tables.get_mut(i).ok_or(EditError::DatasetsNotAList)?;
+                    set_toml_value(entry, "dataset", new_value());
+                }
+                (toml_edit::Item::ArrayOfTables(tables), None) => tables.push(table),
+                (toml_edit::Item::Value(toml_edit::Value::Array(array)), Some(i)) => {
+                    let entry = array
+                        .get_mut(i)
+                        .and_then(toml_edit::Value::as_inline_table_mut)
+                        .ok_or(EditError::DatasetsNotAList)?;
+                    set_toml_value(entry, "dataset", new_value());
+                }
+                (toml_edit::Item::Value(toml_edit::Value::Array(array)), None) => {
+                    array.push(toml_edit::Value::InlineTable(table.into_inline_table()));
+                }
+                _ => return Err(EditError::DatasetsNotAList),
+            }
+            Ok(Some(document.to_string()))
+        }
+    }
 }
 
 /// The file's new text with `plan` as its `vars.PLAN`, every other var and

@@ -840,3 +840,73 @@ fn cargo_run_p_harness_runs_the_harness() {
         "{binaries} binaries and default-run = {default_run:?}"
     );
 }
+
+/// The data points' dataset entry in each of a Wrangler file's forms: added
+/// beside the user's own datasets, its dataset changed in place (a `remote`
+/// of the user's kept), left alone when it already says it, and a
+/// `analytics_engine_datasets` that is no list refused.
+#[test]
+fn the_data_points_dataset_entry_is_added_changed_in_place_or_left_alone() {
+    use harness::commands::wrangler_file::{EditError, FileFormat, update_dataset};
+    use runtime::bindings::DatasetEntry;
+    let entry = DatasetEntry {
+        binding: "RATE_LIMIT_DATA_POINTS".to_owned(),
+        dataset: "limits_v2".to_owned(),
+    };
+    let cases = [
+        (
+            FileFormat::Toml,
+            "[[analytics_engine_datasets]]\nbinding = \"ORDERS\"\n",
+            "[[analytics_engine_datasets]]\nbinding = \"ORDERS\"\n\n[[analytics_engine_datasets]]\nbinding = \"RATE_LIMIT_DATA_POINTS\"\ndataset = \"limits_v2\"\n",
+        ),
+        (
+            FileFormat::Toml,
+            "analytics_engine_datasets = [{ binding = \"RATE_LIMIT_DATA_POINTS\", dataset = \"limits\", remote = true }] # ours\n",
+            "analytics_engine_datasets = [{ binding = \"RATE_LIMIT_DATA_POINTS\", dataset = \"limits_v2\", remote = true }] # ours\n",
+        ),
+        (
+            FileFormat::Jsonc,
+            "{\n  \"analytics_engine_datasets\": [\n    { \"binding\": \"RATE_LIMIT_DATA_POINTS\", \"dataset\": \"limits\", \"remote\": true } // ours\n  ]\n}\n",
+            "{\n  \"analytics_engine_datasets\": [\n    { \"binding\": \"RATE_LIMIT_DATA_POINTS\", \"dataset\": \"limits_v2\", \"remote\": true } // ours\n  ]\n}\n",
+        ),
+    ];
+    for (format, before, after) in cases {
+        let written = update_dataset(Some(before), format, &entry)
+            .expect("editable")
+            .expect("changed");
+        assert_eq!(written, after, "{format:?}");
+        assert_eq!(
+            update_dataset(Some(&written), format, &entry).expect("editable"),
+            None,
+            "{format:?}: a second run changes nothing"
+        );
+    }
+    // The JSONC form's new entry sits beside the user's.
+    let json = update_dataset(
+        Some("{ \"analytics_engine_datasets\": [{ \"binding\": \"ORDERS\" }] }"),
+        FileFormat::Json,
+        &entry,
+    )
+    .expect("editable")
+    .expect("changed");
+    let value: serde_json::Value = serde_json::from_str(&json).expect("JSON");
+    assert_eq!(
+        value["analytics_engine_datasets"],
+        serde_json::json!([
+            { "binding": "ORDERS" },
+            { "binding": "RATE_LIMIT_DATA_POINTS", "dataset": "limits_v2" },
+        ])
+    );
+    for (format, text) in [
+        (FileFormat::Toml, "analytics_engine_datasets = \"x\"\n"),
+        (FileFormat::Json, "{ \"analytics_engine_datasets\": 3 }"),
+    ] {
+        assert!(
+            matches!(
+                update_dataset(Some(text), format, &entry),
+                Err(EditError::DatasetsNotAList)
+            ),
+            "{format:?}"
+        );
+    }
+}

@@ -1,8 +1,9 @@
 //! The Wrangler file `harness wrangler APP --write FILE --deployable NAME`
 //! writes, taken by the real tools: wrangler 4.164 (the release in
 //! `tools/fixtures/wrangler/`, on the Node.js 22 of `tools/fixtures/node22/`)
-//! accepts it in a dry-run deploy and uploads its `vars.PLAN` and
-//! `ratelimits` as the deployable's plan has them, and the pinned workerd
+//! accepts it in a dry-run deploy and uploads its `vars.PLAN`, `ratelimits`
+//! and data points' dataset (`analytics_engine_datasets`, another dataset of
+//! the user's kept beside it) as the deployable's plan has them, and the pinned workerd
 //! runs the Worker on the bindings read back from the file, refusing at the
 //! file's limit. Nothing reaches the network, and wrangler writes nothing
 //! outside the test's temporary folders.
@@ -29,6 +30,7 @@ namespace = 4100
 
 [rate_limits]
 store = "shop-limits"
+data_points = "shop_rate_limits"
 
 [[deployables]]
 name = "edge"
@@ -69,7 +71,10 @@ const BEFORE: [(&str, &str); 2] = [
   "main": "worker.js", // the Worker's module
   "compatibility_date": "2026-11-17",
   /* a var of our own */
-  "vars": { "SHOP": "books" }
+  "vars": { "SHOP": "books" },
+  "analytics_engine_datasets": [
+    { "binding": "ORDERS", "dataset": "shop_orders" } // our own dataset
+  ]
 }
 "#,
     ),
@@ -82,19 +87,30 @@ compatibility_date = "2026-11-17"
 
 [vars]
 SHOP = "books" # a var of our own
+
+[[analytics_engine_datasets]]
+binding = "ORDERS" # our own dataset
+dataset = "shop_orders"
 "#,
     ),
 ];
 
 /// The comments of [`BEFORE`]'s files, which must survive the write.
-const COMMENTS: [&str; 6] = [
+const COMMENTS: [&str; 8] = [
     "// the shop's API on Workers",
     "// the Worker's module",
     "/* a var of our own */",
+    "// our own dataset",
     "# the shop's API on Workers",
     "# the Worker's module",
     "# a var of our own",
+    "# our own dataset",
 ];
+
+/// What `--write` says it wrote, after `updated` or `unchanged`.
+const WROTE: &str = "4 ratelimits entries of connection `shop-limits`, the plan of deployable \
+                     `edge` as vars.PLAN, the analytics_engine_datasets entry \
+                     RATE_LIMIT_DATA_POINTS of dataset `shop_rate_limits`";
 
 /// What wrangler bundles: a module asking one of the bindings.
 const WORKER_JS: &str = r#"export default {
@@ -126,25 +142,12 @@ fn written_files(dir: &Path) -> Vec<PathBuf> {
         let (code, stdout, stderr) =
             common::wrangler_write(dir, APP, name, &["--deployable", "edge"]);
         assert_eq!(code, Some(0), "{name}: {stdout}{stderr}");
-        assert_eq!(
-            stdout,
-            format!(
-                "{name}: updated (4 ratelimits entries of connection `shop-limits`, the plan of \
-                 deployable `edge` as vars.PLAN)\n"
-            )
-        );
+        assert_eq!(stdout, format!("{name}: updated ({WROTE})\n"));
         let first = std::fs::read(&path).expect("written");
         let (code, stdout, _) = common::wrangler_write(dir, APP, name, &["--deployable", "edge"]);
         assert_eq!(
             (code, stdout.as_str()),
-            (
-                Some(0),
-                format!(
-                    "{name}: unchanged (4 ratelimits entries of connection `shop-limits`, the \
-                     plan of deployable `edge` as vars.PLAN)\n"
-                )
-                .as_str()
-            )
+            (Some(0), format!("{name}: unchanged ({WROTE})\n").as_str())
         );
         assert_eq!(
             std::fs::read(&path).expect("written"),
@@ -272,8 +275,36 @@ fn wrangler_uploads_the_written_files_plan_var_and_the_plans_ratelimits() {
             .filter_map(|b| b["name"].as_str())
             .collect();
         assert_eq!(uploaded, backends(&plan), "{name}");
-        assert_eq!(bindings.len(), ENTRIES.len() + 2, "{name}: {bindings:?}");
+        assert_datasets(&name, &plan, bindings);
+        assert_eq!(bindings.len(), ENTRIES.len() + 4, "{name}: {bindings:?}");
     }
+}
+
+/// The upload's datasets: the user's own, and the one the plan writes its
+/// data points through.
+fn assert_datasets(name: &str, plan: &str, bindings: &[serde_json::Value]) {
+    // The dataset the plan writes its data points through, and the user's own.
+    assert!(
+        plan.ends_with("\ndata_points RATE_LIMIT_DATA_POINTS\n"),
+        "{plan}"
+    );
+    let datasets: Vec<serde_json::Value> = bindings
+        .iter()
+        .filter(|b| b["type"] == "analytics_engine")
+        .cloned()
+        .collect();
+    assert_eq!(
+        datasets,
+        [
+            serde_json::json!({ "name": "ORDERS", "type": "analytics_engine", "dataset": "shop_orders" }),
+            serde_json::json!({
+                "name": "RATE_LIMIT_DATA_POINTS",
+                "type": "analytics_engine",
+                "dataset": "shop_rate_limits",
+            }),
+        ],
+        "{name}"
+    );
 }
 
 /// One emulated binding per `ratelimits` entry of a Wrangler file (read as

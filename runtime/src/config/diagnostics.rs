@@ -39,11 +39,13 @@ pub enum Code {
     /// A route's path does not start with `/`, or holds a character no
     /// request's path holds or the keys reserve (`|`).
     RoutePathInvalid,
+    /// `rate_limits.data_points` is no Workers Analytics Engine dataset name.
+    DataPointsInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 14] = [
+    pub const ALL: [Code; 15] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -58,6 +60,7 @@ impl Code {
         Code::BindingNameInvalid,
         Code::ClientAddressInvalid,
         Code::RoutePathInvalid,
+        Code::DataPointsInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -77,6 +80,7 @@ impl Code {
             Code::BindingNameInvalid => "rate_limits.binding_name_invalid",
             Code::ClientAddressInvalid => "rate_limits.client_address_invalid",
             Code::RoutePathInvalid => "rate_limits.route_path_invalid",
+            Code::DataPointsInvalid => "rate_limits.data_points_invalid",
         }
     }
 

@@ -185,6 +185,10 @@ pub struct Application {
     pub deployables: Vec<Deployable>,
     /// The routes with a limit of their own.
     pub routes: Vec<Route>,
+    /// The Workers Analytics Engine dataset each Worker writes a data point
+    /// to for every refusal and every request counted in memory because its
+    /// binding could not be asked (`rate_limits.data_points`); `None` writes none.
+    pub data_points: Option<String>,
 }
 
 impl Application {

@@ -34,6 +34,9 @@ pub(super) type RawConnection = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 pub(super) struct RawRateLimits {
     #[serde(default)]
     pub(super) store: Option<Spanned<toml::Value>>,
+    /// The Workers Analytics Engine dataset a Worker writes its data points to.
+    #[serde(default)]
+    pub(super) data_points: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]

@@ -20,6 +20,8 @@
 //! peer and matches routes on axum's `OriginalUri` (the path before
 //! `Router::nest` stripped its prefix).
 
+#[cfg(feature = "metrics")]
+pub mod metrics;
 #[cfg(feature = "redis")]
 pub mod redis;
 #[cfg(feature = "redis")]
@@ -107,6 +109,12 @@ pub struct NativeGate {
     address_unknown_logged: AtomicBool,
     /// Whether `rate_limits.peer_not_cloudflare` was written yet: once per process.
     peer_not_cloudflare_logged: AtomicBool,
+    /// The deployable's name, as metrics label it.
+    #[cfg(feature = "metrics")]
+    deployable: String,
+    /// The gate's series, registered on its first decision.
+    #[cfg(feature = "metrics")]
+    metrics: std::sync::OnceLock<self::metrics::GateMetrics>,
 }
 
 impl NativeGate {
@@ -145,6 +153,10 @@ impl NativeGate {
             clock: Clock::default(),
             address_unknown_logged: AtomicBool::new(false),
             peer_not_cloudflare_logged: AtomicBool::new(false),
+            #[cfg(feature = "metrics")]
+            deployable: deployable.to_owned(),
+            #[cfg(feature = "metrics")]
+            metrics: std::sync::OnceLock::new(),
         })
     }
 
@@ -159,6 +171,14 @@ impl NativeGate {
     fn limiter(&self) -> MutexGuard<'_, Limiter> {
         // Every update of the limiter completes under the lock; a panic cannot tear one.
         self.limiter.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The gate's series, registered with the recorder installed now on
+    /// first use (`limiter` is the gate's, locked by the caller).
+    #[cfg(feature = "metrics")]
+    fn metrics(&self, limiter: &Limiter) -> &self::metrics::GateMetrics {
+        self.metrics
+            .get_or_init(|| self::metrics::GateMetrics::register(limiter, &self.deployable))
     }
 
     /// The clock this gate counts windows on.
@@ -222,6 +242,8 @@ impl NativeGate {
                 Ok(Subject::Address(address))
             }
             Err(reason) => {
+                #[cfg(feature = "metrics")]
+                self.metrics(&self.limiter()).address_unknown(reason);
                 self.log_once(
                     &self.address_unknown_logged,
                     AddressUnknown::EVENT,
@@ -274,7 +296,13 @@ impl NativeGate {
         };
         #[cfg(feature = "redis")]
         let (pending, now) = self.ask_redis(pending, now).await;
-        let decision = self.limiter().conclude(pending, now);
+        let decision = {
+            let mut limiter = self.limiter();
+            let decision = limiter.conclude(pending, now);
+            #[cfg(feature = "metrics")]
+            self.metrics(&limiter).record(&limiter, &decision);
+            decision
+        };
         for log in &decision.logs {
             log_fallback(log);
         }
@@ -294,7 +322,12 @@ impl NativeGate {
     ) -> (crate::limiter::Pending, crate::limiter::Now) {
         match &self.store {
             Some(store) => {
-                store.ask(&mut pending, &self.clock).await;
+                let _round_trip = store.ask(&mut pending, &self.clock).await;
+                #[cfg(feature = "metrics")]
+                if let Some(took) = _round_trip {
+                    self.metrics(&self.limiter())
+                        .round_trip(crate::backend::BackendId::new(0), took);
+                }
                 (pending, self.clock.now())
             }
             None => (pending, now),

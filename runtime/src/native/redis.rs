@@ -201,8 +201,9 @@ impl RedisStore {
     /// [`crate::Limiter::asks`]) and answers each ask in place. A key refused
     /// earlier in its window is answered from the cache; the rest go in one
     /// script call, bounded by the deadline. Never fails: trouble is
-    /// a [`BackendAnswer::Unavailable`].
-    pub async fn ask(&self, pending: &mut Pending, clock: &Clock) {
+    /// a [`BackendAnswer::Unavailable`]. Returns how long the round trip
+    /// took when one was made and Redis answered (for operators' metrics).
+    pub async fn ask(&self, pending: &mut Pending, clock: &Clock) -> Option<Duration> {
         let now_ms = clock.wall_ms();
         let tag = pending
             .checks()
@@ -227,14 +228,16 @@ impl RedisStore {
                 });
             }
             if counts.is_empty() {
-                return;
+                return None;
             }
         }
 
+        let started = tokio::time::Instant::now();
         let result = match tokio::time::timeout(DEADLINE, self.count(&counts)).await {
             Ok(result) => result,
             Err(_) => Err(Trouble::Deadline),
         };
+        let took = started.elapsed();
         let done_ms = clock.wall_ms();
         let mut state = self.state();
         match result {
@@ -251,12 +254,14 @@ impl RedisStore {
                         .ask
                         .answer(BackendAnswer::Answered { success: within });
                 }
+                Some(took)
             }
             Err(trouble) => {
                 let reason = trouble.reason(state.ever_answered);
                 for count in counts {
                     count.ask.answer(BackendAnswer::Unavailable(reason));
                 }
+                None
             }
         }
     }

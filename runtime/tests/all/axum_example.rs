@@ -202,3 +202,118 @@ async fn a_route_under_the_nest_is_limited_by_its_whole_path() {
         );
     }
 }
+
+/// Known traffic through the example behind a trusted proxy, then its
+/// `/metrics` scraped over HTTP: every decision by limit and outcome, the
+/// requests whose address could not be known, the counter's bytes within
+/// its bound, and no address anywhere in the text.
+#[tokio::test]
+async fn its_metrics_count_every_decision_by_limit_and_outcome_and_name_no_address() {
+    use crate::common::metrics::{recorder, samples, total};
+    use runtime::native::metrics::{ADDRESS_UNKNOWN, DECISIONS, MEMORY_BOUND_BYTES, MEMORY_BYTES};
+    let recorder = recorder();
+    let description = r#"
+[[deployables]]
+name = "scraped"
+target = "native"
+serves_api = true
+client_address = { trusted_proxies = ["127.0.0.1/32", "::1"] }
+
+[[routes]]
+path = "/api/search"
+rate_limit = { requests = 3, window = 60 }
+"#;
+    let gate = NativeGate::from_toml(description, "scraped").expect("gate");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let url = format!("http://{}", listener.local_addr().expect("bound"));
+    tokio::spawn(example::serve(listener, Arc::new(gate)));
+    let metrics = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    let metrics_url = format!("http://{}/metrics", metrics.local_addr().expect("bound"));
+    tokio::spawn(example::serve_metrics(metrics, recorder));
+
+    let client = reqwest::Client::new();
+    let items = format!("{url}/api/items");
+    let search = format!("{url}/api/search");
+    let mut sent = Vec::new();
+    // 40 clients once each, and one client 125 times: 120 pass, 5 refused.
+    for n in 0..40 {
+        let address = format!("198.51.100.{n}");
+        assert_eq!(
+            get(&client, &items, &[("X-Forwarded-For", &address)])
+                .await
+                .0,
+            200
+        );
+        sent.push(address);
+    }
+    let one = "192.0.2.77";
+    sent.push(one.to_owned());
+    for n in 0..125 {
+        let status = get(&client, &items, &[("X-Forwarded-For", one)]).await.0;
+        assert_eq!(status, if n < 120 { 200 } else { 429 });
+    }
+    // A route's own limit: 3 pass and 2 are refused by it (the address's
+    // limit passes the first of them, then refuses too: the client is over).
+    let other = "192.0.2.78";
+    sent.push(other.to_owned());
+    for _ in 0..5 {
+        get(&client, &search, &[("X-Forwarded-For", other)]).await;
+    }
+    // From the trusted proxy without X-Forwarded-For: the address is unknown.
+    for _ in 0..7 {
+        get(&client, &items, &[]).await;
+    }
+
+    let text = client
+        .get(&metrics_url)
+        .send()
+        .await
+        .expect("a scrape")
+        .text()
+        .await
+        .expect("text");
+    let samples = samples(&text);
+    let ours = ("deployable", "scraped");
+    let decisions = |limit, outcome| {
+        total(
+            &samples,
+            DECISIONS,
+            &[ours, ("limit", limit), ("outcome", outcome)],
+        )
+    };
+    // 40 + 125 + 5 + 7 requests checked against the address's limit; the
+    // one client's 121st to 125th refused, and nothing else.
+    assert_eq!(
+        decisions("address", "passed"),
+        f64::from(40 + 120 + 5 + 7),
+        "{text}"
+    );
+    assert_eq!(decisions("address", "refused"), 5.0, "{text}");
+    assert_eq!(decisions("/api/search", "passed"), 3.0, "{text}");
+    assert_eq!(decisions("/api/search", "refused"), 2.0, "{text}");
+    assert_eq!(decisions("caller", "passed"), 0.0, "{text}");
+    assert_eq!(
+        total(
+            &samples,
+            ADDRESS_UNKNOWN,
+            &[ours, ("reason", "no_forwarded_for")]
+        ),
+        7.0,
+        "{text}"
+    );
+    let bytes = total(&samples, MEMORY_BYTES, &[ours]);
+    let bound = total(&samples, MEMORY_BOUND_BYTES, &[ours]);
+    assert!(bytes > 0.0 && bytes <= bound, "{bytes} of {bound}: {text}");
+    // Counting in memory by design is no trouble: no store, no such series.
+    assert!(
+        !text.contains("rate_limits_counted_in_memory_total{deployable=\"scraped\""),
+        "{text}"
+    );
+    for address in &sent {
+        assert!(!text.contains(address.as_str()), "{address} in the scrape");
+    }
+}

@@ -632,3 +632,70 @@ fn a_route_path_that_cannot_match_or_holds_the_key_separator_is_invalid_at_its_p
         assert_eq!(codes(&route(path)), [], "{path}");
     }
 }
+
+/// `rate_limits.data_points` names the Workers Analytics Engine dataset:
+/// the plan then names the binding written through, and the Wrangler entry
+/// binds it; a value that is no dataset name is invalid at its place, every
+/// other diagnostic still reported.
+#[test]
+fn data_points_name_a_dataset_that_the_plan_and_the_wrangler_entry_carry() {
+    use runtime::GatePlan;
+    use runtime::bindings::{DATA_POINTS_BINDING, DatasetEntry};
+    let with = |value: &str| {
+        format!(
+            "{CLOUDFLARE}\n[rate_limits]\nstore = \"limits\"\ndata_points = {value}\n\n{WORKERS_API}"
+        )
+    };
+    let named = Application::from_toml(&with("\"rate_limits\"")).expect("valid");
+    assert_eq!(named.data_points.as_deref(), Some("rate_limits"));
+    let plan = GatePlan::new(&named, "edge").expect("edge");
+    assert_eq!(plan.data_points(), Some(DATA_POINTS_BINDING));
+    let text = plan.to_text().expect("a Workers plan");
+    assert!(
+        text.ends_with("\ndata_points RATE_LIMIT_DATA_POINTS\n"),
+        "{text}"
+    );
+    assert_eq!(GatePlan::from_text(&text), Ok(plan));
+    assert_eq!(
+        DatasetEntry::of(&named),
+        Some(DatasetEntry {
+            binding: DATA_POINTS_BINDING.to_owned(),
+            dataset: "rate_limits".to_owned()
+        })
+    );
+    // None named: no line, no entry.
+    let none = Application::from_toml(&app("\"limits\"", WORKERS_API)).expect("valid");
+    assert_eq!(none.data_points, None);
+    assert_eq!(DatasetEntry::of(&none), None);
+    let plain = GatePlan::new(&none, "edge")
+        .expect("edge")
+        .to_text()
+        .expect("text");
+    assert!(!plain.contains("data_points"), "{plain}");
+
+    let long = format!("\"d{}\"", "x".repeat(64));
+    for (value, says) in [
+        ("\"\"", "is empty"),
+        ("\"1st\"", "must start with an ASCII letter"),
+        ("\"rate-limits\"", "only letters, digits and `_`"),
+        ("\"naïve\"", "only letters, digits and `_`"),
+        (long.as_str(), "characters long, over 64"),
+        ("7", "not a integer"),
+        ("[\"a\"]", "not a array"),
+    ] {
+        let source = with(value);
+        let d = diagnostics(&source);
+        assert_eq!(d.codes(), [Code::DataPointsInvalid], "{value}");
+        assert!(d.0[0].message.contains(says), "{value}: {}", d.0[0].message);
+        let at = d.0[0].location.expect("a place");
+        assert_eq!((at.line, at.column), (12, 15), "{value}");
+    }
+    // Beside another problem, both are reported.
+    let both = format!(
+        "{CLOUDFLARE}\n[rate_limits]\nstore = \"nowhere\"\ndata_points = \"\"\n\n{WORKERS_API}"
+    );
+    assert_eq!(
+        diagnostics(&both).codes(),
+        [Code::StoreInvalid, Code::DataPointsInvalid]
+    );
+}

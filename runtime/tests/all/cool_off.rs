@@ -254,3 +254,79 @@ fn a_probe_answered_from_the_stores_own_cache_leaves_the_cool_off_to_a_real_prob
     );
     assert!(asked, "an answer in time closed it");
 }
+
+/// Each settled check says where it was counted, and the backend's state
+/// follows the cool-off: what the native gate's metrics and the Worker's
+/// data points report.
+#[test]
+fn every_settled_check_says_where_it_was_counted_and_the_state_follows_the_cool_off() {
+    use runtime::breaker::BackendState;
+    use runtime::counter::Verdict;
+    use runtime::limiter::{Counted, InMemory};
+    let mut l = limiter();
+    let store = ask(&mut l, "192.0.2.40", T0).checks()[0]
+        .backend()
+        .expect("a binding");
+    let counted = |d: &Decision| d.checks.iter().map(|c| c.settled()).collect::<Vec<_>>();
+    assert_eq!(l.backend_state(store), BackendState::Asked);
+    let (_, answered) = request(&mut l, "192.0.2.40", WITHIN, T0);
+    assert_eq!(
+        counted(&answered),
+        [Some((Verdict::Within, Counted::Backend))]
+    );
+    let (_, failed) = request(&mut l, "192.0.2.40", FAILED, T0 + 1);
+    assert_eq!(
+        counted(&failed),
+        [Some((
+            Verdict::Within,
+            Counted::InMemory(InMemory::Unavailable(FallbackReason::Failed))
+        ))]
+    );
+    assert_eq!(l.backend_state(store), BackendState::CoolingOff);
+    let (_, cooling) = request(&mut l, "192.0.2.40", WITHIN, T0 + 2);
+    assert_eq!(
+        counted(&cooling),
+        [Some((
+            Verdict::Within,
+            Counted::InMemory(InMemory::CoolingOff)
+        ))]
+    );
+    // The cool-off over, one request probes while another counts in memory.
+    let probe = ask(&mut l, "192.0.2.41", T0 + 1 + COOL_OFF_MS);
+    assert_eq!(l.backend_state(store), BackendState::Probing);
+    let (_, meanwhile) = request(&mut l, "192.0.2.42", WITHIN, T0 + 2 + COOL_OFF_MS);
+    assert_eq!(
+        counted(&meanwhile),
+        [Some((
+            Verdict::Within,
+            Counted::InMemory(InMemory::CoolingOff)
+        ))]
+    );
+    let mut probe = probe;
+    for a in probe.asks() {
+        a.answer(BackendAnswer::Answered { success: false });
+    }
+    let refused = l.conclude(probe, Now::one_clock(T0 + 3 + COOL_OFF_MS));
+    assert_eq!(
+        counted(&refused),
+        [Some((Verdict::Exceeded, Counted::Backend))]
+    );
+    assert_eq!(l.backend_state(store), BackendState::Asked);
+    assert_eq!(l.policy_name(refused.checks[0].policy()), "address");
+    // Asking nothing counts every check in memory as not asked.
+    let checks = l.checks(&Subject::of_request(None, Some("192.0.2.43")), "/api/items");
+    let none = l.asks_none(checks);
+    let decided = l.conclude(none, Now::one_clock(T0 + 4 + COOL_OFF_MS));
+    assert_eq!(
+        counted(&decided),
+        [Some((
+            Verdict::Within,
+            Counted::InMemory(InMemory::NotAsked)
+        ))]
+    );
+    assert_eq!(
+        l.policy_names().collect::<Vec<_>>(),
+        ["caller", "address"],
+        "no route: the built-in limits only"
+    );
+}

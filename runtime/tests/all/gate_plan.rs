@@ -204,6 +204,7 @@ proptest! {
         connection in "\\PC*",
         deployable in "\\PC*",
         paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60])), 0..4),
+        data_points in proptest::option::of("[A-Za-z][A-Za-z0-9_]{0,63}"),
     ) {
         let app = Application {
             store: Some(Store {
@@ -225,6 +226,7 @@ proptest! {
                     rate_limit: Some(Limit::new(*requests, *window)),
                 }))
                 .collect(),
+            data_points,
         };
         let plan = GatePlan::new(&app, &deployable).expect("planned");
         let text = plan.to_text().expect("a Workers plan");

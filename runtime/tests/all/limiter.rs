@@ -338,6 +338,7 @@ fn a_route_listed_twice_counts_each_request_once() {
             client_address: runtime::AddressSource::CloudflareHeader(Default::default()),
         }],
         routes: vec![route.clone(), route],
+        data_points: None,
     };
     let mut limiter = Limiter::new(&app, "edge", 1).expect("edge");
     let subject = address("192.0.2.5");

@@ -7,7 +7,9 @@
 //! none may change what the process holds for all of them: its
 //! environment, its current directory, its signal dispositions, its global
 //! `tracing` subscriber (the one [`common::Lines`] installs hands each
-//! thread only its own events).
+//! thread only its own events). The one exception, its `metrics` recorder,
+//! is installed once by [`common::metrics`] and read by each test only
+//! under its own deployable's name.
 
 mod common;
 mod sweep;
@@ -23,6 +25,7 @@ mod counter;
 mod floods;
 mod gate_plan;
 mod limiter;
+mod metrics;
 mod native;
 mod routes;
 mod secrets;

@@ -185,6 +185,16 @@ fn shown_description() -> Shown {
             ),
         ),
         ("bindings::Bindings", format!("{plan:?}")),
+        (
+            "bindings::DatasetEntry",
+            format!(
+                "{:?}",
+                runtime::bindings::DatasetEntry {
+                    binding: runtime::bindings::DATA_POINTS_BINDING.into(),
+                    dataset: "rate_limits".into(),
+                }
+            ),
+        ),
         ("bindings::Binding", format!("{:?}", plan.bindings)),
         ("bindings::Simple", format!("{:?}", plan.wrangler_entries())),
         (
@@ -268,6 +278,10 @@ fn shown_decision() -> Shown {
     vec![
         ("address::ClientAddress", format!("{client_address:?}")),
         ("breaker::Breaker", format!("{:?}", Breaker::new())),
+        (
+            "breaker::BackendState",
+            format!("{:?}", runtime::breaker::BackendState::VALUES),
+        ),
         ("breaker::Outcome", format!("{:?}", Outcome::Troubled)),
         ("breaker::Route", format!("{:?}", BreakerRoute::Probe)),
         ("counter::MemoryBound", format!("{bound:?} {bound}")),
@@ -275,6 +289,22 @@ fn shown_decision() -> Shown {
         ("counter::Verdict", format!("{:?}", Verdict::Exceeded)),
         ("limiter::Ask", ask),
         ("limiter::Check", format!("{check:?}")),
+        (
+            "limiter::Counted",
+            format!(
+                "{:?}",
+                decision
+                    .checks
+                    .iter()
+                    .map(|c| c.settled())
+                    .collect::<Vec<_>>()
+            ),
+        ),
+        (
+            "limiter::InMemory",
+            format!("{:?}", runtime::limiter::InMemory::CoolingOff),
+        ),
+        ("limiter::PolicyId", format!("{:?}", check.policy())),
         ("limiter::Decision", format!("{decision:?} {refused:?}")),
         ("limiter::FallbackLog", format!("{:?}", decision.logs)),
         ("limiter::Limiter", format!("{limiter:?}")),

@@ -3,8 +3,9 @@
 //! rules, run in the order their diagnostics are reported in:
 //! `connections.rs` (each connection, and the store), `deployables.rs`
 //! (each deployable, its store and its client address), `routes.rs` (each
-//! route's path and limit), and last the namespace ids (`connections.rs`),
-//! which depend on the routes too.
+//! route's path and limit), the namespace ids (`connections.rs`), which
+//! depend on the routes too, and last the data points' dataset
+//! (`data_points.rs`).
 
 use std::ops::Range;
 
@@ -12,10 +13,12 @@ use super::raw::RawApplication;
 use super::{Application, Code, Diagnostic, Diagnostics, Location};
 
 mod connections;
+mod data_points;
 mod deployables;
 mod routes;
 
 use connections::{validate_connections, validate_namespace_ids, validate_store};
+use data_points::validate_data_points;
 use deployables::validate_deployables;
 use routes::validate_routes;
 
@@ -50,6 +53,7 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
     let binding_store = store.is_binding();
     let routes = validate_routes(&mut report, &raw.routes, binding_store);
     validate_namespace_ids(&mut report, &connections, &routes);
+    let data_points = validate_data_points(&mut report, &raw);
 
     if !report.diagnostics.is_empty() {
         return Err(Diagnostics(report.diagnostics));
@@ -58,5 +62,6 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
         store: store.to_store(),
         deployables,
         routes,
+        data_points,
     })
 }

@@ -1,8 +1,10 @@
 //! What several of runtime's test modules share: the JSON lines a gate
-//! writes through `tracing`, captured while a test holds them, and an
-//! application's handler behind the tower layer.
+//! writes through `tracing`, captured while a test holds them, the
+//! process's metrics recorder and its scrapes, and an application's handler
+//! behind the tower layer.
 
 mod lines;
+pub mod metrics;
 pub use lines::Lines;
 
 use std::convert::Infallible;

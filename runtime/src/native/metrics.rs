@@ -1,0 +1,272 @@
+//! What a native gate tells its operators (the `metrics` feature): every
+//! decision, every request counted in memory because its store could not be
+//! asked, the store's state, its round trips, the refused-keys cache's
+//! answers, the addresses that could not be known and the in-memory
+//! counter's size against its bound, recorded through the [`metrics`]
+//! facade so the application picks the exporter (Prometheus's, say).
+//!
+//! Every label is a name from the application description (the deployable,
+//! a limit's policy name, a store connection) or a fixed word: never a key,
+//! an address or a caller, so no series grows with the number of clients.
+//! The handles are registered on the gate's first decision, once, so a
+//! request costs an atomic add per series it moves; install the recorder
+//! before the server serves.
+//!
+//! [`METRICS`] lists them all, as docs/operations.md does.
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+use metrics::{Counter, Gauge, Unit};
+
+use crate::address::AddressUnknown;
+use crate::backend::{BackendId, FallbackReason};
+use crate::breaker::BackendState;
+use crate::counter::Verdict;
+use crate::limiter::{Counted, Decision, InMemory, Limiter};
+
+/// Requests checked against a limit, by deployable, limit (its policy name,
+/// as the 429's `RateLimit-Policy` names it) and outcome (`passed`, `refused`).
+pub const DECISIONS: &str = "rate_limits_decisions_total";
+/// Checks counted in memory because their store could not be asked, by
+/// deployable, store and reason (`missing`, `failed`, `timed_out`,
+/// `cooling_off`, `not_asked`).
+pub const COUNTED_IN_MEMORY: &str = "rate_limits_counted_in_memory_total";
+/// Each store's state, by deployable, store and state (`asked`,
+/// `cooling_off`, `probing`): 1 for the state it is in, 0 for the others.
+pub const STORE_STATE: &str = "rate_limits_store_state";
+/// Each answered round trip to a store, in seconds, by deployable and store.
+pub const STORE_ROUND_TRIP: &str = "rate_limits_store_round_trip_seconds";
+/// Checks the refused-keys cache answered without a round trip, by
+/// deployable and store.
+pub const REFUSED_CACHE_ANSWERS: &str = "rate_limits_refused_cache_answers_total";
+/// Requests whose address could not be known, by deployable and reason (as
+/// `rate_limits.address_unknown` logs it).
+pub const ADDRESS_UNKNOWN: &str = "rate_limits_address_unknown_total";
+/// The in-memory counter's bytes on the heap now, by deployable.
+pub const MEMORY_BYTES: &str = "rate_limits_memory_bytes";
+/// The most the in-memory counter can hold, by deployable: its stated bound.
+pub const MEMORY_BOUND_BYTES: &str = "rate_limits_memory_bound_bytes";
+
+/// Every metric a native gate records, with its labels (beside
+/// `deployable`), for documentation and tests.
+pub const METRICS: [(&str, &[&str]); 8] = [
+    (DECISIONS, &["limit", "outcome"]),
+    (COUNTED_IN_MEMORY, &["store", "reason"]),
+    (STORE_STATE, &["store", "state"]),
+    (STORE_ROUND_TRIP, &["store"]),
+    (REFUSED_CACHE_ANSWERS, &["store"]),
+    (ADDRESS_UNKNOWN, &["reason"]),
+    (MEMORY_BYTES, &[]),
+    (MEMORY_BOUND_BYTES, &[]),
+];
+
+/// The handles of one gate's series, registered with the recorder installed
+/// when the gate first decides.
+pub(super) struct GateMetrics {
+    /// By the limiter's policy index: passed, refused.
+    decisions: Vec<[Counter; 2]>,
+    /// By backend: by [`MEMORY_REASONS`].
+    in_memory: Vec<[Counter; 5]>,
+    /// By backend: one gauge per [`BackendState::VALUES`], and the state last set.
+    states: Vec<([Gauge; 3], AtomicU8)>,
+    /// By backend: only a Redis store makes round trips.
+    #[cfg(feature = "redis")]
+    round_trips: Vec<metrics::Histogram>,
+    refused_cache: Vec<Counter>,
+    /// By [`AddressUnknown::VALUES`].
+    address_unknown: [Counter; 4],
+    memory_bytes: Gauge,
+}
+
+impl std::fmt::Debug for GateMetrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GateMetrics")
+            .field("limits", &self.decisions.len())
+            .field("stores", &self.states.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The reasons [`COUNTED_IN_MEMORY`] is labelled with, in its handles' order.
+const MEMORY_REASONS: [InMemory; 5] = [
+    InMemory::Unavailable(FallbackReason::Missing),
+    InMemory::Unavailable(FallbackReason::Failed),
+    InMemory::Unavailable(FallbackReason::TimedOut),
+    InMemory::CoolingOff,
+    InMemory::NotAsked,
+];
+
+impl GateMetrics {
+    /// Registers the series of `limiter`'s deployable (named `deployable`)
+    /// with the recorder installed now, describes them, and sets the gauges
+    /// that are known before any request: every store asked, the memory bound.
+    pub(super) fn register(limiter: &Limiter, deployable: &str) -> GateMetrics {
+        describe();
+        let deployable = deployable.to_owned();
+        let decisions = limiter
+            .policy_names()
+            .map(|limit| {
+                ["passed", "refused"].map(|outcome| {
+                    metrics::counter!(DECISIONS, "deployable" => deployable.clone(),
+                        "limit" => limit.to_owned(), "outcome" => outcome)
+                })
+            })
+            .collect();
+        let stores: Vec<String> = limiter.backend_names().map(str::to_owned).collect();
+        let in_memory = stores
+            .iter()
+            .map(|store| {
+                MEMORY_REASONS.map(|reason| {
+                    metrics::counter!(COUNTED_IN_MEMORY, "deployable" => deployable.clone(),
+                        "store" => store.clone(), "reason" => reason.as_str())
+                })
+            })
+            .collect();
+        let states = stores
+            .iter()
+            .map(|store| {
+                let gauges = BackendState::VALUES.map(|state| {
+                    metrics::gauge!(STORE_STATE, "deployable" => deployable.clone(),
+                        "store" => store.clone(), "state" => state.as_str())
+                });
+                for (gauge, state) in gauges.iter().zip(BackendState::VALUES) {
+                    gauge.set(f64::from(u8::from(state == BackendState::Asked)));
+                }
+                (gauges, AtomicU8::new(BackendState::Asked as u8))
+            })
+            .collect();
+        #[cfg(feature = "redis")]
+        let round_trips = stores
+            .iter()
+            .map(|store| {
+                metrics::histogram!(STORE_ROUND_TRIP, "deployable" => deployable.clone(),
+                    "store" => store.clone())
+            })
+            .collect();
+        let refused_cache = stores
+            .iter()
+            .map(|store| {
+                metrics::counter!(REFUSED_CACHE_ANSWERS, "deployable" => deployable.clone(),
+                    "store" => store.clone())
+            })
+            .collect();
+        let address_unknown = AddressUnknown::VALUES.map(|reason| {
+            metrics::counter!(ADDRESS_UNKNOWN, "deployable" => deployable.clone(),
+                "reason" => reason.as_str())
+        });
+        let memory_bytes = metrics::gauge!(MEMORY_BYTES, "deployable" => deployable.clone());
+        memory_bytes.set(limiter.memory_bytes() as f64);
+        metrics::gauge!(MEMORY_BOUND_BYTES, "deployable" => deployable)
+            .set(limiter.memory_bound_bytes() as f64);
+        GateMetrics {
+            decisions,
+            in_memory,
+            states,
+            #[cfg(feature = "redis")]
+            round_trips,
+            refused_cache,
+            address_unknown,
+            memory_bytes,
+        }
+    }
+
+    /// Records one request's decision: each of its checks, the stores'
+    /// states after it, and the counter's size when it counted in memory.
+    /// `limiter` is the one that decided, still locked.
+    pub(super) fn record(&self, limiter: &Limiter, decision: &Decision) {
+        let mut counted_in_memory = false;
+        for check in &decision.checks {
+            let Some((verdict, counted)) = check.settled() else {
+                continue;
+            };
+            if let Some(pair) = self.decisions.get(check.policy().index()) {
+                pair[usize::from(verdict == Verdict::Exceeded)].increment(1);
+            }
+            let store = check.backend().map(BackendId::index);
+            match counted {
+                Counted::InMemory(reason) => {
+                    counted_in_memory = true;
+                    // A check with no backend counts in memory by design: no trouble to count.
+                    let reason = MEMORY_REASONS.iter().position(|r| *r == reason);
+                    if let (Some(store), Some(reason)) = (store, reason)
+                        && let Some(counters) = self.in_memory.get(store)
+                    {
+                        counters[reason].increment(1);
+                    }
+                }
+                Counted::Remembered => {
+                    if let Some(counter) = store.and_then(|s| self.refused_cache.get(s)) {
+                        counter.increment(1);
+                    }
+                }
+                Counted::Backend => {}
+            }
+        }
+        if counted_in_memory {
+            self.memory_bytes.set(limiter.memory_bytes() as f64);
+        }
+        for (index, (gauges, last)) in self.states.iter().enumerate() {
+            let state = limiter.backend_state(BackendId::new(index));
+            let was = last.swap(state as u8, Ordering::Relaxed);
+            if was != state as u8 {
+                for (gauge, value) in gauges.iter().zip(BackendState::VALUES) {
+                    gauge.set(f64::from(u8::from(value == state)));
+                }
+            }
+        }
+    }
+
+    /// Records a round trip to store `store` that answered after `took`.
+    #[cfg(feature = "redis")]
+    pub(super) fn round_trip(&self, store: BackendId, took: std::time::Duration) {
+        if let Some(histogram) = self.round_trips.get(store.index()) {
+            histogram.record(took.as_secs_f64());
+        }
+    }
+
+    /// Records a request whose address could not be known.
+    pub(super) fn address_unknown(&self, reason: AddressUnknown) {
+        if let Some(index) = AddressUnknown::VALUES.iter().position(|r| *r == reason) {
+            self.address_unknown[index].increment(1);
+        }
+    }
+}
+
+/// The metrics' help texts, given to the recorder (Prometheus's `# HELP`).
+fn describe() {
+    metrics::describe_counter!(
+        DECISIONS,
+        "Requests checked against a limit, by limit (its RateLimit-Policy name) and outcome"
+    );
+    metrics::describe_counter!(
+        COUNTED_IN_MEMORY,
+        "Checks counted in the process's memory because their store could not be asked, by reason"
+    );
+    metrics::describe_gauge!(
+        STORE_STATE,
+        "1 for the state each store is in (asked, cooling_off, probing), 0 for the others"
+    );
+    metrics::describe_histogram!(
+        STORE_ROUND_TRIP,
+        Unit::Seconds,
+        "Each round trip to a store that answered"
+    );
+    metrics::describe_counter!(
+        REFUSED_CACHE_ANSWERS,
+        "Checks the refused-keys cache answered without asking the store"
+    );
+    metrics::describe_counter!(
+        ADDRESS_UNKNOWN,
+        "Requests whose client address could not be known, by reason (counted under one shared key)"
+    );
+    metrics::describe_gauge!(
+        MEMORY_BYTES,
+        Unit::Bytes,
+        "The in-memory counter's bytes on the heap"
+    );
+    metrics::describe_gauge!(
+        MEMORY_BOUND_BYTES,
+        Unit::Bytes,
+        "The most the in-memory counter can hold"
+    );
+}

@@ -1,0 +1,183 @@
+//! The native gate's metrics (the `metrics` feature) read back from a
+//! Prometheus recorder: a troubled store's fallbacks counted by reason and
+//! its state, a route template one series however many ids, and nothing of
+//! the facade linked without the feature.
+
+use std::sync::Arc;
+
+use runtime::breaker::COOL_OFF_MS;
+use runtime::native::NativeGate;
+use runtime::native::metrics::{
+    COUNTED_IN_MEMORY, DECISIONS, METRICS, STORE_ROUND_TRIP, STORE_STATE,
+};
+
+use crate::common::metrics::{recorder, samples, total};
+
+/// A native API named `deployable` on a Redis nothing listens on.
+fn missing_redis_gate(deployable: &str) -> NativeGate {
+    // Bound, then closed: nothing listens on the port any more.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let source = format!(
+        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
+         [rate_limits]\nstore = \"cache\"\n\
+         [[deployables]]\nname = \"{deployable}\"\ntarget = \"native\"\nserves_api = true\n"
+    );
+    NativeGate::from_toml(&source, deployable).expect("gate")
+}
+
+#[tokio::test]
+async fn a_missing_store_is_counted_in_memory_by_reason_and_its_state_is_cooling_off() {
+    let recorder = recorder();
+    let gate = missing_redis_gate("metrics-missing");
+    let subject = runtime::Subject::of_request(None, Some("192.0.2.1"));
+    for _ in 0..5 {
+        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    }
+    let ours = ("deployable", "metrics-missing");
+    let store = ("store", "cache");
+    let scrape = samples(&recorder.render());
+    let in_memory = |samples: &_, reason| {
+        total(
+            samples,
+            COUNTED_IN_MEMORY,
+            &[ours, store, ("reason", reason)],
+        )
+    };
+    // One dial found nothing; the four after it cooled off.
+    assert_eq!(in_memory(&scrape, "missing"), 1.0);
+    assert_eq!(in_memory(&scrape, "cooling_off"), 4.0);
+    assert_eq!(in_memory(&scrape, "timed_out"), 0.0);
+    let state = |samples: &_, state| total(samples, STORE_STATE, &[ours, store, ("state", state)]);
+    assert_eq!(state(&scrape, "cooling_off"), 1.0);
+    assert_eq!(state(&scrape, "asked") + state(&scrape, "probing"), 0.0);
+    // No round trip answered.
+    assert_eq!(
+        total(
+            &scrape,
+            &format!("{STORE_ROUND_TRIP}_count"),
+            &[ours, store]
+        ),
+        0.0
+    );
+    // After the cool-off one request probes, finds nothing again, and a new
+    // cool-off begins: one more `missing`.
+    gate.clock()
+        .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
+    for _ in 0..3 {
+        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    }
+    let scrape = samples(&recorder.render());
+    assert_eq!(in_memory(&scrape, "missing"), 2.0);
+    assert_eq!(in_memory(&scrape, "cooling_off"), 6.0);
+    assert_eq!(state(&scrape, "cooling_off"), 1.0);
+    assert_eq!(
+        total(
+            &scrape,
+            DECISIONS,
+            &[ours, ("limit", "address"), ("outcome", "passed")]
+        ),
+        8.0
+    );
+}
+
+/// A route template is one limit: its series are the template's, however
+/// many ids and addresses come, so no series grows with the clients.
+#[tokio::test]
+async fn a_route_template_is_one_series_however_many_ids_and_clients() {
+    let recorder = recorder();
+    let source = r#"
+[[deployables]]
+name = "metrics-templated"
+target = "native"
+serves_api = true
+
+[[routes]]
+path = "/api/users/{id}"
+rate_limit = { requests = 2, window = 60 }
+"#;
+    let gate = Arc::new(NativeGate::from_toml(source, "metrics-templated").expect("gate"));
+    let series = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with('#') && l.contains("deployable=\"metrics-templated\""))
+            .count()
+    };
+    let first = runtime::Subject::of_request(None, Some("198.51.100.250"));
+    assert!(gate.decide(&first, "/api/users/0").await.is_ok());
+    let after_one = series(&recorder.render());
+    for n in 0..200 {
+        let subject =
+            runtime::Subject::of_request(None, Some(&format!("10.1.{}.{}", n / 250, n % 250)));
+        assert!(
+            gate.decide(&subject, &format!("/api/users/{n}"))
+                .await
+                .is_ok()
+        );
+    }
+    // One client on three ids: the template counts them as one.
+    let one = runtime::Subject::of_request(None, Some("192.0.2.9"));
+    for id in ["a", "b", "c"] {
+        let _ = gate.decide(&one, &format!("/api/users/{id}")).await;
+    }
+    let text = recorder.render();
+    assert_eq!(series(&text), after_one, "{text}");
+    let scrape = samples(&text);
+    let ours = ("deployable", "metrics-templated");
+    let template = ("limit", "/api/users/{id}");
+    assert_eq!(
+        total(&scrape, DECISIONS, &[ours, template, ("outcome", "passed")]),
+        203.0
+    );
+    assert_eq!(
+        total(
+            &scrape,
+            DECISIONS,
+            &[ours, template, ("outcome", "refused")]
+        ),
+        1.0
+    );
+    assert!(
+        !text.contains("/api/users/1\""),
+        "a request's path as a label: {text}"
+    );
+    assert!(
+        !text.contains("192.0.2.9") && !text.contains("10.1.0.7"),
+        "{text}"
+    );
+}
+
+/// Every metric the module lists is described to the recorder, so a
+/// scrape's `# HELP` names each one.
+#[tokio::test]
+async fn every_metric_listed_is_described() {
+    let recorder = recorder();
+    let gate = missing_redis_gate("metrics-described");
+    let subject = runtime::Subject::of_request(None, Some("192.0.2.3"));
+    let _ = gate.decide(&subject, "/api/items").await;
+    let text = recorder.render();
+    for (name, _) in METRICS {
+        assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
+    }
+}
+
+/// Without the `metrics` feature the facade is not linked: its crate is an
+/// optional dependency that only that feature enables.
+#[test]
+fn without_the_feature_the_facade_is_not_linked() {
+    let manifest: toml::Table = toml::from_str(include_str!("../../Cargo.toml")).expect("toml");
+    let dependency = &manifest["dependencies"]["metrics"];
+    assert_eq!(dependency["optional"].as_bool(), Some(true), "{dependency}");
+    let features = manifest["features"].as_table().expect("features");
+    let enabling: Vec<&String> = features
+        .iter()
+        .filter(|(_, list)| {
+            list.as_array()
+                .is_some_and(|l| l.iter().any(|f| f.as_str() == Some("dep:metrics")))
+        })
+        .map(|(name, _)| name)
+        .collect();
+    assert_eq!(enabling, ["metrics"]);
+    assert_eq!(features["default"].as_array().map(Vec::len), Some(0));
+}
