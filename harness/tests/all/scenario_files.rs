@@ -1032,3 +1032,55 @@ fn a_worker_s_only_metric_is_its_data_points_and_only_with_a_dataset() {
     assert!(native.starts_with("scenarios/bad.toml:14:23: "), "{native}");
     assert!(native.contains("`api` is native"), "{native}");
 }
+
+#[test]
+fn a_dataset_s_binding_and_warning_agree() {
+    let app = WORKERS_API.replace(
+        "store = \"limits\"\n",
+        "store = \"limits\"\ndata_points = \"rate_limits\"\n",
+    );
+    let workers = |fields: &str, expect: &str| {
+        format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{app}'''\n{fields}[[scenario.steps]]\nsend = {{ requests = 1 }}\n[scenario.expect]\n{expect}"
+        )
+    };
+    loads(&workers(
+        "data_points_binding = \"throwing\"\n",
+        "data_points_warning = { reason = \"failed\" }\nmetrics = { 'data_points{limit=\"address\",reason=\"cooling_off\"}' = 0 }\nmetrics_series = { at_most = 4 }\n",
+    ));
+    for (text, at, wanted) in [
+        (
+            workers("", "data_points_warning = { reason = \"missing\" }\n"),
+            "20:23",
+            "the dataset binding is `recording`, which never fails",
+        ),
+        (
+            workers(
+                "data_points_binding = \"throwing\"\n",
+                "data_points_warning = { reason = \"missing\" }\n",
+            ),
+            "21:23",
+            "the dataset binding is `throwing`, so its line's reason is `failed`",
+        ),
+        (
+            workers(
+                "",
+                "metrics = { 'data_points{limit=\"/api/nowhere\"}' = 0 }\n",
+            ),
+            "20:13",
+            "never writes it (its limits are caller, address)",
+        ),
+        (
+            workers("", "metrics = { 'data_points{reason=\"no_store\"}' = 0 }\n"),
+            "20:13",
+            "`reason` of `data_points` is never `no_store`",
+        ),
+    ] {
+        let error = malformed(&text);
+        assert!(
+            error.starts_with(&format!("scenarios/bad.toml:{at}: ")),
+            "{text}\n{error}"
+        );
+        assert!(error.contains(wanted), "{error}");
+    }
+}

@@ -41,7 +41,7 @@ use crate::world::scenario_redis::ScenarioRedis;
 use crate::world::text::error_chain;
 use crate::world::wasm::WorkerBuild;
 use crate::world::workerd::count_server::fresh_scope;
-use crate::world::workerd::data_points::{EmulatedDataset, planned_binding};
+use crate::world::workerd::data_points::EmulatedDataset;
 use crate::world::workerd::reference::CountingCore;
 use crate::world::workerd::{CountServer, Workerd, WorkerdProcess};
 
@@ -282,13 +282,13 @@ impl<'a> Runner<'a> {
             let bindings = emulated_bindings(app, &prepared.deployable, prepared)?;
             // What the framework's build step would write for the deployable.
             let plan = GatePlan::new(app, &prepared.deployable)
-                .map_err(|e| EngineError::UnknownDeployable(e.0))?
-                .to_text()
-                .map_err(EngineError::Plan)?;
-            self.dataset = match (planned_binding(&plan), prepared.data_points_dataset()) {
+                .map_err(|e| EngineError::UnknownDeployable(e.0))?;
+            // The dataset binding the plan names (`data_points NAME`), as
+            // `wrangler --write` writes it into `analytics_engine_datasets`.
+            self.dataset = match (plan.data_points(), &app.data_points) {
                 (Some(binding), Some(dataset)) => Some(EmulatedDataset {
-                    binding,
-                    dataset,
+                    binding: binding.to_owned(),
+                    dataset: dataset.clone(),
                     behaviour: scenario
                         .data_points_binding
                         .as_ref()
@@ -297,6 +297,7 @@ impl<'a> Runner<'a> {
                 _ => None,
             };
             self.observation.data_points_binding = self.dataset.as_ref().map(|d| d.binding.clone());
+            let plan = plan.to_text().map_err(EngineError::Plan)?;
             self.start_isolates(&plan, &bindings, scenario.isolates)
                 .await?;
         }

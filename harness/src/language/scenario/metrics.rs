@@ -66,17 +66,20 @@ pub enum MetricName {
 
 /// The values of `outcome`.
 const OUTCOMES: &[&str] = &["passed", "refused"];
-/// The values of a native `counted_in_memory`'s `reason`.
-const IN_MEMORY_REASONS: &[&str] = &["missing", "failed", "timed_out", "cooling_off"];
-/// The values of a data point's `reason`: the binding counted it, the
-/// deployable counts in memory by design, or why the binding was not asked.
+/// The values of a native `counted_in_memory`'s `reason`
+/// (`runtime::limiter::InMemory`'s, but `no_backend`: a store that is there).
+const IN_MEMORY_REASONS: &[&str] = &["missing", "failed", "timed_out", "cooling_off", "not_asked"];
+/// The values of a data point's `reason`: the binding counted it (`none`),
+/// or why it was counted in memory (`runtime::limiter::InMemory`'s:
+/// `no_backend` is a deployable counting in memory by design).
 const POINT_REASONS: &[&str] = &[
     "none",
-    "no_store",
+    "no_backend",
+    "cooling_off",
     "missing",
     "failed",
     "timed_out",
-    "cooling_off",
+    "not_asked",
 ];
 /// The values of `store_state`'s `state`.
 const STORE_STATES: &[&str] = &["asked", "cooling_off", "probing"];
@@ -121,18 +124,20 @@ impl MetricName {
         }
     }
 
-    /// The series' name as recorded: a native series' Prometheus name (a
-    /// histogram's without its `_count`), or `data_points`.
+    /// The series' name as recorded: a native series' Prometheus name
+    /// (`runtime::native::metrics`'s; a histogram's without its `_count`),
+    /// or `data_points`.
     pub fn series_name(self) -> &'static str {
+        use runtime::native::metrics as native;
         match self {
-            MetricName::Decisions => "rate_limits_decisions_total",
-            MetricName::CountedInMemory => "rate_limits_counted_in_memory_total",
-            MetricName::StoreState => "rate_limits_store_state",
-            MetricName::StoreRoundTripSeconds => "rate_limits_store_round_trip_seconds",
-            MetricName::RefusedCacheAnswers => "rate_limits_refused_cache_answers_total",
-            MetricName::AddressUnknown => "rate_limits_address_unknown_total",
-            MetricName::MemoryBytes => "rate_limits_memory_bytes",
-            MetricName::MemoryBoundBytes => "rate_limits_memory_bound_bytes",
+            MetricName::Decisions => native::DECISIONS,
+            MetricName::CountedInMemory => native::COUNTED_IN_MEMORY,
+            MetricName::StoreState => native::STORE_STATE,
+            MetricName::StoreRoundTripSeconds => native::STORE_ROUND_TRIP,
+            MetricName::RefusedCacheAnswers => native::REFUSED_CACHE_ANSWERS,
+            MetricName::AddressUnknown => native::ADDRESS_UNKNOWN,
+            MetricName::MemoryBytes => native::MEMORY_BYTES,
+            MetricName::MemoryBoundBytes => native::MEMORY_BOUND_BYTES,
             MetricName::DataPoints => "data_points",
         }
     }
@@ -690,7 +695,7 @@ mod tests {
             ),
             (
                 r#"data_points{reason="cooling"}"#,
-                "one of none, no_store, missing, failed, timed_out, cooling_off",
+                "one of none, no_backend, cooling_off, missing, failed, timed_out, not_asked",
             ),
             (
                 r#"decisions{limit="a",limit="b"}"#,
@@ -699,6 +704,57 @@ mod tests {
         ] {
             let error = parse(written).expect_err(written);
             assert!(error.contains(wanted), "{written}: {error}");
+        }
+    }
+
+    /// The names, labels and values a selector may write are the runtime's
+    /// own, so a scenario cannot expect a series no gate records.
+    #[test]
+    fn the_native_names_labels_and_values_are_the_runtime_s() {
+        use runtime::native::metrics::METRICS;
+        let native: Vec<MetricName> = MetricName::ALL
+            .into_iter()
+            .filter(|n| n.source() == MetricSource::Native)
+            .collect();
+        assert_eq!(native.len(), METRICS.len());
+        for (name, (series, labels)) in native.into_iter().zip(METRICS) {
+            assert_eq!(name.series_name(), series);
+            let mut wanted: Vec<&str> = labels.to_vec();
+            wanted.push("deployable");
+            let ours: Vec<&str> = name.labels().iter().map(|(l, _)| *l).collect();
+            assert_eq!(ours, wanted, "{name}");
+        }
+        let states = runtime::breaker::BackendState::VALUES.map(|s| s.as_str());
+        assert_eq!(
+            MetricName::StoreState.label_values("state"),
+            Some(&states[..])
+        );
+        let unknown = runtime::address::AddressUnknown::VALUES.map(|r| r.as_str());
+        assert_eq!(
+            MetricName::AddressUnknown.label_values("reason"),
+            Some(&unknown[..])
+        );
+        use runtime::backend::FallbackReason;
+        use runtime::limiter::InMemory;
+        let in_memory = [
+            InMemory::Unavailable(FallbackReason::Missing),
+            InMemory::Unavailable(FallbackReason::Failed),
+            InMemory::Unavailable(FallbackReason::TimedOut),
+            InMemory::CoolingOff,
+            InMemory::NotAsked,
+        ]
+        .map(InMemory::as_str);
+        assert_eq!(
+            MetricName::CountedInMemory.label_values("reason"),
+            Some(&in_memory[..])
+        );
+        let points: Vec<&str> = POINT_REASONS[1..].to_vec();
+        for reason in [
+            InMemory::NoBackend,
+            InMemory::CoolingOff,
+            InMemory::NotAsked,
+        ] {
+            assert!(points.contains(&reason.as_str()), "{}", reason.as_str());
         }
     }
 

@@ -51,13 +51,8 @@ impl Prepared {
     /// The Workers Analytics Engine dataset its application writes data
     /// points to (`[rate_limits] data_points`), if it names one: only then
     /// does a Worker's plan bind one, and can a scenario expect its points.
-    pub fn data_points_dataset(&self) -> Option<String> {
-        let table: toml::Table = self.application_toml.parse().ok()?;
-        table
-            .get("rate_limits")?
-            .get("data_points")?
-            .as_str()
-            .map(str::to_owned)
+    pub fn data_points_dataset(&self) -> Option<&str> {
+        self.application.as_ref().ok()?.data_points.as_deref()
     }
 
     /// Whether it runs natively and counts in Redis: the harness starts a

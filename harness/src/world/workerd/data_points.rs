@@ -1,7 +1,7 @@
 //! The Workers Analytics Engine dataset a Worker writes its data points
 //! to, as the harness emulates it (`assets/data-points-binding.js`, a
 //! wrapped binding, as miniflare emulates it; workerd has none of its own):
-//! the binding the plan names ([`planned_binding`]), how it is configured
+//! how it is configured under the binding the plan names
 //! ([`EmulatedDataset`]), and what it received read into a
 //! [`MetricReading`] whose series are `data_points` by label set
 //! ([`read_points`]), each point's shape held to the interface.
@@ -13,23 +13,6 @@ use crate::world::metrics::{MetricReading, SeriesValue};
 
 /// The emulated binding's module, embedded in each isolate's config.
 pub const DATA_POINTS_JS: &str = include_str!("../../../assets/data-points-binding.js");
-
-/// The plan's line that names the dataset binding: `data_points NAME`.
-const PLAN_LINE: &str = "data_points";
-
-/// The dataset binding a Worker's plan names (`data_points NAME`), if its
-/// application writes data points: the harness binds its emulation under
-/// that name, as `wrangler --write` writes it into `analytics_engine_datasets`.
-pub fn planned_binding(plan: &str) -> Option<String> {
-    plan.lines().find_map(|line| {
-        let mut words = line.split(' ');
-        (words.next() == Some(PLAN_LINE))
-            .then(|| words.next())
-            .flatten()
-            .filter(|name| !name.is_empty())
-            .map(str::to_owned)
-    })
-}
 
 /// One isolate's emulated dataset binding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -138,20 +121,6 @@ fn labels_of(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_plan_names_the_dataset_binding_on_its_own_line() {
-        let plan = "rate-limits-plan 3\ndeployable edge\ndata_points RATE_LIMIT_DATA_POINTS\n";
-        assert_eq!(
-            planned_binding(plan).as_deref(),
-            Some("RATE_LIMIT_DATA_POINTS")
-        );
-        assert_eq!(
-            planned_binding("rate-limits-plan 2\ndeployable edge\n"),
-            None
-        );
-        assert_eq!(planned_binding("data_points_x Y\n"), None);
-    }
 
     #[test]
     fn well_formed_points_are_series_and_the_others_are_named() {
