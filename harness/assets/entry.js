@@ -13,7 +13,9 @@
 //   POST /bindings  {"NAME": behaviour, ...}  behaviour: "missing" hides the
 //                   binding from the deployable; anything else shows it and is
 //                   passed to the emulated binding's __harnessSetBehaviour.
-//   GET  /bindings  {"NAME": stats, ...} for every binding in the config.
+//   GET  /bindings  {"NAME": stats, ...} for every binding in the config
+//                   (ratelimit-binding.js's __harnessStats: counts, keys and
+//                   the deployable's calls, timed).
 //   POST /limit     {"binding": NAME, "options"?: any, "pending_after_ms": N}
 //                   one raw limit() call (no argument when `options` is absent),
 //                   answered as {"settled": "resolved", "value"} |
@@ -67,7 +69,8 @@ async function rawLimit(request, env) {
   if (hiddenSet(env).has(binding)) return Response.json({ settled: "missing" });
   let promise;
   try {
-    promise = options === undefined ? env[binding].limit() : env[binding].limit(options);
+    // The harness's call, not the deployable's: left out of the binding's call log.
+    promise = options === undefined ? env[binding].__harnessRawLimit() : env[binding].__harnessRawLimit(options);
   } catch (error) {
     return Response.json({ settled: "threw", error: errorFields(error) });
   }

@@ -68,18 +68,34 @@
 //   __harnessSetClock(ms)     the scenario clock's offset for a core with no
 //                             store (every binding of the isolate shares it)
 //   __harnessStats()          {binding, namespace, limit, period, behaviour,
-//                             calls, invalid, keys: {key: callCount}}; the
-//                             keys are every string key that reached limit(),
-//                             whatever the behaviour; `invalid` counts the
-//                             calls the core rejected
+//                             calls, invalid, keys: {key: callCount}, log,
+//                             log_dropped}; the keys are every string key
+//                             that reached limit(), whatever the behaviour;
+//                             `invalid` counts the calls the core rejected;
+//                             `log` is the deployable's calls in order, each
+//                             [Date.now() at the call, outcome, ms until it
+//                             settled or null], outcome one of "answered"
+//                             (a boolean `success`), "malformed" (resolved
+//                             without one), "rejected", "threw" or "pending"
+//                             (not settled yet): no key. The report page
+//                             draws each binding's cool-off and probe from
+//                             it. It keeps the first LOG_MAX calls;
+//                             `log_dropped` counts the rest.
+//   __harnessRawLimit(o)      limit(o) as entry.js's raw `limit` step calls
+//                             it: counted and keyed as any call, left out of
+//                             `log` (the harness's call, not the deployable's)
 
 const OPTION_KEYS = ["key", "limit", "period", "delta"];
 const PERIODS = [10, 60];
 const MAX_UINT32 = 4294967295;
 const NAMED_BEHAVIOURS = ["healthy", "throwing", "rejecting", "malformed", "hanging"];
 
-// binding name -> { behaviour, calls, invalid, keys: Map<string, number> }
+// binding name -> { behaviour, calls, invalid, keys: Map<string, number>,
+//                   log: [[at, outcome, settledAfter]], logDropped }
 const bindingStates = new Map();
+// The most calls a binding's log keeps in one isolate: far more than any
+// scenario makes, and a bound for a long load run.
+const LOG_MAX = 10000;
 // namespace id -> Map<`${period}:${key}`, { window, count }>, for a core with no store
 const namespaceCounters = new Map();
 // The scenario clock of a core with no store: Date.now() + this (entry.js sets
@@ -208,6 +224,35 @@ function delayed(promise, ms) {
   });
 }
 
+// A new entry of `state`'s call log, "pending" until it settles; null
+// once the log is full.
+function logged(state) {
+  if (state.log.length >= LOG_MAX) {
+    state.logDropped++;
+    return null;
+  }
+  const entry = [Date.now(), "pending", null];
+  state.log.push(entry);
+  return entry;
+}
+
+// `promise`, its settling noted in `entry` (when there is one): how it
+// settled and how long after the call.
+function watched(entry, promise) {
+  if (entry === null) return promise;
+  promise.then(
+    (value) => {
+      entry[1] = typeof value?.success === "boolean" ? "answered" : "malformed";
+      entry[2] = Date.now() - entry[0];
+    },
+    () => {
+      entry[1] = "rejected";
+      entry[2] = Date.now() - entry[0];
+    },
+  );
+  return promise;
+}
+
 class Ratelimit {
   #name;
   #namespace;
@@ -215,6 +260,7 @@ class Ratelimit {
   #period;
   #state;
   #core;
+  #raw = false;
 
   constructor(env) {
     this.#name = String(env.name ?? "RATE_LIMITER");
@@ -231,6 +277,8 @@ class Ratelimit {
         calls: 0,
         invalid: 0,
         keys: new Map(),
+        log: [],
+        logDropped: 0,
       };
       bindingStates.set(this.#name, state);
     }
@@ -244,19 +292,31 @@ class Ratelimit {
     if (options !== null && typeof options === "object" && typeof options.key === "string") {
       state.keys.set(options.key, (state.keys.get(options.key) ?? 0) + 1);
     }
+    const entry = this.#raw ? null : logged(state);
     const behaviour = state.behaviour;
     switch (behaviour) {
       case "throwing":
+        if (entry !== null) entry[1] = "threw";
         throw new Error("harness ratelimit: binding threw (behaviour=throwing)");
       case "rejecting":
-        return Promise.reject(new Error("harness ratelimit: binding rejected (behaviour=rejecting)"));
+        return watched(entry, Promise.reject(new Error("harness ratelimit: binding rejected (behaviour=rejecting)")));
       case "malformed":
-        return Promise.resolve({ ok: true });
+        return watched(entry, Promise.resolve({ ok: true }));
       case "hanging":
         return new Promise(() => {});
     }
     const outcome = this.#ask(options, state);
-    return typeof behaviour === "object" ? delayed(outcome, behaviour.slow_ms) : outcome;
+    return watched(entry, typeof behaviour === "object" ? delayed(outcome, behaviour.slow_ms) : outcome);
+  }
+
+  // limit(), left out of the log: the raw `limit` step's call.
+  __harnessRawLimit(...args) {
+    this.#raw = true;
+    try {
+      return this.limit(...args);
+    } finally {
+      this.#raw = false;
+    }
   }
 
   // The core's answer as a promise; a validation error is a rejection, never
@@ -312,6 +372,8 @@ class Ratelimit {
       calls: s.calls,
       invalid: s.invalid,
       keys: Object.fromEntries(s.keys),
+      log: s.log,
+      log_dropped: s.logDropped,
     };
   }
 }

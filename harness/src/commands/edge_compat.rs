@@ -154,6 +154,16 @@ fn cloudflare_section(pinned: &Side, newest: &Side, results: Option<&Path>) -> S
     }
 }
 
+/// `side` as the drift page shows it.
+fn drift_side(side: &Side) -> html_report::DriftSide<'_> {
+    html_report::DriftSide {
+        label: &side.label,
+        workerd_version: &side.workerd_version,
+        npm_version: &side.npm_version,
+        outcomes: &side.outcomes,
+    }
+}
+
 /// `drift.md`, `drift.html`, and `junit.xml` with one suite per side.
 fn write_reports(
     out: &Path,
@@ -162,8 +172,12 @@ fn write_reports(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(out)?;
     std::fs::write(out.join("drift.md"), markdown)?;
-    let page =
-        html_report::drift_page([pinned, newest, reference]).map_err(std::io::Error::other)?;
+    let page = html_report::drift_page([
+        drift_side(pinned),
+        drift_side(newest),
+        drift_side(reference),
+    ])
+    .map_err(std::io::Error::other)?;
     std::fs::write(out.join("drift.html"), page)?;
     report::write_junit(
         &out.join("junit.xml"),

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::commands::error::CommandError;
-use crate::commands::html_report::{self, RunInfo};
+use crate::commands::html_report::{self, RanOn, RunInfo};
 use crate::commands::preflight;
 use crate::commands::report::{self, Counts};
 use crate::commands::suite::{self, Suite};
@@ -115,8 +115,10 @@ pub fn run(request: RunRequest) -> Result<bool, CommandError> {
     if let Some(path) = request.html {
         let page = html_report::render(
             &RunInfo {
-                workerd: &env.workerd.version,
-                core: request.core.name(),
+                ran_on: RanOn::Workerd {
+                    workerd: &env.workerd.version,
+                    core: request.core.name(),
+                },
                 worker: request.worker.name(),
                 skipped: result.skipped,
             },

@@ -1,11 +1,15 @@
 //! What the report page draws of one scenario, taken from what its run
-//! observed: each step, request and fallback line on the scenario clock.
-//! Only statuses, times, steps and isolate indexes are kept: no address,
+//! observed: each step, request and fallback line on the scenario clock,
+//! the window lengths of the limits its deployable counts, and each
+//! binding's cool-off and probe as its calls show them. Only statuses,
+//! times, steps, binding names and isolate indexes are kept: no address,
 //! caller, path or header a request carried, so no key can reach the page.
 
 use std::time::Duration;
 
-use crate::engine::{Observation, StepRecord};
+use runtime::config::Counting;
+
+use crate::engine::{BindingCall, Observation, RequestRecord, StepRecord, Trouble};
 use crate::judge::scenario::fallback_line;
 use crate::language::scenario::{Action, Prepared};
 
@@ -16,14 +20,46 @@ pub struct Trace {
     pub place: Option<String>,
     /// How many isolates (or native instances) it ran: a lane each.
     pub isolates: usize,
-    /// Whether they are native instances rather than workerd isolates.
-    pub native: bool,
+    /// What its lanes are: workerd isolates, native instances, or the
+    /// Worker on Cloudflare.
+    pub lanes: Lanes,
+    /// The window lengths, in seconds, of the limits its deployable counts
+    /// (the built-in caller and address limits and the routes' own), each
+    /// once, shortest first; none when it counts nothing. The timeline
+    /// draws these windows' boundaries, not a fixed 10 s and 60 s.
+    pub windows: Vec<u32>,
     /// Its steps, in order.
     pub steps: Vec<TraceStep>,
     /// Its requests, in the order their answers were collected.
     pub requests: Vec<TraceRequest>,
     /// The fallback lines its processes logged.
     pub fallbacks: Vec<TraceFallback>,
+    /// Each binding's cool-offs, as its calls show them ([`cool_offs`]).
+    pub cool_offs: Vec<TraceCoolOff>,
+}
+
+/// What a [`Trace`]'s lanes are, which says how each is named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Lanes {
+    /// workerd isolates: `isolate 0`, `isolate 1`...
+    #[default]
+    Isolates,
+    /// `native-fixture` processes: `instance 0`...
+    NativeInstances,
+    /// The Worker on Cloudflare: one lane, as its tail does not tell
+    /// isolates apart.
+    Cloudflare,
+}
+
+impl Lanes {
+    /// How the page names lane `index`.
+    pub fn name(self, index: usize) -> String {
+        match self {
+            Lanes::Isolates => format!("isolate {index}"),
+            Lanes::NativeInstances => format!("instance {index}"),
+            Lanes::Cloudflare => "Cloudflare".to_owned(),
+        }
+    }
 }
 
 /// What kind of step a [`TraceStep`] is: the page marks each kind its own way.
@@ -85,6 +121,36 @@ pub struct TraceFallback {
     pub reason: String,
 }
 
+/// One binding left alone by one lane's deployable after a troubled call,
+/// on the scenario clock, and the call that probed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceCoolOff {
+    /// The isolate (0-based).
+    pub isolate: usize,
+    /// The binding.
+    pub binding: String,
+    /// What the call that started it did: `threw`, `rejected`,
+    /// `answered malformed`, `no answer in time`.
+    pub trouble: &'static str,
+    /// When the trouble was seen (ms on the scenario clock).
+    pub started_ms: f64,
+    /// When it ended: at the probe, or (no probe) at the last answer the
+    /// isolate gave without asking the binding.
+    pub ended_ms: f64,
+    /// The call that probed the binding, if one came.
+    pub probe: Option<TraceProbe>,
+}
+
+/// The call that probed a binding after its cool-off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TraceProbe {
+    /// When (ms on the scenario clock).
+    pub clock_ms: f64,
+    /// Whether the binding answered it in time (the isolate asks it again),
+    /// or was troubled again (a new cool-off).
+    pub answered: bool,
+}
+
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1000.0
 }
@@ -92,6 +158,28 @@ fn ms(duration: Duration) -> f64 {
 impl Trace {
     /// The trace of `prepared`'s run, which observed `observation`.
     pub fn of(prepared: &Prepared, observation: &Observation) -> Trace {
+        let lanes = if prepared.runs_natively() {
+            Lanes::NativeInstances
+        } else {
+            Lanes::Isolates
+        };
+        let isolates = prepared.scenario.scenario.get_ref().isolates;
+        Trace::with_lanes(prepared, observation, lanes, isolates)
+    }
+
+    /// The trace of `prepared`'s run on Cloudflare itself
+    /// ([`crate::engine::cloudflare`]), which observed `observation`: one
+    /// lane, its requests and the tail's lines.
+    pub fn on_cloudflare(prepared: &Prepared, observation: &Observation) -> Trace {
+        Trace::with_lanes(prepared, observation, Lanes::Cloudflare, 1)
+    }
+
+    fn with_lanes(
+        prepared: &Prepared,
+        observation: &Observation,
+        lanes: Lanes,
+        isolates: usize,
+    ) -> Trace {
         let scenario = prepared.scenario.scenario.get_ref();
         let place = prepared
             .scenario
@@ -148,15 +236,125 @@ impl Trace {
                 })
             })
             .collect();
+        let cool_offs = cool_offs(&observation.binding_calls, &observation.requests)
+            .into_iter()
+            .map(|c| TraceCoolOff {
+                isolate: c.call.isolate,
+                binding: c.call.binding.clone(),
+                trouble: c.trouble.label(),
+                started_ms: clock.at_call(c.started),
+                ended_ms: clock.at_call(c.ended),
+                probe: c.probe.map(|p| TraceProbe {
+                    clock_ms: clock.at_call(p.at),
+                    answered: p.outcome.trouble().is_none(),
+                }),
+            })
+            .collect();
         Trace {
             place: Some(place),
-            isolates: scenario.isolates,
-            native: prepared.runs_natively(),
+            isolates,
+            lanes,
+            windows: windows(prepared),
             steps,
             requests,
             fallbacks,
+            cool_offs,
         }
     }
+}
+
+/// A cool-off as the run observed it, on the harness's clock.
+#[derive(Debug, Clone, PartialEq)]
+struct CoolOff<'a> {
+    /// The troubled call that started it.
+    call: &'a BindingCall,
+    trouble: Trouble,
+    started: Duration,
+    ended: Duration,
+    /// The next call of that binding from that process.
+    probe: Option<&'a BindingCall>,
+}
+
+/// The cool-offs `calls` and `requests` show, per process and binding: a
+/// troubled call ([`crate::engine::BindingOutcome::trouble`]) after which
+/// the process answered at least one request without calling the binding,
+/// up to its next call of it (the probe) or the last such answer. It
+/// starts when the trouble could be seen: at a throw, at a rejection or a
+/// malformed answer, and for no answer in time when the first request in
+/// flight at the call was answered (the gate stopped waiting). Only what
+/// the run observed: where a second request was in flight, a call it made
+/// before the trouble was seen starts no cool-off of its own, as nothing
+/// was answered in between.
+fn cool_offs<'a>(calls: &'a [BindingCall], requests: &[RequestRecord]) -> Vec<CoolOff<'a>> {
+    let mut by_backend: std::collections::BTreeMap<(usize, usize, &str), Vec<&BindingCall>> =
+        Default::default();
+    for call in calls {
+        by_backend
+            .entry((call.isolate, call.generation, call.binding.as_str()))
+            .or_default()
+            .push(call);
+    }
+    // Calls are timed to the ms; a request sent within one of a call may be
+    // the one that made it.
+    let tick = Duration::from_millis(1);
+    let mut out = Vec::new();
+    for ((isolate, _, _), mut mine) in by_backend {
+        mine.sort_by_key(|c| c.at);
+        let answers: Vec<(Duration, Duration)> = requests
+            .iter()
+            .filter(|r| r.isolate == isolate)
+            .map(|r| (r.sent, r.sent + r.latency))
+            .collect();
+        for (index, call) in mine.iter().enumerate() {
+            let Some(trouble) = call.outcome.trouble() else {
+                continue;
+            };
+            let started = match call.outcome.settled_after() {
+                Some(after) if trouble != Trouble::NoAnswerInTime => call.at + after,
+                _ => answers
+                    .iter()
+                    .filter(|(sent, end)| *sent <= call.at + tick && *end >= call.at)
+                    .map(|(_, end)| *end)
+                    .min()
+                    .unwrap_or(call.at),
+            };
+            let probe = mine.get(index + 1).copied();
+            let unasked = answers
+                .iter()
+                .filter(|(sent, end)| *sent >= started && probe.is_none_or(|p| *end <= p.at))
+                .map(|(_, end)| *end)
+                .max();
+            let Some(last_unasked) = unasked else {
+                continue;
+            };
+            out.push(CoolOff {
+                call,
+                trouble,
+                started,
+                ended: probe.map_or(last_unasked, |p| p.at).max(started),
+                probe,
+            });
+        }
+    }
+    out
+}
+
+/// The window lengths (seconds) of the limits `prepared`'s deployable
+/// counts, each once, shortest first: every limit of its application (the
+/// built-in ones and the routes' own, which every deployable serving the
+/// API counts, [`runtime::GatePlan`]); none for a deployable that serves no
+/// API or a description that does not validate.
+pub fn windows(prepared: &Prepared) -> Vec<u32> {
+    let Some((app, deployable)) = prepared.described() else {
+        return Vec::new();
+    };
+    if matches!(app.counting(deployable), Counting::NoApi) {
+        return Vec::new();
+    }
+    let mut windows: Vec<u32> = app.limits().iter().map(|l| l.window_seconds).collect();
+    windows.sort_unstable();
+    windows.dedup();
+    windows
 }
 
 /// The scenario clock of a run, read from its steps: the first step's
@@ -171,6 +369,8 @@ struct Clock {
 /// One step on the harness's clock and on the scenario clock.
 #[derive(Debug, Clone, Copy)]
 struct Span {
+    /// Whether it is a `send`, the steps a deployable calls its bindings in.
+    send: bool,
     started: Duration,
     ended: Duration,
     clock_started: f64,
@@ -197,6 +397,7 @@ impl Clock {
                     jumps += (moved - real).round().max(0.0);
                 }
                 Span {
+                    send: *kind == StepKind::Send,
                     started: step.started,
                     ended: step.ended,
                     clock_started,
@@ -207,6 +408,27 @@ impl Clock {
             })
             .collect();
         Clock { spans }
+    }
+
+    /// The scenario clock at `at`, the time of a binding's call or one read
+    /// from calls: a deployable calls its bindings while a `send`'s requests
+    /// are in flight, and calls are timed to the ms, so one that seems to
+    /// fall outside every `send` (the ms before one that began just after a
+    /// clock step, which would put it before the jump) is placed at the
+    /// nearest `send`'s edge.
+    fn at_call(&self, at: Duration) -> f64 {
+        let nearest = self
+            .spans
+            .iter()
+            .filter(|s| s.send)
+            .map(|s| (s, s.started.saturating_sub(at) + at.saturating_sub(s.ended)))
+            .min_by_key(|(_, distance)| *distance);
+        match nearest {
+            Some((span, distance)) if !distance.is_zero() => {
+                self.at(at.clamp(span.started, span.ended))
+            }
+            _ => self.at(at),
+        }
     }
 
     /// The scenario clock at `at` (since the scenario started); before the
@@ -294,6 +516,176 @@ mod tests {
         assert!(near(clock.at(Duration::from_millis(320)), 5_270.0));
         // Before the first step: at its start.
         assert!(near(clock.at(Duration::from_millis(10)), 50.0));
+        // A call timed in the clock step, a ms before a send that began
+        // after it, is that send's: after the jump.
+        let steps = [
+            step(0, 100, 300, (50, 250)),
+            step(1, 300, 310, (250, 5_260)),
+            step(2, 310, 400, (5_260, 5_350)),
+        ];
+        let kinds = [
+            (StepKind::Send, String::new()),
+            (StepKind::Clock, String::new()),
+            (StepKind::Send, String::new()),
+        ];
+        let clock = Clock::of(&steps, &kinds);
+        assert!(near(clock.at(Duration::from_millis(309)), 259.0));
+        assert!(near(clock.at_call(Duration::from_millis(309)), 5_260.0));
+        assert!(near(clock.at_call(Duration::from_millis(301)), 250.0));
+        assert!(near(clock.at_call(Duration::from_millis(350)), 5_300.0));
         assert!(Clock::default().at(Duration::from_millis(10)).abs() < 1e-9);
+    }
+
+    /// The first scenario of a file naming `app` and `deployable`.
+    fn prepared(dir: &std::path::Path, app: &str, deployable: &str) -> Prepared {
+        let app = crate::world::paths::scenarios_dir().join("apps").join(app);
+        let text = format!(
+            "application = \"{}\"\ndeployable = \"{deployable}\"\n\n[[scenario]]\nname = \"one\"\n\n\
+             [[scenario.steps]]\nsend = {{ requests = 1 }}\n",
+            app.display()
+        );
+        let path = dir.join("w.toml");
+        std::fs::write(&path, text).expect("write");
+        crate::language::scenario::load_file(&path, std::path::Path::new("w.toml"))
+            .expect("loads")
+            .remove(0)
+    }
+
+    #[test]
+    fn the_windows_are_those_of_the_limits_the_deployable_counts() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // The built-in limits are a minute's; a route of 10 s adds its window...
+        assert_eq!(
+            windows(&prepared(dir.path(), "cloudflare.toml", "edge")),
+            [10, 60]
+        );
+        // ...a route of a minute adds none...
+        assert_eq!(
+            windows(&prepared(dir.path(), "minute-route.toml", "edge")),
+            [60]
+        );
+        // ...one of two minutes adds its own.
+        assert_eq!(
+            windows(&prepared(dir.path(), "redis-route.toml", "edge")),
+            [60, 120]
+        );
+        // A deployable serving no API counts nothing.
+        assert!(windows(&prepared(dir.path(), "cloudflare.toml", "site")).is_empty());
+    }
+
+    use crate::engine::BindingOutcome;
+
+    fn call(isolate: usize, at: u64, outcome: BindingOutcome) -> BindingCall {
+        BindingCall {
+            isolate,
+            generation: 0,
+            binding: "LIMITS_120_PER_60S".into(),
+            at: Duration::from_millis(at),
+            outcome,
+        }
+    }
+
+    fn request(isolate: usize, sent: u64, latency: u64) -> RequestRecord {
+        RequestRecord {
+            step: 0,
+            number: 1,
+            isolate,
+            outcome: Ok(200),
+            headers: Default::default(),
+            body: String::new(),
+            latency: Duration::from_millis(latency),
+            sent: Duration::from_millis(sent),
+        }
+    }
+
+    /// (isolate, trouble, started ms, ended ms, probe ms).
+    fn seen(
+        calls: &[BindingCall],
+        requests: &[RequestRecord],
+    ) -> Vec<(usize, Trouble, u64, u64, Option<u64>)> {
+        cool_offs(calls, requests)
+            .iter()
+            .map(|c| {
+                (
+                    c.call.isolate,
+                    c.trouble,
+                    c.started.as_millis() as u64,
+                    c.ended.as_millis() as u64,
+                    c.probe.map(|p| p.at.as_millis() as u64),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_cool_off_runs_from_the_trouble_seen_to_the_next_call_and_only_where_it_was_observed() {
+        let ms = Duration::from_millis;
+        // A hanging binding: the first request (100 to 600 ms) waits for
+        // the deadline; the next ones are answered without a call; the
+        // call at 900 ms probes it and is answered.
+        let hanging = [
+            call(0, 101, BindingOutcome::Pending),
+            call(0, 900, BindingOutcome::Answered(ms(2))),
+            call(0, 910, BindingOutcome::Answered(ms(2))),
+        ];
+        let requests = [
+            request(0, 100, 500),
+            request(0, 601, 2),
+            request(0, 604, 2),
+            request(0, 899, 4),
+            request(0, 909, 4),
+        ];
+        assert_eq!(
+            seen(&hanging, &requests),
+            [(0, Trouble::NoAnswerInTime, 600, 900, Some(900))]
+        );
+        // Two requests in flight together: their two calls start one cool-off,
+        // from the first answer, not one between the calls.
+        let together = [
+            call(0, 100, BindingOutcome::Pending),
+            call(0, 101, BindingOutcome::Pending),
+            call(0, 900, BindingOutcome::Rejected(ms(1))),
+        ];
+        let both = [
+            request(0, 99, 501),
+            request(0, 100, 502),
+            request(0, 610, 2),
+        ];
+        assert_eq!(
+            seen(&together, &both),
+            [(0, Trouble::NoAnswerInTime, 600, 900, Some(900))]
+        );
+        // The probe troubled again, then nothing asked it to the end: a
+        // second cool-off, to the last answer, with no probe.
+        let after = [
+            request(0, 99, 501),
+            request(0, 100, 502),
+            request(0, 610, 2),
+            request(0, 950, 3),
+        ];
+        let again = seen(&together, &after);
+        assert_eq!(again.len(), 2, "{again:?}");
+        assert_eq!(again[1], (0, Trouble::Rejected, 901, 953, None));
+        // A throw seen at once; a slow answer past the deadline is no answer in time.
+        let thrown = [
+            call(1, 50, BindingOutcome::Threw),
+            call(1, 700, BindingOutcome::Answered(ms(600))),
+        ];
+        let served = [request(1, 49, 3), request(1, 60, 2), request(1, 699, 605)];
+        assert_eq!(
+            seen(&thrown, &served),
+            [(1, Trouble::Threw, 50, 700, Some(700))]
+        );
+        // Answers in time start nothing, however long no call comes; and a
+        // trouble after which the isolate answered nothing is no cool-off seen.
+        let healthy = [
+            call(0, 100, BindingOutcome::Answered(ms(3))),
+            call(0, 5_000, BindingOutcome::Answered(ms(3))),
+        ];
+        assert!(seen(&healthy, &requests).is_empty());
+        let alone = [call(0, 100, BindingOutcome::Pending)];
+        assert!(seen(&alone, &[request(0, 99, 501)]).is_empty());
+        // Another isolate's answers are not this one's.
+        assert!(seen(&alone, &[request(0, 99, 501), request(1, 700, 2)]).is_empty());
     }
 }

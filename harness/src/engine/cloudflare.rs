@@ -13,10 +13,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 use super::clock;
-use super::observation::{Observation, RequestRecord};
+use super::observation::{Observation, RequestRecord, StepRecord};
 use super::runner::{CALLER_HEADER, WALL_MARGIN, answer, wall_ms};
 use crate::language::on_cloudflare::{self, SendOnCloudflare};
-use crate::language::scenario::{Action, Prepared};
+use crate::language::scenario::{Action, Prepared, Step};
 
 /// A step Cloudflare cannot run (the scenario file's check refuses these first).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,51 +29,90 @@ pub struct NotOnCloudflare {
 }
 
 /// Runs `prepared`'s steps against the Worker at `url` with `client`. What
-/// was sent and answered is in `observation`, even when a step could not run.
+/// was sent and answered is in `observation`, even when a step could not
+/// run: each request's send time and each step's times since `epoch` (the
+/// scenario's start, as its tail's lines are timed), and on the clock,
+/// which there is the wall clock, in ms since the minute the first step
+/// began in (where its windows begin), so the report page draws its
+/// timeline as a local run's.
 pub async fn run_steps(
     prepared: &Prepared,
     url: &str,
     client: &reqwest::Client,
     observation: &mut Observation,
+    epoch: Instant,
 ) -> Result<(), NotOnCloudflare> {
     let scenario = prepared.scenario.scenario.get_ref();
     let sends = on_cloudflare::sends(scenario);
+    let origin = clock::minute_of(wall_ms());
     for (index, step) in scenario.steps.iter().enumerate() {
-        let not_here = |what| NotOnCloudflare {
-            step: index + 1,
-            what,
-        };
-        match step.get_ref().action() {
-            Ok(Action::Send { .. }) => {
-                let send = sends
-                    .iter()
-                    .find(|s| s.index == index)
-                    .ok_or(not_here("a send of a scenario without `on_cloudflare`"))?;
-                send_requests(send, url, client, observation).await;
-            }
-            Ok(Action::WaitForWindow(seconds)) => {
-                sleep_ms(clock::to_next_boundary(
-                    wall_ms(),
-                    u64::from(seconds) * 1000,
-                ))
-                .await;
-            }
-            Ok(Action::WaitForRoom(room)) => {
-                sleep_ms(clock::to_room(
-                    wall_ms(),
-                    u64::from(room.window) * 1000,
-                    u64::from(room.seconds) * 1000,
-                ))
-                .await;
-            }
-            Ok(Action::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
-            Ok(Action::SetBindings(_)) => return Err(not_here("`set_bindings`")),
-            Ok(Action::SetRedis(_)) => return Err(not_here("`set_redis`")),
-            Ok(Action::AdvanceClock(_)) => return Err(not_here("`advance_clock`")),
-            Ok(Action::RestartIsolate(_)) => return Err(not_here("`restart_isolate`")),
-            Ok(Action::Limit(_)) => return Err(not_here("`limit`")),
-            Err(_) => return Err(not_here("a step that is no step")),
+        let started = epoch.elapsed();
+        let clock_started_ms = wall_ms().saturating_sub(origin);
+        run_step(
+            index,
+            step.get_ref(),
+            &sends,
+            url,
+            client,
+            observation,
+            epoch,
+        )
+        .await?;
+        observation.steps.push(StepRecord {
+            index,
+            started,
+            ended: epoch.elapsed(),
+            clock_started_ms,
+            clock_ended_ms: wall_ms().saturating_sub(origin),
+        });
+    }
+    Ok(())
+}
+
+/// Runs step `index`, `step`, of a scenario whose sends are `sends`.
+async fn run_step(
+    index: usize,
+    step: &Step,
+    sends: &[SendOnCloudflare<'_>],
+    url: &str,
+    client: &reqwest::Client,
+    observation: &mut Observation,
+    epoch: Instant,
+) -> Result<(), NotOnCloudflare> {
+    let not_here = |what| NotOnCloudflare {
+        step: index + 1,
+        what,
+    };
+    match step.action() {
+        Ok(Action::Send { .. }) => {
+            let send = sends
+                .iter()
+                .find(|s| s.index == index)
+                .ok_or(not_here("a send of a scenario without `on_cloudflare`"))?;
+            send_requests(send, url, client, observation, epoch).await;
         }
+        Ok(Action::WaitForWindow(seconds)) => {
+            sleep_ms(clock::to_next_boundary(
+                wall_ms(),
+                u64::from(seconds) * 1000,
+            ))
+            .await;
+        }
+        Ok(Action::WaitForRoom(room)) => {
+            sleep_ms(clock::to_room(
+                wall_ms(),
+                u64::from(room.window) * 1000,
+                u64::from(room.seconds) * 1000,
+            ))
+            .await;
+        }
+        Ok(Action::SleepMs(ms)) => tokio::time::sleep(Duration::from_millis(ms)).await,
+        Ok(Action::SetBindings(_)) => return Err(not_here("`set_bindings`")),
+        Ok(Action::SetRedis(_)) => return Err(not_here("`set_redis`")),
+        Ok(Action::AdvanceClock(_)) => return Err(not_here("`advance_clock`")),
+        Ok(Action::RestartIsolate(_)) => return Err(not_here("`restart_isolate`")),
+        Ok(Action::Limit(_)) => return Err(not_here("`limit`")),
+        Err(_) => return Err(not_here("a step that is no step")),
     }
     Ok(())
 }
@@ -92,6 +131,7 @@ async fn send_requests(
     url: &str,
     client: &reqwest::Client,
     observation: &mut Observation,
+    epoch: Instant,
 ) {
     let send = step.send;
     if let Some(caller) = &send.caller {
@@ -132,14 +172,15 @@ async fn send_requests(
                 refused.store(true, Ordering::SeqCst);
             }
             drop(permit);
-            (number, record, started.elapsed())
+            let sent = started.saturating_duration_since(epoch);
+            (number, record, started.elapsed(), sent)
         }));
         if send.spacing_ms > 0 && number < step.requests() {
             tokio::time::sleep(Duration::from_millis(send.spacing_ms)).await;
         }
     }
     for task in tasks {
-        if let Ok((number, (outcome, headers, body), latency)) = task.await {
+        if let Ok((number, (outcome, headers, body), latency, sent)) = task.await {
             observation.requests.push(RequestRecord {
                 step: step.index,
                 number,
@@ -148,8 +189,7 @@ async fn send_requests(
                 headers,
                 body,
                 latency,
-                // Cloudflare runs draw no timeline.
-                sent: Duration::ZERO,
+                sent,
             });
         }
     }

@@ -142,6 +142,10 @@ pub struct Observation {
     pub malformed_points: Vec<MetricsText>,
     /// Every step that ran, in order.
     pub steps: Vec<StepRecord>,
+    /// Every `limit()` call the deployable made on an emulated binding, as
+    /// each binding logged it in each process, read when the process
+    /// stopped (none for native instances or on Cloudflare).
+    pub binding_calls: Vec<BindingCall>,
     /// The whole run, processes' start and stop included.
     pub duration: Duration,
 }
@@ -174,4 +178,96 @@ pub struct CallRecord {
     pub isolate: usize,
     /// What the call gave.
     pub outcome: CallOutcome,
+}
+
+/// One `limit()` call a Workers deployable made on an emulated binding, as
+/// the binding logged it (`assets/ratelimit-binding.js`): when, and how it
+/// went, never its key. The report page draws each binding's cool-off and
+/// probe from these, as the run observed them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BindingCall {
+    /// The isolate (0-based) whose deployable called it.
+    pub isolate: usize,
+    /// The isolate's process: 0, then 1 after its first restart (a new
+    /// process has a new breaker).
+    pub generation: usize,
+    /// The binding's name.
+    pub binding: String,
+    /// When it was called, since the scenario started (the isolate's
+    /// `Date.now()`, which workerd advances at each I/O, to the ms).
+    pub at: Duration,
+    /// How it went.
+    pub outcome: BindingOutcome,
+}
+
+/// How one [`BindingCall`] went, as the binding saw it settle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BindingOutcome {
+    /// It resolved with a boolean `success` this long after the call.
+    Answered(Duration),
+    /// It resolved without a boolean `success` this long after the call.
+    Malformed(Duration),
+    /// Its promise rejected this long after the call.
+    Rejected(Duration),
+    /// It threw at once.
+    Threw,
+    /// It had not settled when the binding was read (a hanging binding's).
+    Pending,
+}
+
+/// Why a [`BindingCall`] troubled the deployable's gate (which then leaves
+/// the binding alone for a cool-off, `runtime::breaker`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// It threw.
+    Threw,
+    /// Its promise rejected in time.
+    Rejected,
+    /// It answered in time without a boolean `success`.
+    Malformed,
+    /// It did not settle within the gate's deadline.
+    NoAnswerInTime,
+}
+
+impl Trouble {
+    /// How the page says it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Trouble::Threw => "threw",
+            Trouble::Rejected => "rejected",
+            Trouble::Malformed => "answered malformed",
+            Trouble::NoAnswerInTime => "no answer in time",
+        }
+    }
+}
+
+impl BindingOutcome {
+    /// Why the deployable's gate found the binding troubled by this call:
+    /// it threw, rejected, answered malformed, or did not answer within the
+    /// gate's deadline ([`runtime::backend::DEADLINE_MS`]); `None` for an
+    /// answer in time.
+    pub fn trouble(self) -> Option<Trouble> {
+        let deadline = Duration::from_millis(u64::from(runtime::backend::DEADLINE_MS));
+        match self {
+            BindingOutcome::Answered(after) if after < deadline => None,
+            BindingOutcome::Malformed(after) if after < deadline => Some(Trouble::Malformed),
+            BindingOutcome::Rejected(after) if after < deadline => Some(Trouble::Rejected),
+            BindingOutcome::Threw => Some(Trouble::Threw),
+            BindingOutcome::Answered(_)
+            | BindingOutcome::Malformed(_)
+            | BindingOutcome::Rejected(_)
+            | BindingOutcome::Pending => Some(Trouble::NoAnswerInTime),
+        }
+    }
+
+    /// How long after the call it settled, if it did.
+    pub fn settled_after(self) -> Option<Duration> {
+        match self {
+            BindingOutcome::Answered(after)
+            | BindingOutcome::Malformed(after)
+            | BindingOutcome::Rejected(after) => Some(after),
+            BindingOutcome::Threw => Some(Duration::ZERO),
+            BindingOutcome::Pending => None,
+        }
+    }
 }

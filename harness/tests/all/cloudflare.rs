@@ -162,11 +162,15 @@ impl Respond for WorkerResponder {
             .ratelimits
             .get(&script)
             .is_some_and(|names| names.iter().any(|n| n == "LIMITS_120_PER_60S"));
+        // Stamped now, as Cloudflare stamps an invocation.
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64);
         let logs = if first && caller.is_none() && !uploaded_120 {
             serde_json::json!([{
                 "message": [r#"{"event":"rate_limits.fallback","binding":"LIMITS_120_PER_60S","reason":"missing"}"#],
                 "level": "warn",
-                "timestamp": 1_700_000_000_000u64
+                "timestamp": now
             }])
         } else {
             serde_json::json!([])
@@ -180,7 +184,7 @@ impl Respond for WorkerResponder {
             "scriptName": script,
             "exceptions": [],
             "logs": logs,
-            "eventTimestamp": 1_700_000_000_000u64,
+            "eventTimestamp": now,
             "event": { "request": {
                 "url": format!("https://{script}.acct.workers.dev{route}"),
                 "method": "GET",
@@ -554,6 +558,70 @@ fn assert_report(out: &Path) {
     );
 }
 
+/// The report page beside them: where it ran (the run's scripts, never the
+/// account or its token), a row per scenario, a timeline each with a mark
+/// per request sent at its own time, the tail's fallback line, and none of
+/// the addresses or callers sent.
+fn assert_report_page(out: &Path) {
+    let html = std::fs::read_to_string(out.join("report.html")).expect("report.html");
+    assert!(html.contains("<h1>On Cloudflare itself</h1>"), "{html}");
+    let ran = html
+        .split("<p class=\"run\">")
+        .nth(1)
+        .and_then(|p| p.split("</p>").next())
+        .expect("where it ran");
+    assert!(
+        ran.starts_with("Cloudflare&#x27;s edge, the real binding: scripts hrtest-")
+            && ran.contains("-N, Worker wasm-bindgen, compatibility date 2026-11-17"),
+        "{ran}"
+    );
+    assert!(
+        html.contains(
+            "2 passed</span>, <span class=\"\">0 failed</span>, <span>1 left local</span>"
+        ),
+        "{html}"
+    );
+    assert_eq!(html.matches("<tr class=\"scenario-row\"").count(), 2);
+    assert_eq!(html.matches("<svg class=\"timeline\"").count(), 2);
+    assert!(!html.contains("No step ran."));
+    // A mark per request sent, each at its own time (not all at the start).
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results"))
+            .expect("JSON");
+    let sent: u64 = results["scenarios"]
+        .as_array()
+        .expect("scenarios")
+        .iter()
+        .filter_map(|s| s["requests"].as_u64())
+        .sum();
+    assert_eq!(sent, 131 + 131 + 3, "{results:#}");
+    let xs: std::collections::BTreeSet<&str> = html
+        .split("<rect class=\"req ")
+        .skip(1)
+        .filter_map(|mark| mark.split("x=\"").nth(1)?.split('"').next())
+        .collect();
+    assert_eq!(html.matches("<rect class=\"req ").count() as u64, sent);
+    assert!(
+        xs.len() > 50,
+        "the requests' marks are spread over time: {xs:?}"
+    );
+    assert_eq!(html.matches("<rect class=\"req s429\"").count(), 2);
+    // The tail's fallback line, in the one lane, as a mark and in the list.
+    assert_eq!(html.matches("<path class=\"fallback\"").count(), 1);
+    assert!(
+        html.contains("<li>Cloudflare: LIMITS_120_PER_60S missing at "),
+        "{html}"
+    );
+    assert!(html.contains(">Cloudflare</text>"));
+    // Nothing of the account's, nothing sent.
+    for secret in [FAKE_TOKEN, ACCOUNT, "acct.workers.dev", "/w/"] {
+        assert!(!html.contains(secret), "{secret} is on the page");
+    }
+    for key in ["203.0.113.7", "203.0.113.8", "caller-1", RUNNER_ADDRESS] {
+        assert!(!html.contains(key), "{key} is on the page");
+    }
+}
+
 /// One upload as Cloudflare's API takes it: a metadata part with
 /// `main_module`, `compatibility_date` and the plan's bindings (their ids
 /// from the run's base; the application and deployable as text), and a
@@ -744,6 +812,7 @@ async fn a_full_run_uploads_routes_tails_sends_checks_and_deletes() {
     drop(edge);
 
     assert_report(out.path());
+    assert_report_page(out.path());
     assert_eq!(
         caught_signals() & (1 << (libc::SIGINT - 1) | 1 << (libc::SIGTERM - 1)),
         0,

@@ -1,6 +1,7 @@
 //! The report page `harness run --html` writes, as a person sees it: a small
-//! run of two Workers scenarios (one passing, one with a wrong expectation)
-//! opened from disk in Debian's headless chromium, driven over the DevTools
+//! run of three Workers scenarios (one passing, one with a wrong
+//! expectation, one whose binding hangs, cools off and is probed) opened
+//! from disk in Debian's headless chromium, driven over the DevTools
 //! protocol (`headless_chrome` without its `fetch` feature: it downloads
 //! nothing).
 
@@ -14,6 +15,8 @@ use headless_chrome::{Browser, LaunchOptions, Tab};
 /// The scenario that fails, and the one that passes.
 const FAILING: &str = "the second step's last request is refused (a wrong expectation)";
 const PASSING: &str = "three requests pass";
+/// The scenario whose binding cools off: it passes too.
+const COOLING: &str = "a hanging binding is left alone and probed after its cool-off";
 
 /// Where the failing scenario's wrong expectation is written.
 const WRONG: &str = "expect = { statuses = \"200 then 429\" }";
@@ -69,7 +72,14 @@ fn write_scenarios(dir: &Path) -> (usize, usize) {
          [[scenario]]\nname = \"{FAILING}\"\n\n\
          [[scenario.steps]]\nsend = {{ requests = 2, address = \"198.51.100.4\" }}\nexpect = {{ statuses = \"2 x 200\" }}\n\n\
          [[scenario.steps]]\nadvance_clock = {{ seconds = 15 }}\n\n\
-         [[scenario.steps]]\nsend = {{ requests = 2, address = \"198.51.100.4\" }}\n{WRONG}\n",
+         [[scenario.steps]]\nsend = {{ requests = 2, address = \"198.51.100.4\" }}\n{WRONG}\n\n\
+         [[scenario]]\nname = \"{COOLING}\"\nbindings = {{ LIMITS_120_PER_60S = \"hanging\" }}\n\n\
+         [[scenario.steps]]\nsend = {{ requests = 1, path = \"/health\" }}\n\n\
+         [[scenario.steps]]\nsend = {{ requests = 4, address = \"192.0.2.9\" }}\nexpect = {{ statuses = \"4 x 200\" }}\n\n\
+         [[scenario.steps]]\nset_bindings = {{ LIMITS_120_PER_60S = \"healthy\" }}\n\n\
+         [[scenario.steps]]\nadvance_clock = {{ seconds = 10 }}\n\n\
+         [[scenario.steps]]\nsend = {{ requests = 2, address = \"192.0.2.9\" }}\nexpect = {{ statuses = \"2 x 200\" }}\n\n\
+         [[scenario.expect.fallback]]\nbinding = \"LIMITS_120_PER_60S\"\nreason = \"timed_out\"\n",
         app.display()
     );
     std::fs::write(dir.join("two.toml"), &text).expect("write the scenarios");
@@ -104,7 +114,7 @@ fn run_harness(scenarios: &Path, page: &Path) {
         "one scenario fails: {stdout}{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(stdout.contains("1 passed, 1 failed, 0 skipped"), "{stdout}");
+    assert!(stdout.contains("2 passed, 1 failed, 0 skipped"), "{stdout}");
 }
 
 /// What `expression` (JavaScript giving a JSON string) gives on `tab`.
@@ -130,6 +140,10 @@ const SEEN: &str = r#"JSON.stringify({
       failedAt: (s.querySelector('.failed-at') || { innerText: '' }).innerText,
       block: (s.querySelector('pre.failure') || { innerText: '' }).innerText,
       marks: s.querySelectorAll('svg.timeline rect.req').length,
+      coolOffs: Array.from(s.querySelectorAll('svg.timeline rect.cooloff'))
+        .map(r => ({ width: r.getBoundingClientRect().width, title: r.textContent })),
+      probes: Array.from(s.querySelectorAll('svg.timeline g.probe'))
+        .map(g => ({ height: g.getBoundingClientRect().height, title: g.textContent })),
     })),
   shown: document.getElementById('shown').innerText,
 })"#;
@@ -150,6 +164,52 @@ fn toggle_passes(tab: &Tab) {
         .find_element("input[name=result][value=passed]")
         .expect("the passed toggle");
     toggle.click().expect("clicked");
+}
+
+/// The hanging binding's section in what [`SEEN`] saw: one cool-off
+/// shaded in its isolate's lane, from the first request's deadline to the
+/// call that probed it after the clock moved 10 s, and that probe marked;
+/// 1 + 4 + 2 requests.
+fn assert_cool_off_and_probe(seen: &serde_json::Value) {
+    let cooling = seen["sections"]
+        .as_array()
+        .expect("sections")
+        .iter()
+        .find(|s| s["name"].as_str().is_some_and(|n| n.ends_with(COOLING)))
+        .expect("the cool-off's section");
+    assert_eq!(cooling["marks"], 7, "{seen}");
+    let cool_offs = cooling["coolOffs"].as_array().expect("cool-offs");
+    assert_eq!(cool_offs.len(), 1, "{seen}");
+    assert!(
+        cool_offs[0]["width"].as_f64().is_some_and(|w| w > 10.0),
+        "a span a person sees: {seen}"
+    );
+    let title = cool_offs[0]["title"].as_str().unwrap_or_default();
+    assert!(
+        title.starts_with("isolate 0: LIMITS_120_PER_60S cooling off from ")
+            && title.contains("(no answer in time)"),
+        "{seen}"
+    );
+    // Probed once the scenario clock had moved past the 10 s cool-off.
+    let probed_at: f64 = title
+        .split("; probed at ")
+        .nth(1)
+        .and_then(|t| t.strip_suffix(" s"))
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a probe's time in {title}"));
+    assert!(probed_at >= 10.0, "{title}");
+    let probes = cooling["probes"].as_array().expect("probes");
+    assert_eq!(probes.len(), 1, "{seen}");
+    assert!(
+        probes[0]["height"].as_f64().is_some_and(|h| h > 5.0),
+        "{seen}"
+    );
+    assert!(
+        probes[0]["title"]
+            .as_str()
+            .is_some_and(|t| t.contains("it answered in time")),
+        "{seen}"
+    );
 }
 
 #[test]
@@ -190,7 +250,7 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
 
     let seen = read(&tab, SEEN);
     let rows = seen["rows"].as_array().expect("rows");
-    assert_eq!(rows.len(), 2, "{seen}");
+    assert_eq!(rows.len(), 3, "{seen}");
     let failing = rows
         .iter()
         .find(|r| r["name"].as_str().is_some_and(|n| n.ends_with(FAILING)))
@@ -227,6 +287,13 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
         .find(|s| s["name"].as_str().is_some_and(|n| n.ends_with(PASSING)))
         .expect("the passing section");
     assert_eq!(passing["marks"], 3, "{seen}");
+    assert_eq!(
+        passing["coolOffs"].as_array().map(Vec::len),
+        Some(0),
+        "{seen}"
+    );
+
+    assert_cool_off_and_probe(&seen);
 
     // Passes hidden: the failing row and section alone are left.
     toggle_passes(&tab);
@@ -234,7 +301,7 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
     let names = row_names(&seen);
     assert!(names.len() == 1 && names[0].ends_with(FAILING), "{seen}");
     assert_eq!(seen["sections"].as_array().map(Vec::len), Some(1), "{seen}");
-    assert_eq!(seen["shown"], "1 of 2 scenarios shown", "{seen}");
+    assert_eq!(seen["shown"], "1 of 3 scenarios shown", "{seen}");
 
     // By name: passes shown again, and only the name typed.
     toggle_passes(&tab);

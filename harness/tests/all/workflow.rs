@@ -222,7 +222,12 @@ fn the_cloudflare_job_runs_the_subcommand_with_the_secrets_or_says_it_skipped() 
         "${{ secrets.CLOUDFLARE_API_TOKEN }}"
     );
     let text = std::fs::read_to_string(workflow()).expect("read");
-    assert!(text.contains("reports/cloudflare/results.json"));
+    for kept in [
+        "reports/cloudflare/results.json",
+        "reports/cloudflare/report.html",
+    ] {
+        assert!(text.contains(kept), "the workflow does not keep {kept}");
+    }
 }
 
 #[test]

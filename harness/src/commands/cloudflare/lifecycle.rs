@@ -152,6 +152,7 @@ async fn deploy_and_send(
                 &url,
                 &context.worker_client,
                 &mut run.observation,
+                epoch,
             )
             .await
             .map_err(Failure::from)

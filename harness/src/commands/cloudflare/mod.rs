@@ -34,6 +34,9 @@ use crate::world::workerd::find::{FindError, pinned_version};
 /// The default start of every script's name.
 pub const DEFAULT_PREFIX: &str = "harness-ratelimits";
 
+/// The Worker every scenario's script runs: built as the local run builds it.
+pub const WORKER: WorkerChoice = WorkerChoice::WasmBindgen;
+
 /// What `harness cloudflare` is asked to do.
 #[derive(Debug, Clone)]
 pub struct CloudflareRequest {
@@ -390,14 +393,14 @@ fn report_run(
     );
     println!("{summary}");
     let results = report::CloudflareResults::of(plan, &outcomes, took);
-    report::write(&request.out, &results, &outcomes, &summary).map_err(|source| {
+    report::write(&request.out, plan, &results, &outcomes, &summary).map_err(|source| {
         CloudflareError::Write {
             dir: request.out.clone(),
             source,
         }
     })?;
     println!(
-        "Reports: {} (report.md, junit.xml, results.json)",
+        "Reports: {} (report.md, report.html, junit.xml, results.json)",
         request.out.display()
     );
     Ok(all_held)
@@ -415,7 +418,7 @@ async fn prepare_run(request: &CloudflareRequest) -> Result<CloudflareRun, Cloud
     };
     let suite = suite::discover(&dir, &shown_as)
         .map_err(|source| CloudflareError::Scenarios { dir, source })?;
-    let deployable = tokio::task::spawn_blocking(|| wasm::build_worker(WorkerChoice::WasmBindgen))
+    let deployable = tokio::task::spawn_blocking(|| wasm::build_worker(WORKER))
         .await
         .map_err(|e| CloudflareError::Runtime(std::io::Error::other(e.to_string())))??;
     let modules = run::modules(&deployable)?;

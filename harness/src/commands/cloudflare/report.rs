@@ -1,7 +1,7 @@
-//! How a run on Cloudflare went, for people and CI: the same table and
-//! JUnit as `harness run`, with what each scenario checked there (exact or
-//! bounded) and how many requests passed before the first 429 of each
-//! step, and `results.json` for the nightly drift report.
+//! How a run on Cloudflare went, for people and CI: the same table, JUnit
+//! and report page as `harness run`, with what each scenario checked there
+//! (exact or bounded) and how many requests passed before the first 429 of
+//! each step, and `results.json` for the nightly drift report.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::ScenarioRun;
 use super::run::{CloudflareRun, ScenarioOnCloudflare};
+use crate::commands::html_report::{self, RanOn, RunInfo};
 use crate::commands::report::{self, Counts, TrialOutcome};
+use crate::commands::trace::Trace;
 use crate::judge::cloudflare::Figure;
 use crate::judge::scenario::Failure;
 
@@ -62,8 +64,10 @@ pub fn outcome(planned: &ScenarioOnCloudflare, run: &ScenarioRun) -> CloudflareO
             j.figures.clone()
         })
         .unwrap_or_default();
+    let mut trial = report::outcome(&prepared.trial_name, &run.observation, failures);
+    trial.trace = Trace::on_cloudflare(prepared, &run.observation);
     CloudflareOutcome {
-        trial: report::outcome(&prepared.trial_name, &run.observation, failures),
+        trial,
         label: planned.label.clone(),
         figures,
         answered_after: run.answered_after,
@@ -196,16 +200,33 @@ impl CloudflareResults {
     }
 }
 
-/// Writes `results.json`, `report.md` (the table and every failure) and
+/// Writes `results.json`, `report.md` (the table and every failure),
+/// `report.html` (the report page of `harness run`, [`html_report::render`]:
+/// each scenario's timeline, on Cloudflare's clock, in one lane) and
 /// `junit.xml` (one suite, `cloudflare`; each case's check and figures as
-/// properties) into `dir`.
+/// properties) into `dir`, for `plan`'s run.
 pub fn write(
     dir: &Path,
+    plan: &CloudflareRun,
     results: &CloudflareResults,
     outcomes: &[CloudflareOutcome],
     summary: &str,
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    let trials: Vec<TrialOutcome> = outcomes.iter().map(|o| o.trial.clone()).collect();
+    let page = html_report::render(
+        &RunInfo {
+            ran_on: RanOn::Cloudflare {
+                scripts: &results.scripts,
+                compatibility_date: &plan.compatibility_date,
+            },
+            worker: super::WORKER.name(),
+            skipped: plan.left_out.len(),
+        },
+        &trials,
+    )
+    .map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("report.html"), page)?;
     std::fs::write(
         dir.join("results.json"),
         serde_json::to_string_pretty(results).unwrap_or_default() + "\n",
@@ -221,7 +242,6 @@ pub fn write(
         ));
     }
     std::fs::write(dir.join("report.md"), markdown)?;
-    let trials: Vec<TrialOutcome> = outcomes.iter().map(|o| o.trial.clone()).collect();
     report::write_junit_with(&dir.join("junit.xml"), &[("cloudflare", &trials)], |t| {
         outcomes
             .iter()

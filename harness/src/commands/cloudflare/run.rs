@@ -124,6 +124,8 @@ pub struct CloudflareRun {
     pub jobs: usize,
     /// How long the run should take with `jobs` scenarios at once.
     pub estimate: Duration,
+    /// Every Worker's compatibility date: the pinned workerd's.
+    pub compatibility_date: String,
 }
 
 /// What the run is asked.
@@ -317,6 +319,7 @@ pub fn prepare(
         malformed,
         jobs: options.jobs,
         estimate,
+        compatibility_date: options.compatibility_date.to_owned(),
     })
 }
 

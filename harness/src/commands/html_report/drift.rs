@@ -10,8 +10,23 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::{HtmlError, message_of, render_page, result_of};
-use crate::commands::edge::Side;
 use crate::commands::report::TrialOutcome;
+
+/// One side of the drift report as its page shows it: the page is a plain
+/// function of these, so `html_report` imports nothing of the commands
+/// that render it (`edge` reads Cloudflare's results, and `cloudflare`
+/// renders the report page).
+#[derive(Debug, Clone, Copy)]
+pub struct DriftSide<'a> {
+    /// `pinned`, `newest` or `reference`.
+    pub label: &'a str,
+    /// As `workerd --version` prints it.
+    pub workerd_version: &'a str,
+    /// The npm release, such as `1.20261117.1`.
+    pub npm_version: &'a str,
+    /// How each trial went on it.
+    pub outcomes: &'a [TrialOutcome],
+}
 
 /// The page's template; its style and filter script are the report page's.
 const TEMPLATE: &str = include_str!("drift.html");
@@ -60,7 +75,7 @@ const RESULTS: [(&str, &str); 2] = [("changed", "changed"), ("unchanged", "uncha
 
 /// The drift page of the sides `edge-compat` ran: pinned, newest and
 /// reference, in that order of columns.
-pub fn drift_page(sides: [&Side; 3]) -> Result<String, HtmlError> {
+pub fn drift_page(sides: [DriftSide<'_>; 3]) -> Result<String, HtmlError> {
     let mut names: Vec<&str> = Vec::new();
     let by_side: Vec<BTreeMap<&str, &TrialOutcome>> = sides
         .iter()
@@ -83,7 +98,7 @@ pub fn drift_page(sides: [&Side; 3]) -> Result<String, HtmlError> {
             let cells: Vec<Cell> = sides
                 .iter()
                 .zip(&by_side)
-                .map(|(side, outcomes)| cell(&side.label, outcomes.get(name).copied()))
+                .map(|(side, outcomes)| cell(side.label, outcomes.get(name).copied()))
                 .collect();
             let changed = cells.iter().any(|c| c.result != cells[0].result);
             Row {
@@ -100,9 +115,9 @@ pub fn drift_page(sides: [&Side; 3]) -> Result<String, HtmlError> {
         columns: sides
             .iter()
             .map(|side| Column {
-                label: side.label.clone(),
-                workerd: side.workerd_version.clone(),
-                npm: side.npm_version.clone(),
+                label: side.label.to_owned(),
+                workerd: side.workerd_version.to_owned(),
+                npm: side.npm_version.to_owned(),
             })
             .collect(),
         changed: rows.iter().filter(|r| r.result == RESULTS[0].0).count(),

@@ -1,9 +1,11 @@
-//! The report page `harness run --html FILE` writes: one self-contained
-//! HTML file (no network: its style, its script and its charts are inline)
-//! with the run's workerd, counting core and Worker, the counts, a table of
-//! the scenarios that can be filtered by name and result, and for each
-//! scenario its timeline ([`timeline`]), its latency histogram
-//! ([`histogram`]) and, for a failure, the block the terminal shows.
+//! The report page `harness run --html FILE` and `harness cloudflare`
+//! (`report.html`) write: one self-contained HTML file (no network: its
+//! style, its script and its charts are inline) with where the run ran
+//! (workerd and counting core, or Cloudflare's edge) and its Worker, the
+//! counts, a table of the scenarios that can be filtered by name and
+//! result, and for each scenario its timeline ([`timeline`]), its latency
+//! histogram ([`histogram`]) and, for a failure, the block the terminal
+//! shows.
 //!
 //! [`render`] is a plain function of the run's outcomes; the command writes
 //! the file. The page is made from each outcome's [`Trace`], which holds
@@ -19,7 +21,7 @@ use crate::commands::report::{Counts, TrialOutcome};
 use crate::commands::trace::Trace;
 use crate::judge::expected_failures::Verdict;
 
-pub use drift::drift_page;
+pub use drift::{DriftSide, drift_page};
 pub use timeline::status_class;
 
 /// The page's template: its layout; the style and the filter script are
@@ -71,14 +73,58 @@ fn render_page(
 /// What the page says of the run as a whole, beside its outcomes.
 #[derive(Debug, Clone, Copy)]
 pub struct RunInfo<'a> {
-    /// The workerd version the run used.
-    pub workerd: &'a str,
-    /// The counting core's name (`harness`, `reference`).
-    pub core: &'a str,
+    /// Where it ran.
+    pub ran_on: RanOn<'a>,
     /// The Worker's name (`wasm-bindgen`, ...).
     pub worker: &'a str,
-    /// How many scenarios were not run (the slow ones, unless included).
+    /// How many scenarios were not run: the slow ones, unless included; on
+    /// Cloudflare, those not marked `on_cloudflare`, which stay local.
     pub skipped: usize,
+}
+
+/// Where a run ran, as its page's header says: nothing of an account's
+/// (no account id, token or workers.dev subdomain) is among it.
+#[derive(Debug, Clone, Copy)]
+pub enum RanOn<'a> {
+    /// A local run (`harness run`).
+    Workerd {
+        /// The workerd version the run used.
+        workerd: &'a str,
+        /// The counting core's name (`harness`, `reference`).
+        core: &'a str,
+    },
+    /// Cloudflare's edge (`harness cloudflare`).
+    Cloudflare {
+        /// The scripts' names, `PREFIX-SUFFIX-N`: the run's own, which
+        /// `clean --prefix` also reads.
+        scripts: &'a str,
+        /// The Workers' compatibility date (the pinned workerd's).
+        compatibility_date: &'a str,
+    },
+}
+
+impl RanOn<'_> {
+    /// The page's heading, its line on where the run ran (with `worker`),
+    /// and what it calls the scenarios not run.
+    fn header(&self, worker: &str) -> (&'static str, String, &'static str) {
+        match self {
+            RanOn::Workerd { workerd, core } => (
+                "Conformance run",
+                format!("workerd {workerd}, counting core {core}, Worker {worker}"),
+                "skipped",
+            ),
+            RanOn::Cloudflare {
+                scripts,
+                compatibility_date,
+            } => (
+                "On Cloudflare itself",
+                format!(
+                    "Cloudflare's edge, the real binding: scripts {scripts}, Worker {worker}, compatibility date {compatibility_date}"
+                ),
+                "left local",
+            ),
+        }
+    }
 }
 
 /// Why the page could not be made.
@@ -91,10 +137,10 @@ pub enum HtmlError {
 
 /// The page's context: what the template reads.
 #[derive(Debug, Serialize)]
-struct Page<'a> {
-    workerd: &'a str,
-    core: &'a str,
-    worker: &'a str,
+struct Page {
+    heading: &'static str,
+    ran: String,
+    skipped_label: &'static str,
     passed: usize,
     failed: usize,
     skipped: usize,
@@ -124,6 +170,7 @@ struct Scenario {
     statuses: Vec<(String, usize)>,
     steps: Vec<String>,
     fallbacks: Vec<String>,
+    cool_offs: Vec<String>,
 }
 
 /// The results a scenario can have: (value of the filter, what it says).
@@ -146,10 +193,11 @@ fn result_of(verdict: &Verdict) -> (&'static str, &'static str) {
 /// The report page of a run that ended with `outcomes`.
 pub fn render(run: &RunInfo<'_>, outcomes: &[TrialOutcome]) -> Result<String, HtmlError> {
     let counts = Counts::of(outcomes);
+    let (heading, ran, skipped_label) = run.ran_on.header(run.worker);
     let page = Page {
-        workerd: run.workerd,
-        core: run.core,
-        worker: run.worker,
+        heading,
+        ran,
+        skipped_label,
         passed: counts.passed + counts.expected_failures,
         failed: counts.failed + counts.unexpected_passes,
         skipped: run.skipped,
@@ -231,12 +279,31 @@ fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
             .iter()
             .map(|f| {
                 format!(
-                    "{} {}: {} {} at {}",
-                    if trace.native { "instance" } else { "isolate" },
-                    f.isolate,
+                    "{}: {} {} at {}",
+                    trace.lanes.name(f.isolate),
                     f.binding,
                     f.reason,
                     seconds(f.clock_ms)
+                )
+            })
+            .collect(),
+        cool_offs: trace
+            .cool_offs
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {} not asked from {} ({}) {}",
+                    trace.lanes.name(c.isolate),
+                    c.binding,
+                    seconds(c.started_ms),
+                    c.trouble,
+                    match c.probe {
+                        Some(p) if p.answered =>
+                            format!("to the probe at {}, answered in time", seconds(p.clock_ms)),
+                        Some(p) =>
+                            format!("to the probe at {}, troubled again", seconds(p.clock_ms)),
+                        None => format!("to {}, with no probe", seconds(c.ended_ms)),
+                    }
                 )
             })
             .collect(),

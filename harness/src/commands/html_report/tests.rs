@@ -4,7 +4,10 @@ use std::time::Duration;
 
 use super::*;
 use crate::commands::report;
-use crate::engine::{InstanceKind, InstanceRecord, Observation, RequestRecord, StepRecord};
+use crate::engine::{
+    BindingCall, BindingOutcome, InstanceKind, InstanceRecord, Observation, RequestRecord,
+    StepRecord,
+};
 use crate::judge::scenario::{Failure, judge};
 use crate::language::scenario::Prepared;
 use crate::world::process::{LogLine, Stream};
@@ -82,6 +85,24 @@ fn observed() -> Observation {
             served: true,
         }],
         sent_subjects: [ADDRESS.to_owned(), CALLER.to_owned()].into(),
+        // The binding answered the first step; in the last, thrown, it was
+        // left alone for one request and probed by the next.
+        binding_calls: [
+            (100, BindingOutcome::Answered(Duration::from_millis(1))),
+            (105, BindingOutcome::Answered(Duration::from_millis(1))),
+            (110, BindingOutcome::Answered(Duration::from_millis(1))),
+            (200, BindingOutcome::Threw),
+            (212, BindingOutcome::Answered(Duration::from_millis(1))),
+        ]
+        .into_iter()
+        .map(|(at, outcome)| BindingCall {
+            isolate: 0,
+            generation: 0,
+            binding: "LIMITS_120_PER_60S".into(),
+            at: Duration::from_millis(at),
+            outcome,
+        })
+        .collect(),
         duration: Duration::from_millis(900),
         ..Observation::default()
     }
@@ -102,8 +123,10 @@ fn failing(prepared: &Prepared, observation: &Observation) -> report::TrialOutco
 
 fn run() -> RunInfo<'static> {
     RunInfo {
-        workerd: "2026-11-17",
-        core: "harness",
+        ran_on: RanOn::Workerd {
+            workerd: "2026-11-17",
+            core: "harness",
+        },
         worker: "wasm-bindgen",
         skipped: 1,
     }
@@ -133,10 +156,17 @@ fn a_failing_scenario_shows_its_place_its_block_and_a_mark_per_request() {
     assert_eq!(html.matches("class=\"req s429\"").count(), 1);
     assert_eq!(html.matches("class=\"fallback\"").count(), 1);
     assert!(html.contains("isolate 0: LIMITS_120_PER_60S failed at 15.122 s"));
+    // The thrown binding's cool-off, shaded, and the call that probed it.
+    assert_eq!(html.matches("<rect class=\"cooloff\"").count(), 1);
+    assert_eq!(html.matches("<g class=\"probe\">").count(), 1);
+    assert!(html.contains(
+        "isolate 0: LIMITS_120_PER_60S not asked from 15.120 s (threw) to the probe at 15.132 s, answered in time"
+    ));
+    assert!(html.contains("isolate 0: LIMITS_120_PER_60S probed at 15.132 s: it answered in time"));
     // The steps as markers; the 10 s boundary inside the clock's break.
     assert!(html.contains("2. set_bindings LIMITS_120_PER_60S = throwing"));
     assert!(html.contains("class=\"break\""));
-    assert!(html.contains("10 s boundary at 10.000 s"));
+    assert!(html.contains("10 s window boundary at 10.000 s"));
     assert!(html.contains(">10 s</text>"));
     assert!(html.contains("1 passed") || html.contains("0 passed, 1 failed, 1 skipped"));
     assert!(html.contains("workerd 2026-11-17, counting core harness, Worker wasm-bindgen"));
@@ -167,11 +197,11 @@ fn times_read_as_seconds_and_minutes() {
     assert_eq!(escape("<a & \"b\">"), "&lt;a &amp; &quot;b&quot;&gt;");
 }
 
-fn side(label: &str, outcomes: Vec<TrialOutcome>) -> crate::commands::edge::Side {
-    crate::commands::edge::Side {
-        label: label.into(),
-        workerd_version: "2026-11-17".into(),
-        npm_version: "1.20261117.1".into(),
+fn side<'a>(label: &'a str, outcomes: &'a [TrialOutcome]) -> DriftSide<'a> {
+    DriftSide {
+        label,
+        workerd_version: "2026-11-17",
+        npm_version: "1.20261117.1",
         outcomes,
     }
 }
@@ -186,10 +216,15 @@ fn the_drift_page_lists_a_changed_scenario_first_marked_with_its_block_and_no_ke
     passing.trace = failing.trace.clone();
     let mut steady = passing.clone();
     steady.name = "steady".into();
-    let pinned = side("pinned", vec![steady.clone(), passing.clone()]);
-    let newest = side("newest", vec![steady.clone(), failing.clone()]);
-    let reference = side("reference", vec![steady, passing]);
-    let html = drift_page([&pinned, &newest, &reference]).expect("renders");
+    let pinned = [steady.clone(), passing.clone()];
+    let newest = [steady.clone(), failing.clone()];
+    let reference = [steady, passing];
+    let html = drift_page([
+        side("pinned", &pinned),
+        side("newest", &newest),
+        side("reference", &reference),
+    ])
+    .expect("renders");
 
     let changed = html
         .find(&format!(

@@ -1,6 +1,7 @@
 //! A scenario's timeline as inline SVG: its requests on the scenario clock,
-//! a lane per isolate, the 10 s and 60 s window boundaries, its steps and
-//! its fallback lines.
+//! a lane per isolate, the boundaries of the windows of the limits its
+//! deployable counts, its steps, its fallback lines, and each binding's
+//! cool-offs (shaded) and probes (marked) in the lane that observed them.
 //!
 //! The axis is the scenario clock, drawn piecewise: real time to scale,
 //! and each jump of the clock (`advance_clock`, `wait_for_window`,
@@ -89,6 +90,7 @@ impl Axis {
             .iter()
             .map(|r| r.sent_ms + r.latency_ms)
             .chain(trace.fallbacks.iter().map(|f| f.clock_ms))
+            .chain(trace.cool_offs.iter().map(|c| c.ended_ms))
             .fold(clock, f64::max);
         at(end, end - clock, 0.0);
         let last = *knots.last()?;
@@ -158,23 +160,25 @@ pub fn timeline(trace: &Trace, title: &str) -> Option<String> {
         escape(&summary(trace)),
         escape(title),
     );
-    let name = if trace.native { "instance" } else { "isolate" };
     let mut y = TOP;
     for (index, lane) in lanes.iter().enumerate() {
         let _ = write!(
             svg,
-            r#"<rect class="lane" x="{LEFT}" y="{y:.1}" width="{:.1}" height="{:.1}"/><text class="lane-name" x="4" y="{:.1}">{name} {index}</text>"#,
+            r#"<rect class="lane" x="{LEFT}" y="{y:.1}" width="{:.1}" height="{:.1}"/><text class="lane-name" x="4" y="{:.1}">{name}</text>"#,
             WIDTH - LEFT - RIGHT,
             lane.height(),
             y + lane.height() / 2.0 + 4.0,
+            name = trace.lanes.name(index),
         );
+        cool_offs(&mut svg, trace, &axis, (index, lane), y);
         y += lane.height();
     }
     steps(&mut svg, trace, &axis, height);
-    boundaries(&mut svg, &axis, height);
+    boundaries(&mut svg, &axis, height, &trace.windows);
     let mut y = TOP;
     for (index, lane) in lanes.iter().enumerate() {
-        marks(&mut svg, trace, &axis, (index, lane), y, name);
+        marks(&mut svg, trace, &axis, (index, lane), y);
+        probes(&mut svg, trace, &axis, (index, lane), y);
         y += lane.height();
     }
     let _ = write!(
@@ -190,14 +194,8 @@ pub fn timeline(trace: &Trace, title: &str) -> Option<String> {
 }
 
 /// One lane's requests and fallback lines, its top at `y`.
-fn marks(
-    svg: &mut String,
-    trace: &Trace,
-    axis: &Axis,
-    (index, lane): (usize, &Lane<'_>),
-    y: f64,
-    name: &str,
-) {
+fn marks(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &Lane<'_>), y: f64) {
+    let name = trace.lanes.name(index);
     for (request, row) in &lane.marks {
         let x0 = axis.x(request.sent_ms);
         let x1 = axis.x(request.sent_ms + request.latency_ms);
@@ -214,11 +212,69 @@ fn marks(
         let x = axis.x(fallback.clock_ms);
         let _ = write!(
             svg,
-            r#"<path class="fallback" d="M{x:.1},{:.1}l5,5-5,5-5-5z"><title>{name} {index}: fallback {} ({}) at {}</title></path>"#,
+            r#"<path class="fallback" d="M{x:.1},{:.1}l5,5-5,5-5-5z"><title>{name}: fallback {} ({}) at {}</title></path>"#,
             y + lane.height() / 2.0 - 5.0,
             escape(&fallback.binding),
             escape(&fallback.reason),
             seconds(fallback.clock_ms),
+        );
+    }
+}
+
+/// One lane's cool-offs, its top at `y`: each a shaded span from the
+/// trouble to the probe (or the last answer given without asking).
+fn cool_offs(
+    svg: &mut String,
+    trace: &Trace,
+    axis: &Axis,
+    (index, lane): (usize, &Lane<'_>),
+    y: f64,
+) {
+    let name = trace.lanes.name(index);
+    for cool_off in trace.cool_offs.iter().filter(|c| c.isolate == index) {
+        let x0 = axis.x(cool_off.started_ms);
+        let x1 = axis.x(cool_off.ended_ms);
+        let until = match cool_off.probe {
+            Some(_) => format!("probed at {}", seconds(cool_off.ended_ms)),
+            None => format!(
+                "not probed before the scenario ended (last answer at {})",
+                seconds(cool_off.ended_ms)
+            ),
+        };
+        let _ = write!(
+            svg,
+            r#"<rect class="cooloff" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{:.1}"><title>{name}: {} cooling off from {} ({}), not asked, its requests counted in memory; {until}</title></rect>"#,
+            y + 1.0,
+            (x1 - x0).max(2.0),
+            lane.height() - 2.0,
+            escape(&cool_off.binding),
+            seconds(cool_off.started_ms),
+            cool_off.trouble,
+        );
+    }
+}
+
+/// One lane's probes, its top at `y`: a line across the lane with a
+/// notch above it, at the call that ended a cool-off.
+fn probes(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &Lane<'_>), y: f64) {
+    let name = trace.lanes.name(index);
+    for cool_off in trace.cool_offs.iter().filter(|c| c.isolate == index) {
+        let Some(probe) = cool_off.probe else {
+            continue;
+        };
+        let x = axis.x(probe.clock_ms);
+        let _ = write!(
+            svg,
+            r#"<g class="probe"><line x1="{x:.1}" x2="{x:.1}" y1="{y:.1}" y2="{:.1}"/><path d="M{:.1},{y:.1}h8l-4,6z"/><title>{name}: {} probed at {}: {}</title></g>"#,
+            y + lane.height(),
+            x - 4.0,
+            escape(&cool_off.binding),
+            seconds(probe.clock_ms),
+            if probe.answered {
+                "it answered in time, so it is asked again"
+            } else {
+                "troubled again, a new cool-off"
+            },
         );
     }
 }
@@ -233,13 +289,14 @@ fn summary(trace: &Trace) -> String {
             .count()
     };
     format!(
-        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines",
+        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines, {} cool-offs",
         trace.requests.len(),
         count("s200"),
         count("s429"),
         count("sother"),
         trace.steps.len(),
-        trace.fallbacks.len()
+        trace.fallbacks.len(),
+        trace.cool_offs.len()
     )
 }
 
@@ -297,47 +354,85 @@ fn lanes(trace: &Trace) -> Vec<Lane<'_>> {
         .collect()
 }
 
-/// The 10 s and 60 s boundaries of the scenario clock within the axis; a
-/// 10 s one too close to the last drawn is left out (inside a break), and
-/// a label too close to the last, or to a minute's, is left to the line's
-/// title.
-fn boundaries(svg: &mut String, axis: &Axis, height: f64) {
-    let mut boundary = (axis.start() / 10_000.0).floor() * 10_000.0 + 10_000.0;
-    let (mut last_line, mut last_label) = (f64::MIN, f64::MIN);
-    while boundary <= axis.end() {
-        let x = axis.x(boundary);
-        let minute = (boundary % 60_000.0).abs() < 0.5;
-        if minute || x - last_line >= 24.0 {
-            let class = if minute { "minute" } else { "ten" };
+/// At most this many boundaries of one window are drawn (a long jump of
+/// the clock over short windows would be thousands, all inside its break).
+const MAX_BOUNDARIES: usize = 2_000;
+
+/// The boundaries of `windows` (lengths in seconds, the scenario's limits')
+/// on the scenario clock within the axis, each a line labelled with its
+/// window's length (one that ends several windows, with the longest): the
+/// longest window's lines solid and always drawn (but one per place, as
+/// inside a break), a shorter one's dashed and left out when too close to
+/// the last line drawn; a label too close to the last, or to the longest
+/// window's next, is left to the line's title, which says the time.
+fn boundaries(svg: &mut String, axis: &Axis, height: f64, windows: &[u32]) {
+    let Some(&longest) = windows.iter().max() else {
+        return;
+    };
+    // Each boundary's time (ms), with the windows it ends, shortest first.
+    let mut ends: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
+    let start = axis.start().max(0.0) as u64;
+    for &window in windows.iter().filter(|w| **w > 0) {
+        let ms = u64::from(window) * 1000;
+        let mut boundary = (start / ms + 1) * ms;
+        for _ in 0..MAX_BOUNDARIES {
+            if boundary as f64 > axis.end() {
+                break;
+            }
+            ends.entry(boundary).or_default().push(window);
+            boundary += ms;
+        }
+    }
+    let longest_after = |at: u64| {
+        ends.range(at + 1..)
+            .find(|(_, w)| w.contains(&longest))
+            .map(|(b, _)| axis.x(*b as f64))
+    };
+    let (mut last_line, mut last_longest, mut last_label) = (f64::MIN, f64::MIN, f64::MIN);
+    for (&boundary, ended) in &ends {
+        let x = axis.x(boundary as f64);
+        let window = ended.iter().copied().max().unwrap_or(longest);
+        let is_longest = window == longest;
+        let drawn = if is_longest {
+            x - last_longest >= 1.0
+        } else {
+            x - last_line >= 24.0
+        };
+        if !drawn {
+            continue;
+        }
+        let class = if is_longest { "longest" } else { "shorter" };
+        let lengths: Vec<String> = ended.iter().map(|w| format!("{w} s")).collect();
+        let _ = write!(
+            svg,
+            r#"<line class="boundary {class}" data-window="{window}" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"><title>{} window boundary at {}</title></line>"#,
+            TOP - 6.0,
+            height - BOTTOM,
+            lengths.join(" and "),
+            seconds(boundary as f64),
+        );
+        last_line = x;
+        if is_longest {
+            last_longest = x;
+        }
+        // The longest window's label is always drawn: a shorter one near it is not.
+        let crowds_longest = !is_longest && longest_after(boundary).is_some_and(|n| n - x < 36.0);
+        if x - last_label >= 36.0 && !crowds_longest {
             let _ = write!(
                 svg,
-                r#"<line class="boundary {class}" x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}"><title>{} boundary at {}</title></line>"#,
-                TOP - 6.0,
-                height - BOTTOM,
-                if minute { "60 s" } else { "10 s" },
-                seconds(boundary),
+                r#"<text class="boundary-label" x="{x:.1}" y="{:.1}">{window} s</text>"#,
+                height - 6.0,
             );
-            last_line = x;
-            // A minute's label is always drawn: a 10 s one near it is not.
-            let next_minute = (boundary / 60_000.0).ceil() * 60_000.0;
-            let crowds_minute =
-                !minute && next_minute <= axis.end() && axis.x(next_minute) - x < 36.0;
-            if x - last_label >= 36.0 && !crowds_minute {
-                let seconds = (boundary / 1000.0).round();
-                let label = if minute {
-                    format!("{:.0}:00", (seconds / 60.0).floor())
-                } else {
-                    format!("{seconds:.0} s")
-                };
-                let _ = write!(
-                    svg,
-                    r#"<text class="boundary-label" x="{x:.1}" y="{:.1}">{label}</text>"#,
-                    height - 6.0,
-                );
-                last_label = x;
-            }
+            last_label = x;
         }
-        boundary += 10_000.0;
+    }
+    // The labels' row is named once a line is drawn.
+    if last_line > f64::MIN {
+        let _ = write!(
+            svg,
+            r#"<text class="axis-label" x="4" y="{:.1}">windows</text>"#,
+            height - 6.0,
+        );
     }
 }
 
@@ -441,5 +536,118 @@ mod tests {
         // Monotonic everywhere.
         let xs: Vec<f64> = (0..=61).map(|s| axis.x(f64::from(s) * 1000.0)).collect();
         assert!(xs.windows(2).all(|w| w[0] <= w[1]), "{xs:?}");
+    }
+
+    /// A trace of one `send` of real time from 0 to 130 s (no break), its
+    /// deployable's limits in windows of `windows` seconds.
+    fn two_minutes(windows: &[u32]) -> Trace {
+        Trace {
+            steps: vec![step(StepKind::Send, (0.0, 130_000.0), 130_000.0)],
+            windows: windows.to_vec(),
+            ..Trace::default()
+        }
+    }
+
+    /// The boundary lines drawn: (class, window, title).
+    fn lines(svg: &str) -> Vec<(String, String, String)> {
+        svg.split("<line class=\"boundary ")
+            .skip(1)
+            .map(|line| {
+                let class = line.split('"').next().unwrap_or_default().to_owned();
+                let window = line
+                    .split("data-window=\"")
+                    .nth(1)
+                    .and_then(|w| w.split('"').next())
+                    .unwrap_or_default()
+                    .to_owned();
+                let title = line
+                    .split("<title>")
+                    .nth(1)
+                    .and_then(|t| t.split("</title>").next())
+                    .unwrap_or_default()
+                    .to_owned();
+                (class, window, title)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_scenario_whose_limits_are_all_a_minute_draws_no_ten_second_lines() {
+        let svg = timeline(&two_minutes(&[60]), "minute").expect("a timeline");
+        let drawn = lines(&svg);
+        assert_eq!(
+            drawn,
+            [
+                (
+                    "longest".to_owned(),
+                    "60".to_owned(),
+                    "60 s window boundary at 1:00.000".to_owned()
+                ),
+                (
+                    "longest".to_owned(),
+                    "60".to_owned(),
+                    "60 s window boundary at 2:00.000".to_owned()
+                ),
+            ]
+        );
+        assert_eq!(svg.matches(">60 s</text>").count(), 2, "{svg}");
+        assert!(!svg.contains(">10 s</text>"), "{svg}");
+    }
+
+    #[test]
+    fn each_window_length_of_the_limits_draws_its_boundaries_labelled_with_it() {
+        let svg = timeline(&two_minutes(&[10, 60]), "both").expect("a timeline");
+        let drawn = lines(&svg);
+        // Every 10 s from 10 to 130 s: 13 lines, the minutes' drawn once, solid.
+        assert_eq!(drawn.len(), 13, "{drawn:?}");
+        let longest: Vec<&str> = drawn
+            .iter()
+            .filter(|(class, _, _)| class == "longest")
+            .map(|(_, _, title)| title.as_str())
+            .collect();
+        assert_eq!(
+            longest,
+            [
+                "10 s and 60 s window boundary at 1:00.000",
+                "10 s and 60 s window boundary at 2:00.000"
+            ]
+        );
+        assert!(
+            drawn
+                .iter()
+                .filter(|(class, _, _)| class == "shorter")
+                .all(|(_, window, title)| window == "10" && title.starts_with("10 s window")),
+            "{drawn:?}"
+        );
+        assert!(svg.contains(">10 s</text>") && svg.contains(">60 s</text>"));
+        // A window of two minutes: its boundary alone is solid.
+        let svg = timeline(&two_minutes(&[60, 120]), "route").expect("a timeline");
+        let classes: Vec<(String, String)> = lines(&svg)
+            .into_iter()
+            .map(|(class, window, _)| (class, window))
+            .collect();
+        assert_eq!(
+            classes,
+            [
+                ("shorter".to_owned(), "60".to_owned()),
+                ("longest".to_owned(), "120".to_owned())
+            ]
+        );
+        assert!(svg.contains(">windows</text>"));
+        // A deployable that counts nothing draws no boundary, nor names their row.
+        let svg = timeline(&two_minutes(&[]), "none").expect("a timeline");
+        assert!(lines(&svg).is_empty(), "{svg}");
+        assert!(!svg.contains(">windows</text>"));
+        // Nor does a minute's window in a run shorter than a minute.
+        let short = Trace {
+            steps: vec![step(StepKind::Send, (1_000.0, 3_000.0), 2_000.0)],
+            windows: vec![60],
+            ..Trace::default()
+        };
+        let svg = timeline(&short, "short").expect("a timeline");
+        assert!(
+            lines(&svg).is_empty() && !svg.contains(">windows</text>"),
+            "{svg}"
+        );
     }
 }

@@ -4,13 +4,14 @@
 //! on one.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use runtime::bindings::Bindings;
 use runtime::config::Application;
 
 use super::{ControlRequest, EngineError, Runner};
 use crate::engine::limit_call::{control_body, read_outcome};
-use crate::engine::observation::CallRecord;
+use crate::engine::observation::{BindingCall, BindingOutcome, CallRecord};
 use crate::language::probe::LimitCall;
 use crate::language::scenario::{ALL_BINDINGS, Action, Behaviour, Prepared, behaviour_of};
 use crate::world::workerd::EmulatedBinding;
@@ -136,6 +137,19 @@ impl Runner<'_> {
         Ok(value.as_object().cloned().unwrap_or_default())
     }
 
+    /// Adds the calls the deployable made on each binding of process
+    /// `generation` of `isolate`, as its binding stats log them
+    /// ([`binding_calls`]), to the record.
+    pub(super) fn record_binding_calls(
+        &mut self,
+        isolate: usize,
+        generation: usize,
+        stats: &serde_json::Map<String, serde_json::Value>,
+    ) {
+        let calls = binding_calls((isolate, generation), stats, self.epoch_wall_ms);
+        self.observation.binding_calls.extend(calls);
+    }
+
     /// Adds the keys in one process's binding stats to the record.
     pub(super) fn record_binding_keys(
         &mut self,
@@ -152,5 +166,102 @@ impl Runner<'_> {
                 .or_default()
                 .extend(keys);
         }
+    }
+}
+
+/// The calls the deployable of `process` (its isolate and generation) made
+/// on each binding, as that process's binding stats log them (`log`:
+/// `[Date.now(), outcome, ms until settled]`), placed since the scenario
+/// started, whose wall clock then read `epoch_wall_ms`. An entry that is
+/// not of that shape is left out: it can only be a fault of
+/// `assets/ratelimit-binding.js`, and the page draws what it can. A log
+/// that was full (`log_dropped`, past ten thousand calls in one process) is
+/// left out whole: the calls it lacks would read as a binding not asked.
+fn binding_calls(
+    (isolate, generation): (usize, usize),
+    stats: &serde_json::Map<String, serde_json::Value>,
+    epoch_wall_ms: u64,
+) -> Vec<BindingCall> {
+    let mut calls = Vec::new();
+    for (binding, stat) in stats {
+        if stat["log_dropped"]
+            .as_u64()
+            .is_some_and(|dropped| dropped > 0)
+        {
+            continue;
+        }
+        for entry in stat["log"].as_array().into_iter().flatten() {
+            let Some(wall_ms) = entry[0].as_f64().filter(|ms| *ms >= 0.0) else {
+                continue;
+            };
+            let after = entry[2]
+                .as_f64()
+                .map(|ms| Duration::from_millis(ms.max(0.0) as u64));
+            let outcome = match (entry[1].as_str(), after) {
+                (Some("answered"), Some(after)) => BindingOutcome::Answered(after),
+                (Some("malformed"), Some(after)) => BindingOutcome::Malformed(after),
+                (Some("rejected"), Some(after)) => BindingOutcome::Rejected(after),
+                (Some("threw"), _) => BindingOutcome::Threw,
+                (Some("pending"), _) => BindingOutcome::Pending,
+                _ => continue,
+            };
+            calls.push(BindingCall {
+                isolate,
+                generation,
+                binding: binding.clone(),
+                at: Duration::from_millis((wall_ms as u64).saturating_sub(epoch_wall_ms)),
+                outcome,
+            });
+        }
+    }
+    calls
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_binding_s_log_is_read_as_calls_placed_since_the_scenario_started() {
+        let stats = serde_json::json!({
+            "LIMITS_120_PER_60S": {
+                "calls": 5,
+                "log": [
+                    [1_000_100, "answered", 2],
+                    [1_000_200, "pending", null],
+                    [1_000_300, "threw", null],
+                    [1_000_400, "rejected", 0],
+                    [1_000_500, "malformed", 1],
+                    [1_000_600, "answered", null],
+                    ["soon", "answered", 1]
+                ],
+                "log_dropped": 0
+            },
+            "LIMITS_600_PER_60S": {
+                "log": [[1_000_100, "answered", 1]],
+                "log_dropped": 3
+            }
+        });
+        let stats = stats.as_object().expect("an object");
+        let calls = binding_calls((1, 2), stats, 1_000_000);
+        let ms = Duration::from_millis;
+        let seen: Vec<(Duration, BindingOutcome)> =
+            calls.iter().map(|c| (c.at, c.outcome)).collect();
+        assert_eq!(
+            seen,
+            [
+                (ms(100), BindingOutcome::Answered(ms(2))),
+                (ms(200), BindingOutcome::Pending),
+                (ms(300), BindingOutcome::Threw),
+                (ms(400), BindingOutcome::Rejected(ms(0))),
+                (ms(500), BindingOutcome::Malformed(ms(1))),
+            ],
+            "an answer with no time, and a time that is no number, are left out"
+        );
+        assert!(
+            calls
+                .iter()
+                .all(|c| c.isolate == 1 && c.generation == 2 && c.binding == "LIMITS_120_PER_60S")
+        );
     }
 }

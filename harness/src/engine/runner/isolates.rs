@@ -185,7 +185,10 @@ impl Runner<'_> {
         let mut stats_read = Ok(());
         if isolate.process.exited().is_none() && isolate.process.has_bindings() {
             match self.binding_stats(&isolate.process.url()).await {
-                Ok(stats) => self.record_binding_keys(stats),
+                Ok(stats) => {
+                    self.record_binding_calls(index, isolate.generation, &stats);
+                    self.record_binding_keys(stats);
+                }
                 Err(e) => stats_read = Err(e),
             }
         }

@@ -128,6 +128,10 @@ struct Runner<'a> {
     env: &'a Environment,
     prepared: &'a Prepared,
     epoch: Instant,
+    /// The wall clock at `epoch`, in ms since the Unix epoch: the emulated
+    /// bindings' calls, timed by the isolates' `Date.now()`, are placed
+    /// since the scenario started with it.
+    epoch_wall_ms: u64,
     token: String,
     observation: Observation,
     isolates: Vec<Isolate>,
@@ -202,6 +206,7 @@ impl<'a> Runner<'a> {
             env,
             prepared,
             epoch: Instant::now(),
+            epoch_wall_ms: wall_ms(),
             token: control_token(),
             observation: Observation::default(),
             isolates: Vec::new(),

@@ -52,6 +52,9 @@ pub struct TailEvent {
     pub request_path: Option<String>,
     /// The address Cloudflare saw the request come from (`CF-Connecting-IP`).
     pub address: Option<String>,
+    /// When the invocation began on Cloudflare's clock (`eventTimestamp`,
+    /// ms since the Unix epoch): where its lines are placed.
+    pub timestamp_ms: Option<u64>,
 }
 
 /// Reads one frame's event. An event of another kind (a scheduled one, a
@@ -116,7 +119,22 @@ pub fn read_event(text: &str) -> Result<TailEvent, String> {
         lines,
         request_path,
         address,
+        timestamp_ms: event["eventTimestamp"].as_u64(),
     })
+}
+
+/// When a line of an event stamped `timestamp_ms` (Cloudflare's clock, ms
+/// since the Unix epoch) that arrived `arrived` after the epoch (on the
+/// wall clock, `epoch_wall_ms`) happened, since the epoch: at the event's
+/// time, which the tail delivers up to seconds later, when it falls between
+/// the epoch and the arrival; else (no stamp, or a clock that disagrees)
+/// at the arrival.
+pub fn placed(timestamp_ms: Option<u64>, epoch_wall_ms: u64, arrived: Duration) -> Duration {
+    timestamp_ms
+        .and_then(|stamp| stamp.checked_sub(epoch_wall_ms))
+        .map(Duration::from_millis)
+        .filter(|at| *at <= arrived)
+        .unwrap_or(arrived)
 }
 
 /// What the tail has delivered so far.
@@ -148,8 +166,12 @@ impl Drop for Tail {
 
 impl Tail {
     /// Connects to `url` with subprotocol `trace-v1` and sends `{"debug":false}`.
-    /// Lines are timed from `epoch`.
+    /// Lines are timed from `epoch`, at their event's time ([`placed`]).
     pub async fn connect(url: &str, epoch: Instant) -> Result<Tail, TailError> {
+        let epoch_wall_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64)
+            .saturating_sub(epoch.elapsed().as_millis() as u64);
         let mut request = url
             .into_client_request()
             .map_err(|e| TailError::Url(e.to_string()))?;
@@ -201,11 +223,12 @@ impl Tail {
                             break;
                         }
                     };
-                    let at = epoch.elapsed();
+                    let came = epoch.elapsed();
                     {
                         let mut record = lock(&record);
                         match read_event(&text) {
                             Ok(event) => {
+                                let at = placed(event.timestamp_ms, epoch_wall_ms, came);
                                 for (stream, text) in event.lines {
                                     record.lines.push(LogLine { at, stream, text });
                                 }
@@ -316,7 +339,19 @@ mod tests {
                 .1
                 .contains("uncaught TypeError: x is undefined")
         );
+        assert_eq!(event.timestamp_ms, Some(1_700_000_000_000));
         assert!(read_event("not json").is_err());
         assert!(read_event("[1]").is_err());
+    }
+
+    #[test]
+    fn a_line_is_placed_at_its_event_s_time_when_the_clocks_agree() {
+        let ms = Duration::from_millis;
+        // Stamped 300 ms after the epoch, arrived at 2.5 s: at 300 ms.
+        assert_eq!(placed(Some(10_300), 10_000, ms(2_500)), ms(300));
+        // No stamp, one before the epoch, or one after the arrival: at the arrival.
+        assert_eq!(placed(None, 10_000, ms(2_500)), ms(2_500));
+        assert_eq!(placed(Some(9_000), 10_000, ms(2_500)), ms(2_500));
+        assert_eq!(placed(Some(13_000), 10_000, ms(2_500)), ms(2_500));
     }
 }
