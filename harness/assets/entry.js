@@ -28,6 +28,10 @@
 //                   gate's clock takes the offset only in a build with
 //                   runtime's `testing` feature; timers (the 500 ms
 //                   deadline) stay real.
+//   GET  /data_points  what the emulated dataset binding received
+//                   (data-points-binding.js's __harnessPoints()), named by
+//                   the HARNESS_DATA_POINTS text binding; {"points": []} when
+//                   the config has none (no dataset, or a missing binding).
 import wasmModule from "./deployable_bg.wasm";
 import * as deployable from "./deployable.js";
 
@@ -95,8 +99,16 @@ async function setClock(request, env) {
   return Response.json({ offset_ms: clockOffsetMs });
 }
 
+function dataPoints(env) {
+  const name = env.HARNESS_DATA_POINTS;
+  const dataset = name === undefined ? undefined : env[name];
+  if (dataset === undefined) return Response.json({ binding: name ?? null, points: [] });
+  return Response.json({ binding: name, ...dataset.__harnessPoints() });
+}
+
 async function control(request, env) {
   const path = new URL(request.url).pathname;
+  if (path === "/data_points" && request.method === "GET") return dataPoints(env);
   if (path === "/clock" && request.method === "POST") return setClock(request, env);
   if (path === "/limit" && request.method === "POST") return rawLimit(request, env);
   const hide = hiddenSet(env);

@@ -18,6 +18,10 @@
 //!   (only with a control token): the scenario clock, as the Workers
 //!   fixture's control channel sets it; the gate's windows, Redis keys and
 //!   cool-off all read it. Answers `{"offset_ms":N}`.
+//! - `GET /metrics` with `x-harness-control: TOKEN` (only with a control
+//!   token): the gate's `metrics` series in the Prometheus text format, from
+//!   the `metrics-exporter-prometheus` recorder installed as the global
+//!   recorder before the gate is built, as a server's would be.
 //! - anything else: 404.
 //!
 //! The caller is read from `X-Test-Caller` (a real application takes it from
@@ -43,6 +47,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use runtime::CallerId;
 use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
@@ -108,6 +113,47 @@ async fn set_clock(gate: &NativeGate, request: http::Request<Incoming>) -> Respo
     }
 }
 
+/// The round trip histogram's buckets, in seconds: a store answering in
+/// well under a millisecond up to the 500 ms deadline, so an operator's
+/// dashboard sees it slowing down before it is given up on.
+const ROUND_TRIP_BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+];
+
+/// How often the recorder is kept up (its histograms drained): what the
+/// exporter's own HTTP listener would do, which the fixture does not use.
+const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Installs the Prometheus recorder as the global recorder, before the gate
+/// is built (a recorder installed later would miss the gate's first series),
+/// and keeps it up; its handle renders `GET /metrics`.
+fn install_metrics() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
+    let handle = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("rate_limits_store_round_trip_seconds".to_owned()),
+            &ROUND_TRIP_BUCKETS,
+        )?
+        .install_recorder()?;
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(METRICS_UPKEEP).await;
+            upkeep.run_upkeep();
+        }
+    });
+    Ok(handle)
+}
+
+/// `GET /metrics`: the recorder's series, as Prometheus text.
+fn metrics_text(metrics: &PrometheusHandle) -> Response {
+    let mut response = http::Response::new(Full::from(metrics.render()));
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("text/plain; version=0.0.4"),
+    );
+    response
+}
+
 /// What the health route reports beside the gate's state, counted by this
 /// fixture (the production gate counts no health checks): health checks
 /// answered, and requests refused (429s, and API requests to a deployable
@@ -131,15 +177,42 @@ impl Tally {
     }
 }
 
-async fn route(
+/// What every connection's requests share.
+struct Fixture {
+    /// Benchmarks only: `/api/...` answered without the gate.
     limiting_off: bool,
+    /// The harness's control token, if it gave one.
     control_token: Option<Arc<str>>,
     gate: Arc<NativeGate>,
-    tally: Arc<Tally>,
+    tally: Tally,
     deployable: Arc<str>,
+    /// The recorder's handle, rendering `GET /metrics`.
+    metrics: PrometheusHandle,
+}
+
+impl Fixture {
+    /// Whether a request carries the harness's control token (never, without one).
+    fn is_control(&self, request: &http::Request<Incoming>) -> bool {
+        let token = request
+            .headers()
+            .get(CONTROL_HEADER)
+            .and_then(|v| v.to_str().ok());
+        self.control_token.is_some() && token == self.control_token.as_deref()
+    }
+}
+
+async fn route(
+    fixture: Arc<Fixture>,
     peer: SocketAddr,
     mut request: http::Request<Incoming>,
 ) -> Result<Response, Infallible> {
+    let Fixture {
+        limiting_off,
+        gate,
+        tally,
+        deployable,
+        ..
+    } = &*fixture;
     let path = request.uri().path().to_owned();
     if path == "/health" {
         let (health_checks, refused) = tally.health_check();
@@ -147,7 +220,7 @@ async fn route(
             200,
             &serde_json::json!({
                 "status": "ok",
-                "deployable": &*deployable,
+                "deployable": &**deployable,
                 "counting": gate.counting().name(),
                 "health_checks": health_checks,
                 "refused": refused,
@@ -155,12 +228,14 @@ async fn route(
         ));
     }
     if path == "/clock" && request.method() == http::Method::POST {
-        let token = request
-            .headers()
-            .get(CONTROL_HEADER)
-            .and_then(|v| v.to_str().ok());
-        if control_token.is_some() && token == control_token.as_deref() {
-            return Ok(set_clock(&gate, request).await);
+        if fixture.is_control(&request) {
+            return Ok(set_clock(gate, request).await);
+        }
+        return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
+    }
+    if path == "/metrics" && request.method() == http::Method::GET {
+        if fixture.is_control(&request) {
+            return Ok(metrics_text(&fixture.metrics));
         }
         return Ok(json(404, &serde_json::json!({ "error": "not_found" })));
     }
@@ -171,7 +246,7 @@ async fn route(
         tally.refused();
         return Ok(json(404, &serde_json::json!({ "error": "no_api" })));
     }
-    if limiting_off {
+    if *limiting_off {
         return Ok(json(200, &serde_json::json!({ "ok": true })));
     }
     let caller = request
@@ -183,7 +258,10 @@ async fn route(
         request.extensions_mut().insert(CallerId(caller));
     }
     request.extensions_mut().insert(PeerAddr(peer));
-    let response = RateLimitLayer::new(gate).layer(Api).call(request).await;
+    let response = RateLimitLayer::new(gate.clone())
+        .layer(Api)
+        .call(request)
+        .await;
     if matches!(&response, Ok(r) if r.status() == http::StatusCode::TOO_MANY_REQUESTS) {
         tally.refused();
     }
@@ -216,6 +294,13 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     };
     let limiting_off = args.iter().any(|a| a == "--limiting-off");
+    let metrics = match install_metrics() {
+        Ok(metrics) => metrics,
+        Err(error) => {
+            eprintln!("could not install the metrics recorder: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
     let source = match std::fs::read_to_string(application) {
         Ok(source) => source,
         Err(error) => {
@@ -248,28 +333,22 @@ async fn main() -> ExitCode {
     };
     let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
     println!("{}", serde_json::json!({ "event": "listen", "port": port }));
-    let deployable: Arc<str> = Arc::from(deployable.as_str());
-    let tally = Arc::new(Tally::default());
+    let fixture = Arc::new(Fixture {
+        limiting_off,
+        control_token,
+        gate,
+        tally: Tally::default(),
+        deployable: Arc::from(deployable.as_str()),
+        metrics,
+    });
     loop {
         let Ok((stream, peer)) = listener.accept().await else {
             continue;
         };
-        let gate = gate.clone();
-        let tally = tally.clone();
-        let deployable = deployable.clone();
-        let control_token = control_token.clone();
+        let fixture = fixture.clone();
         tokio::spawn(async move {
-            let service = hyper::service::service_fn(move |request| {
-                route(
-                    limiting_off,
-                    control_token.clone(),
-                    gate.clone(),
-                    tally.clone(),
-                    deployable.clone(),
-                    peer,
-                    request,
-                )
-            });
+            let service =
+                hyper::service::service_fn(move |request| route(fixture.clone(), peer, request));
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
                 .await;

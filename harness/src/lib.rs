@@ -11,6 +11,8 @@
 //! - *Worker build*: the wasm, its glue and snippets built for one Worker ([`world::wasm::WorkerBuild`]).
 //! - *count server*: the one workerd process that keeps every emulated binding's count for a run ([`world::workerd::CountServer`]).
 //! - *binding emulation*: `assets/ratelimit-binding.js`, the `ratelimit` binding as the Worker sees it, with its faults.
+//! - *dataset emulation*: `assets/data-points-binding.js`, the Workers Analytics Engine dataset a Worker writes its data points to.
+//! - *metrics*: what operators see: a native instance's `metrics` series (`GET /metrics`) and a Worker's data points, expected by selectors such as `decisions{outcome="refused"}`.
 //! - *fault*: a way an emulated binding misbehaves (throwing, rejecting, malformed, slow, hanging, missing).
 //! - *Redis behaviour*: how a native scenario's real Redis behaves (`redis_starts = ...` at the start, `set_redis = ...` mid-run).
 //! - *expectation*: what a scenario says must hold of what was observed.

@@ -14,8 +14,8 @@ pub mod observation;
 mod runner;
 
 pub use observation::{
-    BindingCall, BindingOutcome, CallRecord, InstanceKind, InstanceRecord, LoadProbe, Observation,
-    RequestRecord, StepRecord, Trouble,
+    BindingCall, BindingOutcome, CallRecord, InstanceKind, InstanceRecord, LoadProbe, MetricsText,
+    Observation, RequestRecord, StepRecord, Trouble,
 };
 pub use runner::{
     Aborted, CALLER_HEADER, CONTROL_HEADER, ControlRequest, EngineError, Environment, MINUTE_ROOM,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::language::probe::CallOutcome;
 use crate::language::scenario::RedisCalls;
+use crate::world::metrics::SeriesKey;
 use crate::world::process::LogLine;
 
 /// One request and its answer.
@@ -121,6 +122,24 @@ pub struct Observation {
     /// For each `send` step (by index) with a `deadline`: the load probes
     /// sent to its isolate while its first requests waited.
     pub load_probes: BTreeMap<usize, Vec<LoadProbe>>,
+    /// For each `send` step (by index) whose expectations name `metrics`:
+    /// how each series of the limiter's metrics changed during it, summed
+    /// over the scenario's processes (read before and after the step).
+    pub metrics_steps: BTreeMap<usize, BTreeMap<SeriesKey, f64>>,
+    /// The limiter's metrics at the end, series by series, summed over
+    /// every process: each one's last reading (one `restart_isolate` retired
+    /// adds its counts, not its gauges, which it no longer has). `None` when
+    /// the deployable has none (a Worker whose application names no dataset).
+    pub metrics_final: Option<BTreeMap<SeriesKey, f64>>,
+    /// Every metrics text a native instance served and every data points
+    /// answer an isolate gave, as read: no key may appear in them.
+    pub metrics_texts: Vec<MetricsText>,
+    /// The dataset binding a Worker's plan named, when its application
+    /// names a dataset: the `rate_limits.data_points` lines name it.
+    pub data_points_binding: Option<String>,
+    /// Data points an isolate's dataset received whose shape is not the
+    /// interface's, each described.
+    pub malformed_points: Vec<MetricsText>,
     /// Every step that ran, in order.
     pub steps: Vec<StepRecord>,
     /// Every `limit()` call the deployable made on an emulated binding, as
@@ -129,6 +148,15 @@ pub struct Observation {
     pub binding_calls: Vec<BindingCall>,
     /// The whole run, processes' start and stop included.
     pub duration: Duration,
+}
+
+/// A text a process gave of its metrics, and which process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricsText {
+    /// The process, as failures name it (`native instance 0`, `isolate 1 after restart 1`).
+    pub process: String,
+    /// The text.
+    pub text: String,
 }
 
 /// One request that cannot wait, sent while a step's requests waited for a

@@ -75,6 +75,8 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Judgement {
                 .filter(|r| r.step == step.index)
                 .collect(),
             redis_calls: None,
+            // No `metrics` are read there (cloudflare_obstacle refuses them).
+            metrics: None,
             // No `deadline` is checked there (cloudflare_obstacle refuses it).
             load_probes: &[],
         };

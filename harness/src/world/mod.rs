@@ -12,6 +12,7 @@
 pub mod cargo_build;
 pub mod cloudflare;
 pub mod instance;
+pub mod metrics;
 pub mod native;
 pub mod npm;
 pub mod paths;

@@ -179,6 +179,7 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
         compatibility_date: &env.workerd.version,
         control_token: "t",
         counter: BindingCounter::InIsolate,
+        data_points: None,
         limiting_off: false,
     };
     let path = write_config(dir.path(), &config, &env.deployable).expect("config");

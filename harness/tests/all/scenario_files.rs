@@ -921,3 +921,166 @@ fn the_schema_has_no_null_branches() {
         );
     }
 }
+
+/// A native scenario counting in Redis (`cache`), one `send` expecting these `metrics`.
+fn native_metrics(metrics: &str) -> String {
+    format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nsend = {{ requests = 1 }}\nexpect = {{ metrics = {{ {metrics} }} }}\n"
+    )
+}
+
+#[test]
+fn a_metric_selector_is_refused_at_its_place_unless_the_deployable_writes_it() {
+    for (metrics, at, wanted) in [
+        (
+            "'decisions{outcome=\"refuse\"}' = 1",
+            "16:24",
+            "`outcome` of `decisions` is never `refuse`: it is one of passed, refused",
+        ),
+        (
+            "'rate_limits_decisions_total' = 1",
+            "16:24",
+            "write `decisions`, without the `rate_limits_` prefix",
+        ),
+        (
+            "'decisions{limit=address}' = 1",
+            "16:24",
+            "is not a selector: the value of `limit` is not in double quotes",
+        ),
+        ("'data_points' = 1", "16:24", "`data_points` are a Worker's"),
+        (
+            "'memory_bytes' = 0, 'decisions{limit=\"/api/nowhere\"}' = 1",
+            "16:44",
+            "the deployable never writes it (its limits are caller, address)",
+        ),
+        (
+            "'counted_in_memory{store=\"other\"}' = 1",
+            "16:24",
+            "never writes it (its store is `cache`)",
+        ),
+        (
+            "'decisions' = { at_least = 3, at_most = 1 }",
+            "16:38",
+            "`at_least = 3` is above `at_most = 1`",
+        ),
+        (
+            "'decisions' = 1.5",
+            "16:38",
+            "a whole number, or { at_least = N }",
+        ),
+    ] {
+        let error = malformed(&native_metrics(metrics));
+        assert!(
+            error.starts_with(&format!("scenarios/bad.toml:{at}: ")),
+            "{metrics}: {error}"
+        );
+        assert!(error.contains(wanted), "{metrics}: {error}");
+    }
+    loads(&native_metrics(
+        "'decisions{limit=\"address\",outcome=\"refused\"}' = 1, 'counted_in_memory{store=\"cache\",reason=\"cooling_off\"}' = { at_least = 1 }, 'store_state{state=\"asked\"}' = -3",
+    ));
+    let at_the_end = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nsend = {{ requests = 1 }}\n\
+         [scenario.expect]\nmetrics = {{ 'decisions{{deployable=\"edge\"}}' = 1 }}\n"
+    ));
+    assert!(
+        at_the_end.starts_with("scenarios/bad.toml:17:13: "),
+        "{at_the_end}"
+    );
+    assert!(at_the_end.contains("(it is `api`)"), "{at_the_end}");
+}
+
+#[test]
+fn a_worker_s_only_metric_is_its_data_points_and_only_with_a_dataset() {
+    let workers = |fields: &str, expect: &str| {
+        format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n{fields}[[scenario.steps]]\nsend = {{ requests = 1 }}\n{expect}"
+        )
+    };
+    for (text, at, wanted) in [
+        (
+            workers("", "expect = { metrics = { 'decisions' = 1 } }\n"),
+            "18:24",
+            "`decisions` is a native gate's metric; `edge` is a Workers deployable, whose only metric is `data_points`",
+        ),
+        (
+            workers("", "expect = { metrics = { 'data_points' = 1 } }\n"),
+            "18:24",
+            "the application names no dataset for `edge`'s data points: add `data_points = \"DATASET\"` to its `[rate_limits]`",
+        ),
+        (
+            workers("data_points_binding = \"missing\"\n", ""),
+            "16:23",
+            "`data_points_binding` is the dataset's binding, and the application names no dataset",
+        ),
+        (
+            workers("", "[scenario.expect]\nmetrics_series = { at_most = 3 }\n"),
+            "19:18",
+            "`metrics_series` counts a Worker's data points, and the application names no dataset",
+        ),
+    ] {
+        let error = malformed(&text);
+        assert!(
+            error.starts_with(&format!("scenarios/bad.toml:{at}: ")),
+            "{text}\n{error}"
+        );
+        assert!(error.contains(wanted), "{error}");
+    }
+    let native = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}data_points_binding = \"throwing\"\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
+    ));
+    assert!(native.starts_with("scenarios/bad.toml:14:23: "), "{native}");
+    assert!(native.contains("`api` is native"), "{native}");
+}
+
+#[test]
+fn a_dataset_s_binding_and_warning_agree() {
+    let app = WORKERS_API.replace(
+        "store = \"limits\"\n",
+        "store = \"limits\"\ndata_points = \"rate_limits\"\n",
+    );
+    let workers = |fields: &str, expect: &str| {
+        format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{app}'''\n{fields}[[scenario.steps]]\nsend = {{ requests = 1 }}\n[scenario.expect]\n{expect}"
+        )
+    };
+    loads(&workers(
+        "data_points_binding = \"throwing\"\n",
+        "data_points_warning = { reason = \"failed\" }\nmetrics = { 'data_points{limit=\"address\",reason=\"cooling_off\"}' = 0 }\nmetrics_series = { at_most = 4 }\n",
+    ));
+    for (text, at, wanted) in [
+        (
+            workers("", "data_points_warning = { reason = \"missing\" }\n"),
+            "20:23",
+            "the dataset binding is `recording`, which never fails",
+        ),
+        (
+            workers(
+                "data_points_binding = \"throwing\"\n",
+                "data_points_warning = { reason = \"missing\" }\n",
+            ),
+            "21:23",
+            "the dataset binding is `throwing`, so its line's reason is `failed`",
+        ),
+        (
+            workers(
+                "",
+                "metrics = { 'data_points{limit=\"/api/nowhere\"}' = 0 }\n",
+            ),
+            "20:13",
+            "never writes it (its limits are caller, address)",
+        ),
+        (
+            workers("", "metrics = { 'data_points{reason=\"no_store\"}' = 0 }\n"),
+            "20:13",
+            "`reason` of `data_points` is never `no_store`",
+        ),
+    ] {
+        let error = malformed(&text);
+        assert!(
+            error.starts_with(&format!("scenarios/bad.toml:{at}: ")),
+            "{text}\n{error}"
+        );
+        assert!(error.contains(wanted), "{error}");
+    }
+}

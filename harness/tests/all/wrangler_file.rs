@@ -370,6 +370,7 @@ fn workerd_runs_the_worker_from_the_written_files_bindings_to_its_limit() {
             compatibility_date: date,
             control_token: TOKEN,
             counter: BindingCounter::InIsolate,
+            data_points: None,
             limiting_off: false,
         };
         let config = write_config(&config_dir, &config, &env.deployable).expect("config");

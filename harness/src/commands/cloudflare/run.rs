@@ -362,6 +362,14 @@ fn plan_scenario(
             });
         }
     }
+    // The dataset its data points go to, as `wrangler --write` writes
+    // `analytics_engine_datasets`: the edge's own, so they are written there.
+    if let Some(entry) = runtime::bindings::DatasetEntry::of(&app) {
+        bindings.push(Binding::AnalyticsEngine {
+            name: entry.binding,
+            dataset: entry.dataset,
+        });
+    }
     // The Worker builds its gate from the plan the build step writes, as
     // the local run's Workers do (`harness validate --plan`).
     let plan = GatePlan::new(&app, &prepared.deployable)

@@ -128,6 +128,10 @@ pub enum ControlRequest {
     ForgetScope,
     /// `POST /limit` to an isolate: one raw `limit()` call.
     CallLimit,
+    /// `GET /metrics` from a native instance.
+    ReadMetrics,
+    /// `GET /data_points` from an isolate: what its dataset binding received.
+    ReadDataPoints,
 }
 
 impl std::fmt::Display for ControlRequest {
@@ -138,6 +142,8 @@ impl std::fmt::Display for ControlRequest {
             ControlRequest::SetClock => "setting the scenario clock",
             ControlRequest::ForgetScope => "dropping the scenario's counts in the count server",
             ControlRequest::CallLimit => "calling limit()",
+            ControlRequest::ReadMetrics => "reading a native instance's metrics",
+            ControlRequest::ReadDataPoints => "reading an isolate's data points",
         })
     }
 }

@@ -76,6 +76,7 @@ impl Runner<'_> {
             compatibility_date: &date,
             control_token: &self.token,
             counter,
+            data_points: self.dataset.as_ref(),
             limiting_off: false,
         };
         let path =
@@ -150,7 +151,7 @@ impl Runner<'_> {
         let old = self.isolates.remove(index);
         let config = old.config.clone();
         let generation = old.generation + 1;
-        self.retire(index, old).await?;
+        self.retire(index, old, false).await?;
         let process = self.start_instance(index, &config).await?;
         self.isolates.insert(
             index,
@@ -167,13 +168,16 @@ impl Runner<'_> {
         }
     }
 
-    /// Reads what reached its bindings, stops it, and keeps every line it
-    /// wrote: its log is read to the end after the kill (every line counts
-    /// for the fallback and no-key checks), or the run fails saying it was not.
+    /// Reads what reached its bindings and its metrics (added to the totals
+    /// at the end: all of them `at_end`, its counts alone when it is
+    /// restarted mid-run), stops it, and keeps every line it wrote: its log
+    /// is read to the end after the kill (every line counts for the
+    /// fallback and no-key checks), or the run fails saying it was not.
     pub(super) async fn retire(
         &mut self,
         index: usize,
         mut isolate: Isolate,
+        at_end: bool,
     ) -> Result<(), EngineError> {
         // What reached the bindings is judged (`binding_keys`): a live
         // process whose stats cannot be read fails the run. One that exited
@@ -185,6 +189,15 @@ impl Runner<'_> {
                     self.record_binding_calls(index, isolate.generation, &stats);
                     self.record_binding_keys(stats);
                 }
+                Err(e) => stats_read = Err(e),
+            }
+        }
+        // Its metrics are judged (`metrics`, no key in them) as its stats are.
+        if isolate.process.exited().is_none() && self.has_metrics() && stats_read.is_ok() {
+            let source = self.source_of(index, &isolate);
+            match self.read_metrics(&source).await {
+                Ok(Some(reading)) => self.add_to_totals(&reading, at_end),
+                Ok(None) => {}
                 Err(e) => stats_read = Err(e),
             }
         }

@@ -8,13 +8,15 @@
 //! and retiring the scenario's processes), [`clock_steps`] (starting and
 //! moving the clock every process reads), [`send`] (firing a `send`'s
 //! requests), [`bindings`] (the emulated bindings: planned, changed, read,
-//! called raw) and [`native_steps`] (a native scenario's instances and its
-//! Redis); [`error`] is why a run stops.
+//! called raw), [`native_steps`] (a native scenario's instances and its
+//! Redis) and [`metrics`] (the limiter's metrics, read around steps and at
+//! the end); [`error`] is why a run stops.
 
 mod bindings;
 mod clock_steps;
 mod error;
 mod isolates;
+mod metrics;
 mod native_steps;
 mod send;
 
@@ -33,11 +35,13 @@ use super::clock::ScenarioClock;
 use super::observation::{Observation, StepRecord};
 use crate::language::scenario::{Action, ClockKind, Prepared};
 use crate::world::instance::Instance;
+use crate::world::metrics::MetricReading;
 use crate::world::native::launch::NativeLaunch;
 use crate::world::scenario_redis::ScenarioRedis;
 use crate::world::text::error_chain;
 use crate::world::wasm::WorkerBuild;
 use crate::world::workerd::count_server::fresh_scope;
+use crate::world::workerd::data_points::EmulatedDataset;
 use crate::world::workerd::reference::CountingCore;
 use crate::world::workerd::{CountServer, Workerd, WorkerdProcess};
 
@@ -137,6 +141,11 @@ struct Runner<'a> {
     peer_clients: BTreeMap<Ipv4Addr, reqwest::Client>,
     /// The bindings in the config: those a step can change.
     configured: Vec<String>,
+    /// A Workers scenario's dataset binding, when its application names a
+    /// dataset: its isolates' data points are read.
+    dataset: Option<EmulatedDataset>,
+    /// The metrics of every process retired so far (the totals at the end).
+    metrics_total: Option<MetricReading>,
     /// Where the scenario's isolates keep the count they share.
     shared_count: SharedCount,
     /// A native scenario's way to start its instances.
@@ -204,6 +213,8 @@ impl<'a> Runner<'a> {
             client,
             peer_clients: BTreeMap::new(),
             configured: Vec::new(),
+            dataset: None,
+            metrics_total: None,
             shared_count: SharedCount::None,
             native: None,
             scope: fresh_scope(),
@@ -221,7 +232,7 @@ impl<'a> Runner<'a> {
         // Keep what every process wrote, even when the run failed.
         let live: Vec<Isolate> = std::mem::take(&mut self.isolates);
         for (index, isolate) in live.into_iter().enumerate() {
-            let retired = self.retire(index, isolate).await;
+            let retired = self.retire(index, isolate, true).await;
             if result.is_ok() {
                 result = retired;
             }
@@ -236,6 +247,7 @@ impl<'a> Runner<'a> {
             SharedCount::Reference(store) => drop((*store).stop().await),
             SharedCount::Redis(redis) => redis.stop().await,
         }
+        self.observation.metrics_final = self.metrics_total.take().map(|m| m.values());
         self.observation
             .instances
             .sort_by_key(|i| (i.isolate, i.generation));
@@ -275,9 +287,22 @@ impl<'a> Runner<'a> {
             let bindings = emulated_bindings(app, &prepared.deployable, prepared)?;
             // What the framework's build step would write for the deployable.
             let plan = GatePlan::new(app, &prepared.deployable)
-                .map_err(|e| EngineError::UnknownDeployable(e.0))?
-                .to_text()
-                .map_err(EngineError::Plan)?;
+                .map_err(|e| EngineError::UnknownDeployable(e.0))?;
+            // The dataset binding the plan names (`data_points NAME`), as
+            // `wrangler --write` writes it into `analytics_engine_datasets`.
+            self.dataset = match (plan.data_points(), &app.data_points) {
+                (Some(binding), Some(dataset)) => Some(EmulatedDataset {
+                    binding: binding.to_owned(),
+                    dataset: dataset.clone(),
+                    behaviour: scenario
+                        .data_points_binding
+                        .as_ref()
+                        .map_or_else(Default::default, |b| *b.get_ref()),
+                }),
+                _ => None,
+            };
+            self.observation.data_points_binding = self.dataset.as_ref().map(|d| d.binding.clone());
+            let plan = plan.to_text().map_err(EngineError::Plan)?;
             self.start_isolates(&plan, &bindings, scenario.isolates)
                 .await?;
         }
@@ -316,8 +341,20 @@ impl<'a> Runner<'a> {
                 let waiting = expect
                     .and_then(|e| e.deadline.as_ref())
                     .map_or(0, |d| d.get_ref().waiting);
+                let read_metrics = expect.is_some_and(|e| e.metrics.is_some());
+                let before = match read_metrics {
+                    true => Some(self.read_all_metrics().await?),
+                    false => None,
+                };
                 self.send_counting_redis_calls(index, send, count_calls, waiting)
-                    .await
+                    .await?;
+                if let Some(before) = before {
+                    let after = self.read_all_metrics().await?;
+                    self.observation
+                        .metrics_steps
+                        .insert(index, after.change_since(&before));
+                }
+                Ok(())
             }
             Action::SetBindings(changes) => self.set_bindings(changes).await,
             Action::SetRedis(behaviour) => self.set_redis(index, behaviour).await,
@@ -352,6 +389,19 @@ impl<'a> Runner<'a> {
         request: ControlRequest,
         builder: reqwest::RequestBuilder,
     ) -> Result<serde_json::Value, EngineError> {
+        let text = self.control_text(request, builder).await?;
+        serde_json::from_str(&text).map_err(|e| EngineError::Control {
+            request,
+            detail: format!("{e} in {text}"),
+        })
+    }
+
+    /// Sends one control request with the token and reads its answer's text.
+    async fn control_text(
+        &self,
+        request: ControlRequest,
+        builder: reqwest::RequestBuilder,
+    ) -> Result<String, EngineError> {
         let failed = |detail: String| EngineError::Control { request, detail };
         let response = builder
             .header(CONTROL_HEADER, &self.token)
@@ -363,7 +413,7 @@ impl<'a> Runner<'a> {
         if !status.is_success() {
             return Err(failed(format!("{status}: {text}")));
         }
-        serde_json::from_str(&text).map_err(|e| failed(format!("{e} in {text}")))
+        Ok(text)
     }
 }
 

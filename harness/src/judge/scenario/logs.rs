@@ -22,16 +22,7 @@ pub struct FallbackLine {
 /// `message`, naming the `binding`; a native instance's `tracing` JSON line
 /// is the event itself, naming the `connection`.
 pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
-    let outer: serde_json::Value = serde_json::from_str(line).ok()?;
-    let inner = outer
-        .get("message")
-        .and_then(|m| m.as_str())
-        .and_then(|message| serde_json::from_str::<serde_json::Value>(message).ok())
-        .filter(serde_json::Value::is_object);
-    let event = inner.unwrap_or(outer);
-    if event.get("event")?.as_str()? != runtime::limiter::FallbackLog::EVENT {
-        return None;
-    }
+    let event = event_of(line, runtime::limiter::FallbackLog::EVENT)?;
     let field = |name: &str| event.get(name).and_then(|v| v.as_str()).map(str::to_owned);
     Some(
         match (
@@ -42,6 +33,20 @@ pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
             _ => Err(format!("a fallback line without binding or reason: {line}")),
         },
     )
+}
+
+/// The event `name` in one line of a process's output, if it is one:
+/// workerd's structured logging puts the event's JSON inside the line's
+/// `message`; a native instance's `tracing` JSON line is the event itself.
+pub(in crate::judge) fn event_of(line: &str, name: &str) -> Option<serde_json::Value> {
+    let outer: serde_json::Value = serde_json::from_str(line).ok()?;
+    let inner = outer
+        .get("message")
+        .and_then(|m| m.as_str())
+        .and_then(|message| serde_json::from_str::<serde_json::Value>(message).ok())
+        .filter(serde_json::Value::is_object);
+    let event = inner.unwrap_or(outer);
+    (event.get("event")?.as_str()? == name).then_some(event)
 }
 
 /// `[[expect.fallback]]`: each process that served traffic logged exactly

@@ -6,7 +6,8 @@
 //! its status, headers, body and latency), `deadline` (the waits for a
 //! deadline, judged against load probes), `logs` (the fallback lines, and
 //! no key in any line), `binding_keys`, `redis_calls` (the calls Redis
-//! ran) and `limit_calls` (raw `limit()` calls). `failure` is what a failed
+//! ran), `limit_calls` (raw `limit()` calls) and `metrics` (the limiter's
+//! metrics and data points, no key in them). `failure` is what a failed
 //! expectation says, `send_step` a `send` step as its judging sees it, and
 //! `summary` the short forms a report shows. Everything is used from here,
 //! by these names.
@@ -17,6 +18,7 @@ mod deadline;
 mod failure;
 mod limit_calls;
 mod logs;
+mod metrics;
 mod redis_calls;
 mod send_step;
 mod summary;
@@ -42,6 +44,8 @@ use limit_calls::limit_calls;
 use logs::fallback_lines;
 pub use logs::{FallbackLine, fallback_line};
 pub(super) use logs::{instance_name, no_key_logged};
+pub use metrics::DATA_POINTS_EVENT;
+use metrics::{data_points_lines, final_metrics, metric_changes, no_key_in_metrics};
 use redis_calls::redis_round_trips;
 pub(super) use send_step::SendStep;
 pub(super) use summary::status_text;
@@ -55,12 +59,15 @@ type RunCheck = fn(&Scenario, &Observation, &mut Failures<'_>);
 
 /// Every kind of expectation of a scenario with steps, in the order its
 /// failures are reported. A new kind is one function (in a file of its own) and one row here.
-const RUN_CHECKS: [(&str, RunCheck); 5] = [
+const RUN_CHECKS: [(&str, RunCheck); 8] = [
     ("send steps", send_steps),
     ("raw limit() calls", limit_calls),
     ("fallback lines", fallback_lines),
+    ("data points lines", data_points_lines),
     ("binding keys", binding_keys),
+    ("metrics at the end", final_metrics),
     ("no key in any log line", no_key_logged),
+    ("no key in any metric", no_key_in_metrics),
 ];
 
 /// Every failure of one run.
@@ -117,6 +124,7 @@ fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures
                 .filter(|r| r.step == index)
                 .collect(),
             redis_calls: observation.redis_calls.get(&index).copied(),
+            metrics: observation.metrics_steps.get(&index),
             load_probes: observation
                 .load_probes
                 .get(&index)
@@ -148,6 +156,7 @@ fn send_expectations(
         latency,
         deadline,
         redis_calls,
+        metrics,
         // How Cloudflare checks them: crate::judge::cloudflare.
         on_cloudflare: _,
     } = expectations;
@@ -177,5 +186,8 @@ fn send_expectations(
     }
     if let Some(redis_calls) = redis_calls {
         redis_round_trips(view, redis_calls, out);
+    }
+    if let Some(metrics) = metrics {
+        metric_changes(view, metrics, out);
     }
 }

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::bounds::{MAX_DEADLINE_MS, one};
+use super::metrics::{DataPointsWarning, MetricValue, MetricsTable};
 use crate::language::cloudflare::SendChecksOnCloudflare;
 
 /// What the responses of one `send` must show. Every field is optional.
@@ -54,6 +55,16 @@ pub struct SendExpectations {
     #[serde(default)]
     #[schemars(with = "Option<RedisCalls>")]
     pub redis_calls: Option<Spanned<RedisCalls>>,
+    /// How the limiter's metrics changed during this step, summed over
+    /// every instance: selectors such as
+    /// `'decisions{limit="address",outcome="refused"}'` (without the
+    /// `rate_limits_` prefix and `_total` suffix), each the sum of every
+    /// series with those labels (a histogram counts its observations), a
+    /// whole number or `{ at_least = N }`, `{ at_most = N }`. A native
+    /// deployable's `metrics` series; a Workers one's `data_points`.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, MetricValue>>")]
+    pub metrics: Option<Spanned<MetricsTable>>,
     /// How these expectations are checked on Cloudflare, where it differs
     /// from the scenario's `on_cloudflare` (by expectation name).
     #[serde(default)]
@@ -121,6 +132,24 @@ pub struct FinalExpectations {
     #[serde(default)]
     #[schemars(with = "Option<BTreeMap<String, Vec<String>>>")]
     pub binding_keys: Option<Spanned<BTreeMap<String, Vec<String>>>>,
+    /// The limiter's metrics at the end, summed over every instance (a
+    /// restarted one's counts included): selectors as in a `send`'s
+    /// `metrics`, each a whole number or bounds.
+    #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, MetricValue>>")]
+    pub metrics: Option<Spanned<MetricsTable>>,
+    /// How many distinct series the limiter's metrics have at the end, over
+    /// every instance (a histogram's buckets, sum and count are one), or
+    /// for a Worker how many distinct label sets its data points have: a
+    /// flood from many clients must not make more.
+    #[serde(default)]
+    #[schemars(with = "Option<MetricValue>")]
+    pub metrics_series: Option<Spanned<MetricValue>>,
+    /// The `rate_limits.data_points` lines each isolate must have logged
+    /// (its dataset binding missing or throwing). Without it none may appear.
+    #[serde(default)]
+    #[schemars(with = "Option<DataPointsWarning>")]
+    pub data_points_warning: Option<Spanned<DataPointsWarning>>,
 }
 
 /// One kind of fallback line, and how often each isolate logs it.

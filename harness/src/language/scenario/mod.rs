@@ -9,7 +9,8 @@
 //! The format is `model` (a file and its scenarios), `behaviour` (the
 //! bindings' and the store's), `step` (the steps and the one action each
 //! does) and `expect` (what a scenario expects), held to `bounds`, with
-//! `statuses` for a status sequence. `load` reads a file into [`Prepared`]
+//! `statuses` for a status sequence, and `metrics` for the metrics a
+//! scenario expects. `load` reads a file into [`Prepared`]
 //! scenarios (`prepared`), each with its application validated once and
 //! validated (`validate`), every error located through its `source`;
 //! `schema` is the format's JSON Schema. Everything is used from here, by
@@ -19,6 +20,7 @@ mod behaviour;
 mod bounds;
 mod expect;
 mod load;
+mod metrics;
 mod model;
 mod prepared;
 mod schema;
@@ -34,6 +36,10 @@ pub use expect::{
     SendExpectations,
 };
 pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
+pub use metrics::{
+    DataPointsBinding, DataPointsWarning, DataPointsWarningReason, MetricKind, MetricName,
+    MetricSelector, MetricSource, MetricValue, MetricsTable, SelectorError,
+};
 pub use model::{ClockKind, RedisKind, RedisTls, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;

@@ -13,6 +13,7 @@ use toml::Spanned;
 use super::behaviour::{Behaviour, RedisBehaviour};
 use super::bounds::{MAX_ISOLATES, one};
 use super::expect::FinalExpectations;
+use super::metrics::DataPointsBinding;
 use super::step::Step;
 use crate::language::cloudflare::CloudflareCheck;
 
@@ -89,6 +90,13 @@ pub struct Scenario {
     #[serde(default)]
     #[schemars(with = "Option<RedisBehaviour>")]
     pub redis_starts: Option<Spanned<RedisBehaviour>>,
+    /// For a Workers deployable whose application writes data points
+    /// (`[rate_limits] data_points`): the emulated dataset binding is
+    /// `recording` (the default: it keeps every point), `missing` (not in
+    /// the Worker's env) or `throwing` (`writeDataPoint` throws).
+    #[serde(default)]
+    #[schemars(with = "Option<DataPointsBinding>")]
+    pub data_points_binding: Option<Spanned<DataPointsBinding>>,
     /// For an invalid application: the diagnostic codes `harness validate` must report (and no steps).
     #[serde(default)]
     #[schemars(with = "Option<Vec<String>>")]

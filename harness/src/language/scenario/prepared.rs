@@ -48,6 +48,13 @@ impl Prepared {
             .is_some_and(|(_, d)| d.target == Target::Native)
     }
 
+    /// The Workers Analytics Engine dataset its application writes data
+    /// points to (`[rate_limits] data_points`), if it names one: only then
+    /// does a Worker's plan bind one, and can a scenario expect its points.
+    pub fn data_points_dataset(&self) -> Option<&str> {
+        self.application.as_ref().ok()?.data_points.as_deref()
+    }
+
     /// Whether it runs natively and counts in Redis: the harness starts a
     /// real `redis-server` (or a cluster of them) for it.
     pub fn counts_in_redis(&self) -> bool {

@@ -22,6 +22,13 @@ pub enum Binding {
         /// Its limit.
         simple: Simple,
     },
+    /// A Workers Analytics Engine dataset the Worker writes data points to.
+    AnalyticsEngine {
+        /// The name the Worker sees it under in `env`.
+        name: String,
+        /// The dataset's name.
+        dataset: String,
+    },
     /// A text the Worker reads from `env`.
     PlainText {
         /// The name the Worker sees it under in `env`.
@@ -35,7 +42,9 @@ impl Binding {
     /// The name the Worker sees it under.
     pub fn name(&self) -> &str {
         match self {
-            Binding::Ratelimit { name, .. } | Binding::PlainText { name, .. } => name,
+            Binding::Ratelimit { name, .. }
+            | Binding::AnalyticsEngine { name, .. }
+            | Binding::PlainText { name, .. } => name,
         }
     }
 }
@@ -195,6 +204,10 @@ mod tests {
                         name: "PLAN".into(),
                         text: "rate-limits-plan 2\ndeployable edge\n".into(),
                     },
+                    Binding::AnalyticsEngine {
+                        name: "RATE_LIMIT_DATA_POINTS".into(),
+                        dataset: "rate_limits".into(),
+                    },
                 ],
             },
             modules: vec![
@@ -223,6 +236,10 @@ mod tests {
         assert_eq!(
             json["bindings"][1],
             serde_json::json!({"type":"plain_text","name":"PLAN","text":"rate-limits-plan 2\ndeployable edge\n"})
+        );
+        assert_eq!(
+            json["bindings"][2],
+            serde_json::json!({"type":"analytics_engine","name":"RATE_LIMIT_DATA_POINTS","dataset":"rate_limits"})
         );
         assert_eq!(json["main_module"], "entry.js");
     }

@@ -4,8 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::language::scenario::Behaviour;
+use crate::language::scenario::{Behaviour, DataPointsBinding};
 use crate::world::wasm::{STEM, WorkerBuild};
+use crate::world::workerd::data_points::{DATA_POINTS_JS, EmulatedDataset};
 use crate::world::workerd::reference::{CLIENT_MODULE, FORWARD_JS, Simulator};
 
 /// One emulated Rate Limiting binding, as the plan names and numbers it.
@@ -40,6 +41,9 @@ pub struct IsolateConfig<'a> {
     pub control_token: &'a str,
     /// Where the emulated bindings' counting core keeps its count.
     pub counter: BindingCounter<'a>,
+    /// The dataset binding the Worker writes its data points to, when its
+    /// application names one: bound under the plan's name unless missing.
+    pub data_points: Option<&'a EmulatedDataset>,
     /// Benchmarks only: emits the text binding `LIMITING = "off"`, so the
     /// deployable answers `/api/` routes without limiting. Scenarios leave it false.
     pub limiting_off: bool,
@@ -112,6 +116,7 @@ pub fn write_config(
 ) -> std::io::Result<std::path::PathBuf> {
     std::fs::write(dir.join("entry.js"), ENTRY_JS)?;
     std::fs::write(dir.join("ratelimit-binding.js"), RATELIMIT_JS)?;
+    std::fs::write(dir.join("data-points-binding.js"), DATA_POINTS_JS)?;
     if let BindingCounter::Reference { simulator, .. } = config.counter {
         std::fs::write(dir.join("ratelimit.worker.js"), &simulator.client_js)?;
         std::fs::write(dir.join("reference-forward.js"), FORWARD_JS)?;
@@ -162,6 +167,7 @@ const config :Workerd.Config = (
   sockets = [ (name = "http", address = "127.0.0.1:0", http = (), service = "deployable") ],
   extensions = [ (modules = [
     (name = "harness:ratelimit", esModule = embed "ratelimit-binding.js", internal = true),
+    (name = "harness:data-points", esModule = embed "data-points-binding.js", internal = true),
 {core_module}  ]) ],
   logging = (structuredLogging = true),
 );
@@ -211,6 +217,27 @@ fn bindings(config: &IsolateConfig<'_>) -> String {
     ));
     if config.limiting_off {
         bindings.push_str(&text("LIMITING", "off"));
+    }
+    if let Some(dataset) = config.data_points {
+        // Named even when missing, so `GET /data_points` knows what to look up.
+        bindings.push_str(&text("HARNESS_DATA_POINTS", &dataset.binding));
+        let behaviour = match dataset.behaviour {
+            DataPointsBinding::Recording => Some("recording"),
+            DataPointsBinding::Throwing => Some("throwing"),
+            DataPointsBinding::Missing => None,
+        };
+        if let Some(behaviour) = behaviour {
+            let _ = writeln!(
+                bindings,
+                "    (name = {name}, wrapped = (moduleName = \"harness:data-points\", innerBindings = [\n\
+                 \x20     (name = \"dataset\", text = {dataset}),\n\
+                 \x20     (name = \"behaviour\", text = {behaviour}),\n\
+                 \x20   ])),",
+                name = quote(&dataset.binding),
+                dataset = quote(&dataset.dataset),
+                behaviour = quote(behaviour),
+            );
+        }
     }
     for b in in_config {
         let initial = match &b.initial {
@@ -351,6 +378,7 @@ mod tests {
                 port: 4242,
                 scope: "scenario-7",
             },
+            data_points: None,
             limiting_off: false,
         });
         assert!(
@@ -382,6 +410,50 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("LIMITING"), "{text}");
+        assert!(!text.contains("HARNESS_DATA_POINTS"), "{text}");
+    }
+
+    #[test]
+    fn the_dataset_is_bound_under_the_plans_name_unless_missing() {
+        let render_with = |behaviour| {
+            let dataset = EmulatedDataset {
+                binding: "RATE_LIMIT_DATA_POINTS".into(),
+                dataset: "rate_limits".into(),
+                behaviour,
+            };
+            render(&IsolateConfig {
+                plan: "",
+                bindings: &[],
+                compatibility_date: "2026-11-17",
+                control_token: "t",
+                counter: BindingCounter::InIsolate,
+                data_points: Some(&dataset),
+                limiting_off: false,
+            })
+        };
+        let recording = render_with(DataPointsBinding::Recording);
+        for wanted in [
+            r#"(name = "HARNESS_DATA_POINTS", text = "RATE_LIMIT_DATA_POINTS")"#,
+            r#"(name = "RATE_LIMIT_DATA_POINTS", wrapped = (moduleName = "harness:data-points""#,
+            r#"(name = "dataset", text = "rate_limits")"#,
+            r#"(name = "behaviour", text = "recording")"#,
+            r#"(name = "harness:data-points", esModule = embed "data-points-binding.js", internal = true)"#,
+        ] {
+            assert!(recording.contains(wanted), "{wanted}\n{recording}");
+        }
+        let throwing = render_with(DataPointsBinding::Throwing);
+        assert!(
+            throwing.contains(r#"(name = "behaviour", text = "throwing")"#),
+            "{throwing}"
+        );
+        let missing = render_with(DataPointsBinding::Missing);
+        assert!(
+            missing.contains(r#"(name = "HARNESS_DATA_POINTS", text = "RATE_LIMIT_DATA_POINTS")"#)
+        );
+        assert!(
+            !missing.contains("RATE_LIMIT_DATA_POINTS\", wrapped"),
+            "{missing}"
+        );
     }
 
     #[test]
@@ -392,6 +464,7 @@ mod tests {
             compatibility_date: "2026-11-17",
             control_token: "t",
             counter: BindingCounter::InIsolate,
+            data_points: None,
             limiting_off: false,
         };
         let name = "snippets/runtime-0123/src/ask-bindings.js";
@@ -425,6 +498,7 @@ mod tests {
                 port: 4243,
                 simulator: &simulator,
             },
+            data_points: None,
             limiting_off: false,
         });
         for wanted in [

@@ -3,11 +3,12 @@
 //! core), which run in workerd processes of their own.
 //!
 //! It uses the world's child-process plumbing (`process`), `paths`, the
-//! wasm build and the language's binding behaviours; nothing of `native/`
-//! or Redis.
+//! wasm build, the language's binding behaviours and the metrics' reading
+//! (`metrics`); nothing of `native/` or Redis.
 
 pub mod config;
 pub mod count_server;
+pub mod data_points;
 pub mod find;
 pub mod process;
 pub mod reference;

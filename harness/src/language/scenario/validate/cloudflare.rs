@@ -76,6 +76,22 @@ pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<u
             ),
         ));
     }
+    if let Some(binding) = &s.data_points_binding {
+        return Some((
+            Some(binding.span()),
+            "`data_points_binding`: the dataset on Cloudflare is the real one, which cannot be made missing or throwing".to_owned(),
+        ));
+    }
+    if let Some(expect) = s.expect.as_ref().map(|e| e.get_ref())
+        && (expect.metrics.is_some()
+            || expect.metrics_series.is_some()
+            || expect.data_points_warning.is_some())
+    {
+        return Some((
+            None,
+            "it expects metrics at the end: the data points a Worker writes on Cloudflare are not read back there".to_owned(),
+        ));
+    }
     for step in &s.steps {
         let why = match step.get_ref().action() {
             Ok(Action::SetBindings(_)) => {
@@ -89,6 +105,12 @@ pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<u
             Ok(Action::Limit(_)) => "`limit`: the Worker on Cloudflare has no control endpoint",
             Ok(Action::Send { send, .. }) if send.isolate.is_some() => {
                 "a `send` to one isolate: Cloudflare's isolates are its own"
+            }
+            Ok(Action::Send {
+                expect: Some(expect),
+                ..
+            }) if expect.get_ref().metrics.is_some() => {
+                "`metrics`: the data points a Worker writes on Cloudflare are not read back there"
             }
             Ok(Action::Send {
                 expect: Some(expect),

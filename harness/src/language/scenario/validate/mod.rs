@@ -2,7 +2,8 @@
 //! nothing runs that could not be judged: each step does one thing, its
 //! sequences parse and add up, its isolates exist ([`send`], [`deadline`],
 //! [`redis`]); what it asks of its deployable, the deployable can do
-//! ([`deployable`]), the addresses it sends among what it reads
+//! ([`deployable`]), the metrics it expects among those it produces
+//! ([`metrics`]), the addresses it sends among what it reads
 //! ([`address`]); Cloudflare can run what is marked to run there
 //! ([`cloudflare`]); and it judges something. Every refusal is a
 //! [`ScenarioError`] at the place in the file.
@@ -11,6 +12,7 @@ mod address;
 mod cloudflare;
 mod deadline;
 mod deployable;
+mod metrics;
 mod redis;
 mod send;
 
@@ -20,6 +22,7 @@ pub use cloudflare::cloudflare_obstacle;
 use cloudflare::validate_for_cloudflare;
 use deadline::validate_deadline_isolate;
 use deployable::validate_for_deployable;
+use metrics::validate_metrics;
 use redis::{validate_redis_change, validate_redis_start};
 use send::validate_send;
 
@@ -34,6 +37,7 @@ pub(super) fn validate(prepared: &Prepared) -> Result<(), ScenarioError> {
     let source = &prepared.scenario;
     validate_alone(source)?;
     validate_for_deployable(prepared)?;
+    validate_metrics(prepared)?;
     validate_for_cloudflare(prepared)?;
     validate_judges_something(source)
 }
