@@ -16,6 +16,11 @@ use crate::names::binding_name;
 /// [`DatasetEntry::of`]'s, and the Worker's plan names it.
 pub const DATA_POINTS_BINDING: &str = "RATE_LIMIT_DATA_POINTS";
 
+/// The event a Worker logs, once per isolate, when its data points' dataset
+/// is missing or throws (with the binding and `missing` or `failed`): the
+/// request is unaffected.
+pub const DATA_POINTS_EVENT: &str = "rate_limits.data_points";
+
 /// One `analytics_engine_datasets` entry of a Wrangler file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DatasetEntry {

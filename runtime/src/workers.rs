@@ -23,6 +23,7 @@ use wasm_bindgen::prelude::*;
 
 use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress};
 use crate::backend::{DEADLINE_MS, FallbackReason};
+use crate::bindings::DATA_POINTS_EVENT;
 use crate::clock::Clock;
 use crate::config::Counting;
 use crate::counter::Verdict;
@@ -147,10 +148,6 @@ struct Waiting {
     /// The request's `env`, kept only when data points are written through it.
     env: Option<JsValue>,
 }
-
-/// The event a Worker logs, once per isolate, when its data points' dataset
-/// is missing or throws: the request is unaffected.
-pub const DATA_POINTS_EVENT: &str = "rate_limits.data_points";
 
 /// What a gate writes its data points with: the dataset's binding and every
 /// string a point holds, made JavaScript strings once per gate (a point

@@ -1195,7 +1195,10 @@ mod metrics_cost {
                 .filter(|l| l.starts_with("rate_limits_decisions_total{"))
                 .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
                 .sum();
-            assert_eq!(recorded as usize, decided, "every decision recorded:\n{text}");
+            assert_eq!(
+                recorded as usize, decided,
+                "every decision recorded:\n{text}"
+            );
         }
         #[cfg(not(feature = "metrics"))]
         let _ = decided;
@@ -1246,7 +1249,12 @@ mod metrics_cost {
             .stdout(std::process::Stdio::piped());
         die_with_harness(&mut command);
         let output = command.output().await.expect("the child runs");
-        assert!(output.status.success(), "{} failed: {}", exe.display(), output.status);
+        assert!(
+            output.status.success(),
+            "{} failed: {}",
+            exe.display(),
+            output.status
+        );
         let text = String::from_utf8_lossy(&output.stdout);
         RUNS.iter()
             .map(|name| {

@@ -90,7 +90,17 @@ async fn shown() -> Shown {
     shown.extend(shown_addresses());
     shown.extend(shown_decision());
     shown.extend(shown_native().await);
+    shown.extend(shown_data_points());
     shown
+}
+
+/// The Wrangler entry of the Worker's data points' dataset.
+fn shown_data_points() -> Shown {
+    let entry = runtime::bindings::DatasetEntry {
+        binding: runtime::bindings::DATA_POINTS_BINDING.into(),
+        dataset: "rate_limits".into(),
+    };
+    vec![("bindings::DatasetEntry", format!("{entry:?}"))]
 }
 
 /// The description's types, its plan's, and its diagnostics'.
@@ -185,16 +195,6 @@ fn shown_description() -> Shown {
             ),
         ),
         ("bindings::Bindings", format!("{plan:?}")),
-        (
-            "bindings::DatasetEntry",
-            format!(
-                "{:?}",
-                runtime::bindings::DatasetEntry {
-                    binding: runtime::bindings::DATA_POINTS_BINDING.into(),
-                    dataset: "rate_limits".into(),
-                }
-            ),
-        ),
         ("bindings::Binding", format!("{:?}", plan.bindings)),
         ("bindings::Simple", format!("{:?}", plan.wrangler_entries())),
         (

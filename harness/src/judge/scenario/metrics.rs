@@ -15,9 +15,7 @@ use crate::engine::Observation;
 use crate::language::scenario::{MetricsTable, Scenario};
 use crate::world::metrics::SeriesKey;
 
-/// The event a Worker logs, once per isolate, when its dataset binding is
-/// missing or its `writeDataPoint` throws.
-pub const DATA_POINTS_EVENT: &str = "rate_limits.data_points";
+pub use runtime::bindings::DATA_POINTS_EVENT;
 
 /// How many matched series a failure lists.
 const LISTED: usize = 6;
