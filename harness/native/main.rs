@@ -124,16 +124,125 @@ const ROUND_TRIP_BUCKETS: [f64; 10] = [
 /// exporter's own HTTP listener would do, which the fixture does not use.
 const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Installs the Prometheus recorder as the global recorder, before the gate
-/// is built (a recorder installed later would miss the gate's first series),
-/// and keeps it up; its handle renders `GET /metrics`.
-fn install_metrics() -> Result<PrometheusHandle, metrics_exporter_prometheus::BuildError> {
-    let handle = PrometheusBuilder::new()
+/// The line the fixture writes each time its store's state gauge is raised
+/// (`rate_limits_store_state{state=...}` set to 1;
+/// `harness::world::native::STORE_STATE_EVENT`): the harness's report page
+/// draws the cool-offs and probes of a native instance from them. The
+/// fixture's own, never the production gate's: the gate sets the gauge when
+/// a cool-off begins (again when its probe fails) and when a probe answers.
+const STORE_STATE_EVENT: &str = "harness.store_state";
+
+/// The Prometheus recorder, with the store's state gauges watched: each
+/// time one is raised, a [`STORE_STATE_EVENT`] line on stderr (the store's
+/// name and the state, no key).
+struct WatchedRecorder(metrics_exporter_prometheus::PrometheusRecorder);
+
+/// One store state gauge of [`WatchedRecorder`].
+struct WatchedGauge {
+    inner: metrics::Gauge,
+    line: String,
+}
+
+impl metrics::GaugeFn for WatchedGauge {
+    fn increment(&self, value: f64) {
+        self.inner.increment(value);
+    }
+    fn decrement(&self, value: f64) {
+        self.inner.decrement(value);
+    }
+    fn set(&self, value: f64) {
+        self.inner.set(value);
+        if value == 1.0 {
+            eprintln!("{}", self.line);
+        }
+    }
+}
+
+impl metrics::Recorder for WatchedRecorder {
+    fn describe_counter(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_counter(key, unit, text);
+    }
+    fn describe_gauge(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_gauge(key, unit, text);
+    }
+    fn describe_histogram(
+        &self,
+        key: metrics::KeyName,
+        unit: Option<metrics::Unit>,
+        text: metrics::SharedString,
+    ) {
+        self.0.describe_histogram(key, unit, text);
+    }
+    fn register_counter(
+        &self,
+        key: &metrics::Key,
+        metadata: &metrics::Metadata<'_>,
+    ) -> metrics::Counter {
+        self.0.register_counter(key, metadata)
+    }
+    fn register_gauge(
+        &self,
+        key: &metrics::Key,
+        metadata: &metrics::Metadata<'_>,
+    ) -> metrics::Gauge {
+        let inner = self.0.register_gauge(key, metadata);
+        if key.name() != runtime::native::metrics::STORE_STATE {
+            return inner;
+        }
+        let label = |name: &str| {
+            key.labels()
+                .find(|l| l.key() == name)
+                .map(|l| l.value().to_owned())
+        };
+        let line = serde_json::json!({
+            "event": STORE_STATE_EVENT,
+            "store": label("store"),
+            "state": label("state"),
+        })
+        .to_string();
+        metrics::Gauge::from_arc(Arc::new(WatchedGauge { inner, line }))
+    }
+    fn register_histogram(
+        &self,
+        key: &metrics::Key,
+        metadata: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        self.0.register_histogram(key, metadata)
+    }
+}
+
+/// Why the metrics recorder could not be installed.
+#[derive(Debug, thiserror::Error)]
+enum MetricsError {
+    #[error(transparent)]
+    Build(#[from] metrics_exporter_prometheus::BuildError),
+    #[error(transparent)]
+    Install(#[from] metrics::SetRecorderError<WatchedRecorder>),
+}
+
+/// Installs the Prometheus recorder (its store state gauges watched) as the
+/// global recorder, before the gate is built (a recorder installed later
+/// would miss the gate's first series), and keeps it up; its handle renders
+/// `GET /metrics`.
+fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
+    let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full("rate_limits_store_round_trip_seconds".to_owned()),
             &ROUND_TRIP_BUCKETS,
         )?
-        .install_recorder()?;
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(WatchedRecorder(recorder))?;
     let upkeep = handle.clone();
     tokio::spawn(async move {
         loop {

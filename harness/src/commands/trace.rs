@@ -12,6 +12,7 @@ use runtime::config::Counting;
 use crate::engine::{BindingCall, Observation, RequestRecord, StepRecord, Trouble};
 use crate::judge::scenario::fallback_line;
 use crate::language::scenario::{Action, Prepared};
+use crate::world::native::STORE_STATE_EVENT;
 
 /// One scenario's run as the report page draws it.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -236,6 +237,7 @@ impl Trace {
                 })
             })
             .collect();
+        let native = native_cool_offs(observation, &clock);
         let cool_offs = cool_offs(&observation.binding_calls, &observation.requests)
             .into_iter()
             .map(|c| TraceCoolOff {
@@ -249,6 +251,7 @@ impl Trace {
                     answered: p.outcome.trouble().is_none(),
                 }),
             })
+            .chain(native)
             .collect();
         Trace {
             place: Some(place),
@@ -261,6 +264,52 @@ impl Trace {
             cool_offs,
         }
     }
+}
+
+/// A native instance's cool-offs, as its store's state lines show them
+/// ([`STORE_STATE_EVENT`]): each `cooling_off` up to the instance's next
+/// state line, which is its probe (answered when it says `asked`, troubled
+/// when it says `cooling_off` again and a new cool-off begins), or, with no
+/// later line, up to the last answer the instance gave after it.
+fn native_cool_offs(observation: &Observation, clock: &Clock) -> Vec<TraceCoolOff> {
+    let mut out = Vec::new();
+    for instance in &observation.instances {
+        let states: Vec<(Duration, String, String)> = instance
+            .lines
+            .iter()
+            .filter_map(|line| {
+                let event: serde_json::Value = serde_json::from_str(&line.text).ok()?;
+                (event.get("event")?.as_str()? == STORE_STATE_EVENT).then_some(())?;
+                let field = |name: &str| event.get(name)?.as_str().map(str::to_owned);
+                Some((line.at, field("store")?, field("state")?))
+            })
+            .collect();
+        let last_answer = observation
+            .requests
+            .iter()
+            .filter(|r| r.isolate == instance.isolate)
+            .map(|r| r.sent + r.latency)
+            .max();
+        for (index, (at, store, state)) in states.iter().enumerate() {
+            if state != "cooling_off" {
+                continue;
+            }
+            let next = states.get(index + 1);
+            let ended = next.map_or_else(|| last_answer.unwrap_or(*at).max(*at), |(t, _, _)| *t);
+            out.push(TraceCoolOff {
+                isolate: instance.isolate,
+                binding: store.clone(),
+                trouble: "could not be asked",
+                started_ms: clock.at(*at),
+                ended_ms: clock.at(ended),
+                probe: next.map(|(t, _, next_state)| TraceProbe {
+                    clock_ms: clock.at(*t),
+                    answered: next_state == "asked",
+                }),
+            });
+        }
+    }
+    out
 }
 
 /// A cool-off as the run observed it, on the harness's clock.
@@ -495,6 +544,61 @@ mod tests {
             clock_started_ms: clock.0,
             clock_ended_ms: clock.1,
         }
+    }
+
+    /// A native instance's state lines: a cool-off up to a failed probe,
+    /// a second up to a probe answered, a third never probed (up to the
+    /// last answer), and the registration's `asked` no cool-off at all.
+    #[test]
+    fn a_native_instances_state_lines_are_its_cool_offs_and_probes() {
+        use crate::engine::{InstanceKind, InstanceRecord, RequestRecord};
+        use crate::world::process::{LogLine, Stream};
+        let line = |ms: u64, state: &str| LogLine {
+            at: Duration::from_millis(ms),
+            stream: Stream::Stderr,
+            text: format!(r#"{{"event":"{STORE_STATE_EVENT}","store":"cache","state":"{state}"}}"#),
+        };
+        let lines = vec![
+            line(1, "asked"),
+            line(100, "cooling_off"),
+            line(10_100, "cooling_off"),
+            line(20_100, "asked"),
+            line(20_200, "cooling_off"),
+        ];
+        let observation = Observation {
+            instances: vec![InstanceRecord {
+                kind: InstanceKind::Native,
+                isolate: 0,
+                generation: 0,
+                lines,
+                served: true,
+            }],
+            requests: vec![RequestRecord {
+                step: 0,
+                number: 1,
+                isolate: 0,
+                outcome: Ok(200),
+                headers: Default::default(),
+                body: String::new(),
+                latency: Duration::from_millis(5),
+                sent: Duration::from_millis(20_300),
+            }],
+            steps: vec![step(0, 0, 30_000, (0, 30_000))],
+            ..Observation::default()
+        };
+        let clock = Clock::of(&observation.steps, &[(StepKind::Send, String::new())]);
+        let found: Vec<(f64, f64, Option<bool>)> = native_cool_offs(&observation, &clock)
+            .iter()
+            .map(|c| (c.started_ms, c.ended_ms, c.probe.map(|p| p.answered)))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (100.0, 10_100.0, Some(false)),
+                (10_100.0, 20_100.0, Some(true)),
+                (20_200.0, 20_305.0, None),
+            ]
+        );
     }
 
     #[test]

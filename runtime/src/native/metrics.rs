@@ -36,6 +36,9 @@ pub const DECISIONS: &str = "rate_limits_decisions_total";
 pub const COUNTED_IN_MEMORY: &str = "rate_limits_counted_in_memory_total";
 /// Each store's state, by deployable, store and state (`asked`,
 /// `cooling_off`, `probing`): 1 for the state it is in, 0 for the others.
+/// Set when the state changes, and again when a probe ends (a probe that
+/// failed sets `cooling_off` anew: a new cool-off begins), so whoever
+/// watches the sets sees each cool-off and how it ended.
 pub const STORE_STATE: &str = "rate_limits_store_state";
 /// Each answered round trip to a store, in seconds, by deployable and store.
 pub const STORE_ROUND_TRIP: &str = "rate_limits_store_round_trip_seconds";
@@ -184,10 +187,18 @@ impl GateMetrics {
     /// stores keep them.
     pub(super) fn record(&self, limiter: &Limiter, decision: &Decision) {
         let mut counted_in_memory = false;
+        // The stores this request asked (by index, the first 64): while one
+        // is not `asked`, only its probe asks it.
+        let mut asked: u64 = 0;
         for check in &decision.checks {
             let Some((verdict, counted)) = check.settled() else {
                 continue;
             };
+            if let (Some(store), Counted::Backend | Counted::InMemory(InMemory::Unavailable(_))) =
+                (check.backend(), counted)
+            {
+                asked |= 1_u64.checked_shl(store.index() as u32).unwrap_or(0);
+            }
             if let Some(pair) = self.decisions.get(check.policy().index()) {
                 pair[usize::from(verdict == Verdict::Exceeded)].increment(1);
             }
@@ -220,7 +231,10 @@ impl GateMetrics {
         }
         for (index, (gauges, last)) in self.states.iter().enumerate() {
             let state = limiter.backend_state(BackendId::new(index));
-            if last.load(Ordering::Relaxed) != state as u8 {
+            let was = last.load(Ordering::Relaxed);
+            let probed = was != BackendState::Asked as u8
+                && asked & 1_u64.checked_shl(index as u32).unwrap_or(0) != 0;
+            if was != state as u8 || probed {
                 last.store(state as u8, Ordering::Relaxed);
                 for (gauge, value) in gauges.iter().zip(BackendState::VALUES) {
                     gauge.set(f64::from(u8::from(value == state)));

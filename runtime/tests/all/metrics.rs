@@ -181,3 +181,106 @@ fn without_the_feature_the_facade_is_not_linked() {
     assert_eq!(enabling, ["metrics"]);
     assert_eq!(features["default"].as_array().map(Vec::len), Some(0));
 }
+
+/// A recorder that keeps every value set on a gauge, in order, by its
+/// labels: to see when a state gauge was set, which a scrape cannot show.
+#[derive(Default, Clone)]
+struct GaugeSets(Arc<std::sync::Mutex<Vec<(String, f64)>>>);
+
+struct Set {
+    labels: String,
+    sets: GaugeSets,
+}
+
+impl metrics::GaugeFn for Set {
+    fn increment(&self, _: f64) {}
+    fn decrement(&self, _: f64) {}
+    fn set(&self, value: f64) {
+        if let Ok(mut sets) = self.sets.0.lock() {
+            sets.push((self.labels.clone(), value));
+        }
+    }
+}
+
+impl metrics::Recorder for GaugeSets {
+    fn describe_counter(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_gauge(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn describe_histogram(
+        &self,
+        _: metrics::KeyName,
+        _: Option<metrics::Unit>,
+        _: metrics::SharedString,
+    ) {
+    }
+    fn register_counter(&self, _: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Counter {
+        metrics::Counter::noop()
+    }
+    fn register_gauge(&self, key: &metrics::Key, _: &metrics::Metadata<'_>) -> metrics::Gauge {
+        if key.name() != STORE_STATE {
+            return metrics::Gauge::noop();
+        }
+        let labels = key
+            .labels()
+            .filter(|l| l.key() == "state")
+            .map(|l| l.value().to_owned())
+            .collect();
+        metrics::Gauge::from_arc(Arc::new(Set {
+            labels,
+            sets: self.clone(),
+        }))
+    }
+    fn register_histogram(
+        &self,
+        _: &metrics::Key,
+        _: &metrics::Metadata<'_>,
+    ) -> metrics::Histogram {
+        metrics::Histogram::noop()
+    }
+}
+
+/// The state gauge is set when a cool-off begins, and set again when its
+/// probe fails and a new one begins (the state reads `cooling_off` before
+/// and after): whoever watches the sets sees each cool-off, as the harness's
+/// report page draws them.
+#[test]
+fn a_failed_probe_sets_cooling_off_again() {
+    let sets = GaugeSets::default();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    metrics::with_local_recorder(&sets, || {
+        runtime.block_on(async {
+            let gate = missing_redis_gate("metrics-probes");
+            let subject = runtime::Subject::of_request(None, Some("192.0.2.5"));
+            for _ in 0..3 {
+                let _ = gate.decide(&subject, "/api/items").await;
+            }
+            gate.clock()
+                .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
+            for _ in 0..3 {
+                let _ = gate.decide(&subject, "/api/items").await;
+            }
+        });
+    });
+    let sets = sets.0.lock().expect("sets").clone();
+    let raised: Vec<&str> = sets
+        .iter()
+        .filter(|(_, value)| *value == 1.0)
+        .map(|(state, _)| state.as_str())
+        .collect();
+    // Registered asked; the first request's trouble; the probe's.
+    assert_eq!(raised, ["asked", "cooling_off", "cooling_off"], "{sets:?}");
+}

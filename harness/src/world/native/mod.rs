@@ -66,6 +66,13 @@ pub fn fixture_path() -> Result<PathBuf, NativeError> {
 /// (`harness/native/main.rs` reads and clears the same name).
 pub const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
 
+/// The event native-fixture writes on stderr each time its store's state
+/// gauge is raised (`{"event":..,"store":..,"state":..}`; its
+/// `STORE_STATE_EVENT`): the gate raises it when a cool-off begins, again
+/// when the cool-off's probe fails, and `asked` when a probe answers. The
+/// report page draws a native instance's cool-offs from these lines.
+pub const STORE_STATE_EVENT: &str = "harness.store_state";
+
 /// Where rustls-native-certs (and so the instance's `rediss://` client)
 /// reads the authorities it trusts, in place of the platform's.
 pub const TRUSTED_CA_VAR: &str = "SSL_CERT_FILE";
