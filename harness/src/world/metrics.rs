@@ -6,9 +6,11 @@
 //! sums both.
 //!
 //! The parser is the harness's own, a few dozen lines of the format's
-//! text exposition (0.0.4), rather than a crate: the harness reads only
-//! what `metrics-exporter-prometheus` writes, and a crate for it would
-//! bring its own HTTP or protobuf stack into the harness's build.
+//! text exposition (0.0.4), rather than the `prometheus-parse` crate: that
+//! crate matches lines with regular expressions and skips a line it cannot
+//! match without a word (and splits labels at every `,`, a route path's
+//! included), where a judge that counts must fail on a scrape it read only
+//! in part, naming the line ([`PrometheusError`]).
 
 use std::collections::BTreeMap;
 
