@@ -154,11 +154,18 @@ struct Load {
     statuses: BTreeMap<u16, u64>,
     errors: u64,
     elapsed: Duration,
+    /// CPU time the target's workerd spent meanwhile, in ns (0 when not
+    /// taken: [`measure`] takes it).
+    target_cpu_ns: u64,
 }
 
 impl Load {
     fn answered(&self) -> usize {
         self.latencies_us.len()
+    }
+    /// The target's CPU per answered request, in microseconds.
+    fn cpu_us(&self) -> f64 {
+        self.target_cpu_ns as f64 / 1000.0 / self.answered().max(1) as f64
     }
     fn rps(&self) -> f64 {
         self.answered() as f64 / self.elapsed.as_secs_f64()
@@ -177,6 +184,7 @@ impl Load {
         }
         self.errors += other.errors;
         self.elapsed += other.elapsed;
+        self.target_cpu_ns += other.target_cpu_ns;
     }
     /// The `percent`-th percentile ([`stats::percentile`]) in milliseconds.
     fn percentile_ms(&mut self, percent: u32) -> f64 {
@@ -816,7 +824,7 @@ async fn measure(
         snapshot(store_pid),
         Cpu::of(std::process::id()),
     );
-    let load = generate(
+    let mut load = generate(
         port,
         API_PATH,
         plan.concurrency,
@@ -825,6 +833,7 @@ async fn measure(
     )
     .await;
     let (target_ns, busiest_ns) = snapshot(target.pid).since(&before.0);
+    load.target_cpu_ns = target_ns;
     target.cpu.target_ns += target_ns;
     target.cpu.target_busiest_ns += busiest_ns;
     target.cpu.store_ns += snapshot(store_pid).since(&before.1).0;
@@ -858,14 +867,7 @@ fn print_throughput(plan: Plan, targets: &[Target], loads: Vec<Round>) {
 /// Each target's req/s round by round (`rps[target][round]`), and its
 /// answers pooled over the rounds.
 fn by_target(targets: usize, loads: Vec<Round>) -> (Vec<Vec<f64>>, Vec<Load>) {
-    let rps: Vec<Vec<f64>> = (0..targets)
-        .map(|t| {
-            loads
-                .iter()
-                .filter_map(|r| r[t].as_ref().map(Load::rps))
-                .collect()
-        })
-        .collect();
+    let rps = per_target(targets, &loads, Load::rps);
     let mut pooled: Vec<Load> = (0..targets).map(|_| Load::default()).collect();
     for round in loads {
         for (t, load) in round.into_iter().enumerate() {
@@ -875,6 +877,13 @@ fn by_target(targets: usize, loads: Vec<Round>) -> (Vec<Vec<f64>>, Vec<Load>) {
         }
     }
     (rps, pooled)
+}
+
+/// `of(load)` of each target round by round (`[target][round]`).
+fn per_target(targets: usize, loads: &[Round], of: fn(&Load) -> f64) -> Vec<Vec<f64>> {
+    (0..targets)
+        .map(|t| loads.iter().filter_map(|r| r[t].as_ref().map(of)).collect())
+        .collect()
 }
 
 /// `a ÷ b` round by round: the ratio every pair of targets is judged by.
@@ -1106,8 +1115,9 @@ async fn data_points(bench: &mut Bench) -> Result<(), Error> {
     for target in &targets {
         received.push(points_received(target.process.port).await?);
     }
+    let cpu = per_target(targets.len(), &loads, Load::cpu_us);
     let (rps, pooled) = by_target(targets.len(), loads);
-    print_points_cost(plan, &targets, &rps, &pooled);
+    print_points_cost(plan, &rps, &cpu, &pooled);
     print_points_rounds(plan, &targets, &rps);
     print_rounds_table(plan, &targets, &rps, "round (data points)");
     print_cpu_table(plan, &targets, &pooled, false);
@@ -1133,19 +1143,29 @@ fn without_of(t: usize) -> Option<usize> {
 /// The requirement: writing the points costs at most 5 % of the req/s.
 const POINTS_COST_AT_LEAST: f64 = 0.95;
 
-fn print_points_cost(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled: &[Load]) {
+/// The section's table: each of [`POINTS_TARGETS`]' req/s and CPU per
+/// request, and with ÷ without of both per round (`rps`, `cpu`:
+/// `[target][round]`).
+fn print_points_cost(plan: Plan, rps: &[Vec<f64>], cpu: &[Vec<f64>], pooled: &[Load]) {
     println!(
         "### What the data points cost (`GET {API_PATH}`, concurrency {}, {} rounds of {} s warm-up + {} s per target; the bindings and the dataset in the isolate)\n",
         plan.concurrency, plan.rounds, plan.warmup, plan.seconds
     );
     println!(
-        "| traffic | Worker | dataset | req/s, median of rounds | min-max | workerd CPU per request, µs | with ÷ without, per round: median | min-max | ≥ {POINTS_COST_AT_LEAST}? |"
+        "| traffic | Worker | dataset | req/s, median of rounds | min-max | with ÷ without, per round: median | min-max | ≥ {POINTS_COST_AT_LEAST}? | workerd CPU per request, µs | its with ÷ without, per round: median (min-max) |"
     );
-    println!("|---|---|---|---:|---:|---:|---:|---:|---|");
-    for (t, target) in targets.iter().enumerate() {
-        let (_, worker, traffic, dataset) = POINTS_TARGETS[t];
+    println!("|---|---|---|---:|---:|---:|---:|---|---:|---:|");
+    for (t, &(_, worker, traffic, dataset)) in POINTS_TARGETS.iter().enumerate() {
         let (lo, hi) = min_max(&rps[t]);
-        let cpu_us = target.cpu.target_ns as f64 / 1000.0 / pooled[t].answered().max(1) as f64;
+        let cpu_us = pooled[t].cpu_us();
+        let cpu_ratio = without_of(t).map_or_else(
+            || "-".to_owned(),
+            |base| {
+                let ratios = per_round(&cpu[t], &cpu[base]);
+                let (rlo, rhi) = min_max(&ratios);
+                format!("{:.3} ({rlo:.3}-{rhi:.3})", median(&ratios))
+            },
+        );
         let ratio = without_of(t).map_or_else(
             || "- | - | -".to_owned(),
             |base| {
@@ -1161,7 +1181,7 @@ fn print_points_cost(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled: &
             },
         );
         println!(
-            "| {} | {} | {} | {:.0} | {lo:.0}-{hi:.0} | {cpu_us:.1} | {ratio} |",
+            "| {} | {} | {} | {:.0} | {lo:.0}-{hi:.0} | {ratio} | {cpu_us:.1} | {cpu_ratio} |",
             traffic.describe(),
             match worker {
                 WorkerChoice::WasmBindgen => "wasm-bindgen",
