@@ -1,10 +1,12 @@
 //! The limiter inside the pinned workerd: throughput and latency with
-//! limiting on and off and against a bare Worker, the 500 ms deadline under
-//! a hanging binding, and how long workerd takes to start. BENCHMARKS.md
-//! records the figures; `tools/bench` runs this with everything else.
+//! limiting on and off and against a bare Worker, what writing the data
+//! points costs, the 500 ms deadline under a hanging binding, and how long
+//! workerd takes to start. BENCHMARKS.md records the figures; `tools/bench`
+//! runs this with everything else.
 //!
 //! Run: `cargo bench -p harness --bench workerd [-- SECTION...]`, SECTION
-//! one of `throughput`, `deadline`, `starts` (all of them when none is named).
+//! one of `throughput`, `data_points`, `deadline`, `starts` (all of them
+//! when none is named).
 //! Prints Markdown tables on stdout and progress on stderr.
 //!
 //! - `throughput`: `GET /api/items` (one check: the address limit, 120 a
@@ -34,6 +36,27 @@
 //!   (hyper, on this one thread), a warm-up then a fixed duration per target
 //!   and round, several rounds with the targets' order rotated each round.
 //!   Every ratio is taken within a round and summarised by its median.
+//!   The plan of every target of the other sections leaves out the
+//!   application's `data_points`, so they write no data point.
+//! - `data_points`: what the Workers Analytics Engine data points cost the
+//!   gate, with the throughput section's load, rounds and ratios (`GET
+//!   /api/items`, the bindings counting in the isolate), each target with
+//!   its plan's `data_points` line and the emulated dataset recording
+//!   (`with`) beside the same without either (`without`), for three
+//!   traffics: `refused` (one hot address over its limit: every request but
+//!   its first 120 a minute refused, each writing a point), `missing` (every
+//!   binding missing, distinct addresses: every request counted in memory
+//!   because its binding could not be asked, each writing a point), and
+//!   `passing` (distinct addresses, healthy bindings: no point written);
+//!   `refused` and `missing` also `with stub`, the dataset's module replaced
+//!   by `data-points-stub.js`, whose `writeDataPoint` only counts its calls
+//!   (the emulation keys each point by its JSON in the same isolate, where
+//!   Cloudflare's write queues it outside); and `refused` for the workers-rs
+//!   Worker. Judged by with ÷ without per round, median of the rounds, ≥
+//!   0.95. Afterwards each target's dataset is read (`GET /data_points`):
+//!   the section fails unless every `with` target wrote one point for each
+//!   request its traffic should (all labelled alike) and every `without`
+//!   target none.
 //! - `deadline`: every binding hanging, in one isolate (built first by a
 //!   `/health` request, which asks no binding). A burst of
 //!   `BENCH_DEADLINE_REQUESTS` requests at concurrency 8: the first ones,
@@ -59,7 +82,8 @@
 //! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
 //! `BENCH_DEADLINE_REQUESTS` [200], `BENCH_DEADLINE_PACED_SECONDS` [25],
 //! `BENCH_STARTS` [30], `BENCH_TARGETS`
-//! [all; else the throughput targets' names, separated by `;`].
+//! [all; else the throughput targets' names, separated by `;`; the
+//! `data_points` section always runs all of its own].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -67,14 +91,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
-use harness::engine::Environment;
+use harness::engine::{CONTROL_HEADER, Environment};
 use harness::judge::stats::{self, median};
-use harness::language::scenario::Behaviour;
+use harness::language::scenario::{Behaviour, DataPointsBinding};
 use harness::world::proc;
 use harness::world::wasm::{WorkerBuild, WorkerChoice, build_worker};
 use harness::world::workerd::config::{
     BindingCounter, IsolateConfig, write_config, write_count_server_config,
 };
+use harness::world::workerd::data_points::{EmulatedDataset, read_points};
 use harness::world::workerd::reference::CoreChoice;
 use harness::world::workerd::{EmulatedBinding, WorkerdChoice, WorkerdProcess};
 use http_body_util::{BodyExt, Empty};
@@ -95,6 +120,11 @@ const API_PATH: &str = "/api/items";
 const ADDRESS_POOL: u64 = 50_000;
 const BARE_JS: &str = include_str!("bare-worker.js");
 const JS_GATE_JS: &str = include_str!("js-gate-worker.js");
+const DATA_POINTS_STUB_JS: &str = include_str!("data-points-stub.js");
+/// The emulated dataset's module in a config, which the stub replaces.
+const DATA_POINTS_MODULE_FILE: &str = "data-points-binding.js";
+/// The control token of every deployable config (`GET /data_points` carries it).
+const CONTROL_TOKEN: &str = "bench";
 /// A request that took this long waited for the binding's deadline.
 const WAITED_US: u32 = 400_000;
 
@@ -124,11 +154,18 @@ struct Load {
     statuses: BTreeMap<u16, u64>,
     errors: u64,
     elapsed: Duration,
+    /// CPU time the target's workerd spent meanwhile, in ns (0 when not
+    /// taken: [`measure`] takes it).
+    target_cpu_ns: u64,
 }
 
 impl Load {
     fn answered(&self) -> usize {
         self.latencies_us.len()
+    }
+    /// The target's CPU per answered request, in microseconds.
+    fn cpu_us(&self) -> f64 {
+        self.target_cpu_ns as f64 / 1000.0 / self.answered().max(1) as f64
     }
     fn rps(&self) -> f64 {
         self.answered() as f64 / self.elapsed.as_secs_f64()
@@ -147,6 +184,7 @@ impl Load {
         }
         self.errors += other.errors;
         self.elapsed += other.elapsed;
+        self.target_cpu_ns += other.target_cpu_ns;
     }
     /// The `percent`-th percentile ([`stats::percentile`]) in milliseconds.
     fn percentile_ms(&mut self, percent: u32) -> f64 {
@@ -158,6 +196,35 @@ impl Load {
 fn address(i: u64) -> String {
     let i = i % ADDRESS_POOL;
     format!("10.{}.{}.{}", (i >> 16) & 255, (i >> 8) & 255, i & 255)
+}
+
+/// The addresses a target's requests come from, in turn: from
+/// [`ADDRESS_POOL`] (none refused), or one hot address (over its limit
+/// after its first 120 requests a minute).
+#[derive(Debug)]
+struct Addresses {
+    next: AtomicU64,
+    pool: u64,
+}
+
+impl Addresses {
+    fn distinct() -> Arc<Addresses> {
+        Arc::new(Addresses {
+            next: AtomicU64::new(0),
+            pool: ADDRESS_POOL,
+        })
+    }
+
+    fn one_hot() -> Arc<Addresses> {
+        Arc::new(Addresses {
+            next: AtomicU64::new(0),
+            pool: 1,
+        })
+    }
+
+    fn next(&self) -> String {
+        address(self.next.fetch_add(1, Relaxed) % self.pool)
+    }
 }
 
 async fn connect(port: u16) -> Result<SendRequest<Empty<Bytes>>, Error> {
@@ -194,7 +261,7 @@ async fn connection(
     path: &'static str,
     stop: Stop,
     issued: Arc<AtomicU64>,
-    next_address: Arc<AtomicU64>,
+    addresses: Arc<Addresses>,
 ) -> Load {
     let mut load = Load::default();
     let mut sender = None;
@@ -217,7 +284,7 @@ async fn connection(
             }
         }
         let Some(s) = sender.as_mut() else { continue };
-        let address = address(next_address.fetch_add(1, Relaxed));
+        let address = addresses.next();
         let started = Instant::now();
         match get(s, path, Some(address)).await {
             Ok(status) => {
@@ -240,7 +307,7 @@ async fn generate(
     path: &'static str,
     concurrency: usize,
     stop: Stop,
-    next_address: &Arc<AtomicU64>,
+    addresses: &Arc<Addresses>,
 ) -> Load {
     let started = Instant::now();
     let issued = Arc::new(AtomicU64::new(0));
@@ -251,7 +318,7 @@ async fn generate(
                 path,
                 stop,
                 issued.clone(),
-                next_address.clone(),
+                addresses.clone(),
             ))
         })
         .collect();
@@ -284,14 +351,33 @@ fn bindings(app: &Application, initial: &Behaviour) -> Vec<EmulatedBinding> {
         .collect()
 }
 
+/// What a deployable's config binds for its data points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dataset {
+    /// No dataset: the plan without the application's `data_points`, so it
+    /// has no `data_points` line and the gate writes no point.
+    Unbound,
+    /// The plan's `data_points` line, and the emulated dataset recording
+    /// every point (`harness/assets/data-points-binding.js`).
+    Recording,
+    /// The same with that module replaced by `data-points-stub.js`, whose
+    /// `writeDataPoint` only counts its calls.
+    Stub,
+}
+
 /// Everything a benchmark needs to start its processes.
 struct Bench {
     /// workerd, and the wasm-bindgen Worker (`harness/workers/wasm-bindgen`).
     env: Environment,
     /// The other Workers (`harness/workers/workers-rs`, `harness/workers/axum`).
     others: Vec<WorkerBuild>,
-    /// The deployable's plan, as its build step writes it.
+    /// The deployable's plan, as its build step writes it, without the
+    /// application's `data_points` (see [`Bench::new`]).
     plan: String,
+    /// The same with them: its `data_points` line names `dataset`'s binding.
+    plan_with_points: String,
+    /// The dataset the application names, recording, under the plan's binding.
+    dataset: EmulatedDataset,
     app: Application,
     dir: tempfile::TempDir,
     configs: usize,
@@ -313,10 +399,28 @@ impl Bench {
             std::fs::read_to_string(harness::world::paths::repo_root().join(APPLICATION))?;
         let mut app = Application::from_toml(&application_toml)
             .map_err(|d| d.render(APPLICATION).to_string())?;
+        let with_points = runtime::GatePlan::new(&app, DEPLOYABLE)?;
+        let dataset = EmulatedDataset {
+            binding: with_points
+                .data_points()
+                .ok_or(format!("{APPLICATION} names no data_points"))?
+                .to_owned(),
+            dataset: app.data_points.clone().unwrap_or_default(),
+            behaviour: DataPointsBinding::Recording,
+        };
+        let plan_with_points = with_points.to_text()?;
         // Without the scenarios' data points: the figures stay the gate's
-        // alone, comparable with the rounds measured before it wrote any.
+        // alone, comparable with the rounds measured before it wrote any
+        // (the section `data_points` measures them beside it).
         app.data_points = None;
         let plan = runtime::GatePlan::new(&app, DEPLOYABLE)?.to_text()?;
+        let line = format!("data_points {}", dataset.binding);
+        if plan.contains(&line) || !plan_with_points.contains(&line) {
+            return Err(format!(
+                "only the second plan should have `{line}`:\n{plan}\n{plan_with_points}"
+            )
+            .into());
+        }
         let dir = tempfile::Builder::new()
             .prefix("harness-bench-")
             .tempdir()?;
@@ -324,6 +428,8 @@ impl Bench {
             env,
             others,
             plan,
+            plan_with_points,
+            dataset,
             app,
             dir,
             configs: 0,
@@ -337,7 +443,7 @@ impl Bench {
         Ok(dir)
     }
 
-    /// Writes a config of `worker`; returns its path.
+    /// Writes a config of `worker`, binding no dataset; returns its path.
     fn deployable_config(
         &mut self,
         worker: WorkerChoice,
@@ -345,27 +451,53 @@ impl Bench {
         store_port: Option<u16>,
         limiting_off: bool,
     ) -> Result<PathBuf, Error> {
+        self.deployable_config_with(worker, initial, store_port, limiting_off, Dataset::Unbound)
+    }
+
+    /// Writes a config of `worker`, its data points as `dataset` says; returns its path.
+    fn deployable_config_with(
+        &mut self,
+        worker: WorkerChoice,
+        initial: &Behaviour,
+        store_port: Option<u16>,
+        limiting_off: bool,
+        dataset: Dataset,
+    ) -> Result<PathBuf, Error> {
         let dir = self.fresh_dir()?;
         let bindings = bindings(&self.app, initial);
         let config = IsolateConfig {
-            plan: &self.plan,
+            plan: if dataset == Dataset::Unbound {
+                &self.plan
+            } else {
+                &self.plan_with_points
+            },
             bindings: &bindings,
             compatibility_date: &self.env.workerd.version,
-            control_token: "bench",
+            control_token: CONTROL_TOKEN,
             counter: store_port.map_or(BindingCounter::InIsolate, |port| {
                 BindingCounter::CountServer {
                     port,
                     scope: "bench",
                 }
             }),
-            data_points: None,
+            data_points: (dataset != Dataset::Unbound).then_some(&self.dataset),
             limiting_off,
         };
         let deployable = std::iter::once(&self.env.deployable)
             .chain(&self.others)
             .find(|d| d.worker == worker)
             .ok_or("every Worker is built")?;
-        Ok(write_config(&dir, &config, deployable)?)
+        let path = write_config(&dir, &config, deployable)?;
+        if dataset == Dataset::Stub {
+            let module = dir.join(DATA_POINTS_MODULE_FILE);
+            if !module.is_file() {
+                return Err(
+                    format!("the config embeds no {DATA_POINTS_MODULE_FILE} to replace").into(),
+                );
+            }
+            std::fs::write(module, DATA_POINTS_STUB_JS)?;
+        }
+        Ok(path)
     }
 
     fn store_config(&mut self) -> Result<PathBuf, Error> {
@@ -499,11 +631,37 @@ struct Target {
     pid: Option<u32>,
     /// Whether its bindings count in the binding store.
     uses_store: bool,
-    next_address: Arc<AtomicU64>,
+    addresses: Arc<Addresses>,
     cpu: CpuShare,
     /// Resident memory before the first round, and every request answered (warm-ups too).
     rss_before_kib: u64,
     answered_all: u64,
+    /// Of those, the ones answered other than 200; and the requests that
+    /// failed (warm-ups too).
+    not_200_all: u64,
+    errors_all: u64,
+}
+
+impl Target {
+    async fn start(
+        bench: &Bench,
+        name: &'static str,
+        config: &Path,
+        addresses: Arc<Addresses>,
+    ) -> Result<Target, Error> {
+        Ok(Target {
+            name,
+            process: bench.start(config).await?,
+            pid: pid_of(config),
+            uses_store: name == "on, store",
+            addresses,
+            cpu: CpuShare::default(),
+            rss_before_kib: 0,
+            answered_all: 0,
+            not_200_all: 0,
+            errors_all: 0,
+        })
+    }
 }
 
 /// How long and how hard the throughput section loads each target.
@@ -535,15 +693,33 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
     let store = bench.start(&store_config).await?;
     let mut targets = start_targets(bench, store.port).await?;
     let store_pid = pid_of(&store_config);
+    let loads = run_rounds("throughput", plan, &mut targets, store_pid).await?;
+    print_throughput(plan, &targets, loads);
+    for target in targets {
+        drop(target.process.stop().await);
+    }
+    drop(store.stop().await);
+    Ok(())
+}
+
+/// Measures every target once a round, `plan.rounds` rounds, the targets'
+/// order rotated each round (so none is always first); what each round
+/// measured, by round.
+async fn run_rounds(
+    section: &str,
+    plan: Plan,
+    targets: &mut [Target],
+    store_pid: Option<u32>,
+) -> Result<Vec<Round>, Error> {
     eprintln!(
-        "throughput: {} targets, {} rounds of {} s warm-up + {} s each, concurrency {}",
+        "{section}: {} targets, {} rounds of {} s warm-up + {} s each, concurrency {}",
         targets.len(),
         plan.rounds,
         plan.warmup,
         plan.seconds,
         plan.concurrency
     );
-    for target in &mut targets {
+    for target in targets.iter_mut() {
         target.rss_before_kib = rss_kib(target.pid);
     }
     // loads[round][target]
@@ -557,12 +733,7 @@ async fn throughput(bench: &mut Bench) -> Result<(), Error> {
         }
         loads.push(this_round);
     }
-    print_throughput(plan, &targets, loads);
-    for target in targets {
-        drop(target.process.stop().await);
-    }
-    drop(store.stop().await);
-    Ok(())
+    Ok(loads)
 }
 
 /// Starts the targets `BENCH_TARGETS` names (all when unset), side by side.
@@ -615,16 +786,7 @@ async fn start_targets(bench: &mut Bench, store_port: u16) -> Result<Vec<Target>
         if !only.is_empty() && !only.split(';').any(|o| o.trim() == *name) {
             continue;
         }
-        targets.push(Target {
-            name,
-            process: bench.start(config).await?,
-            pid: pid_of(config),
-            uses_store: *name == "on, store",
-            next_address: Arc::new(AtomicU64::new(0)),
-            cpu: CpuShare::default(),
-            rss_before_kib: 0,
-            answered_all: 0,
-        });
+        targets.push(Target::start(bench, name, config, Addresses::distinct()).await?);
     }
     if targets.is_empty() {
         return Err(format!("BENCH_TARGETS={only:?} names none of the targets").into());
@@ -650,30 +812,35 @@ async fn measure(
         API_PATH,
         plan.concurrency,
         at(plan.warmup),
-        &target.next_address,
+        &target.addresses,
     )
     .await;
     target.answered_all += warm.answered() as u64;
+    target.not_200_all += warm.not_200();
+    target.errors_all += warm.errors;
     let snapshot = |pid: Option<u32>| pid.map(Cpu::of).unwrap_or_default();
     let before = (
         snapshot(target.pid),
         snapshot(store_pid),
         Cpu::of(std::process::id()),
     );
-    let load = generate(
+    let mut load = generate(
         port,
         API_PATH,
         plan.concurrency,
         at(plan.seconds),
-        &target.next_address,
+        &target.addresses,
     )
     .await;
     let (target_ns, busiest_ns) = snapshot(target.pid).since(&before.0);
+    load.target_cpu_ns = target_ns;
     target.cpu.target_ns += target_ns;
     target.cpu.target_busiest_ns += busiest_ns;
     target.cpu.store_ns += snapshot(store_pid).since(&before.1).0;
     target.cpu.generator_ns += Cpu::of(std::process::id()).since(&before.2).0;
     target.answered_all += load.answered() as u64;
+    target.not_200_all += load.not_200();
+    target.errors_all += load.errors;
     eprintln!(
         "  round {} {:<24} {:>8.0} req/s  ({} answered, {} not 200, {} errors; RSS {} MiB)",
         round + 1,
@@ -690,16 +857,18 @@ async fn measure(
 /// The section's four tables: throughput and latency, req/s per round,
 /// where the CPU went, and resident memory.
 fn print_throughput(plan: Plan, targets: &[Target], loads: Vec<Round>) {
-    // rps[target][round], and each target's answers pooled over the rounds.
-    let rps: Vec<Vec<f64>> = (0..targets.len())
-        .map(|t| {
-            loads
-                .iter()
-                .filter_map(|r| r[t].as_ref().map(Load::rps))
-                .collect()
-        })
-        .collect();
-    let mut pooled: Vec<Load> = (0..targets.len()).map(|_| Load::default()).collect();
+    let (rps, mut pooled) = by_target(targets.len(), loads);
+    print_latency_table(plan, targets, &rps, &mut pooled);
+    print_rounds_table(plan, targets, &rps, "round");
+    print_cpu_table(plan, targets, &pooled, true);
+    print_memory_table(targets);
+}
+
+/// Each target's req/s round by round (`rps[target][round]`), and its
+/// answers pooled over the rounds.
+fn by_target(targets: usize, loads: Vec<Round>) -> (Vec<Vec<f64>>, Vec<Load>) {
+    let rps = per_target(targets, &loads, Load::rps);
+    let mut pooled: Vec<Load> = (0..targets).map(|_| Load::default()).collect();
     for round in loads {
         for (t, load) in round.into_iter().enumerate() {
             if let Some(load) = load {
@@ -707,10 +876,19 @@ fn print_throughput(plan: Plan, targets: &[Target], loads: Vec<Round>) {
             }
         }
     }
-    print_latency_table(plan, targets, &rps, &mut pooled);
-    print_rounds_table(plan, targets, &rps);
-    print_cpu_table(plan, targets, &pooled);
-    print_memory_table(targets);
+    (rps, pooled)
+}
+
+/// `of(load)` of each target round by round (`[target][round]`).
+fn per_target(targets: usize, loads: &[Round], of: fn(&Load) -> f64) -> Vec<Vec<f64>> {
+    (0..targets)
+        .map(|t| loads.iter().filter_map(|r| r[t].as_ref().map(of)).collect())
+        .collect()
+}
+
+/// `a ÷ b` round by round: the ratio every pair of targets is judged by.
+fn per_round(a: &[f64], b: &[f64]) -> Vec<f64> {
+    a.iter().zip(b).map(|(a, b)| a / b).collect()
 }
 
 fn print_latency_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled: &mut [Load]) {
@@ -731,7 +909,7 @@ fn print_latency_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled:
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (t, target) in targets.iter().enumerate() {
         let (lo, hi) = min_max(&rps[t]);
-        let relative: Vec<f64> = rps[t].iter().zip(&rps[off]).map(|(a, b)| a / b).collect();
+        let relative = per_round(&rps[t], &rps[off]);
         let (rlo, rhi) = min_max(&relative);
         let load = &mut pooled[t];
         println!(
@@ -749,10 +927,13 @@ fn print_latency_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled:
     println!();
 }
 
-fn print_rounds_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>]) {
+/// Each target's req/s round by round; the first column's header is
+/// `round` only for the throughput section's table, which
+/// `tools/workerd-pairs.awk` reads out of the whole bench's output.
+fn print_rounds_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], round_header: &str) {
     println!("Per round, req/s (the targets' order rotated each round):\n");
     println!(
-        "| round | {} |",
+        "| {round_header} | {} |",
         targets
             .iter()
             .map(|t| t.name)
@@ -773,7 +954,9 @@ fn print_rounds_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>]) {
     println!();
 }
 
-fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load]) {
+/// `store`: whether a binding store ran beside the targets (its column is
+/// `-` when none did).
+fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load], store: bool) {
     let wall: f64 = (plan.rounds as u64 * plan.seconds) as f64;
     println!(
         "Where the CPU went, in microseconds per answered request (measured runs only; `/proc/PID/task/*/schedstat`), and the cores in use (CPU time / wall time):\n"
@@ -781,7 +964,7 @@ fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load]) {
     println!(
         "| target | workerd serving it | of which its busiest thread | binding store | load generator | sum | cores in use |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for (t, target) in targets.iter().enumerate() {
         let n = pooled[t].answered().max(1) as f64;
         let us = |ns: u64| ns as f64 / 1000.0 / n;
@@ -794,7 +977,9 @@ fn print_cpu_table(plan: Plan, targets: &[Target], pooled: &[Load]) {
             target.name,
             us(c.target_ns),
             us(c.target_busiest_ns),
-            if target.uses_store {
+            if !store {
+                "-".to_owned()
+            } else if target.uses_store {
                 format!("{:.1}", us(store_ns))
             } else {
                 format!("({:.1}, idle)", us(c.store_ns))
@@ -830,6 +1015,343 @@ fn print_memory_table(targets: &[Target]) {
     println!();
 }
 
+/// The traffic of a `data_points` target, and so the points its gate
+/// writes when its plan names a dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Traffic {
+    /// One hot address over its limit (120 a minute), the bindings healthy:
+    /// every request past its first 120 a minute refused by the binding,
+    /// each writing a point (`address`, `refused`, `none`).
+    Refused,
+    /// Distinct addresses, every binding missing: each request counted in
+    /// memory because its binding could not be asked, and passed, each
+    /// writing a point (`address`, `passed`, `missing`).
+    Missing,
+    /// Distinct addresses, the bindings healthy: every request passes
+    /// through its binding and writes no point.
+    Passing,
+}
+
+impl Traffic {
+    fn describe(self) -> &'static str {
+        match self {
+            Traffic::Refused => "refused: one hot address over its limit",
+            Traffic::Missing => "counted in memory: every binding missing",
+            Traffic::Passing => "passing: distinct addresses",
+        }
+    }
+
+    fn bindings(self) -> Behaviour {
+        match self {
+            Traffic::Missing => Behaviour::Missing,
+            Traffic::Refused | Traffic::Passing => Behaviour::Healthy,
+        }
+    }
+
+    fn addresses(self) -> Arc<Addresses> {
+        match self {
+            Traffic::Refused => Addresses::one_hot(),
+            Traffic::Missing | Traffic::Passing => Addresses::distinct(),
+        }
+    }
+
+    /// Of a target's requests, how many should have written a point, and
+    /// the `(outcome, reason)` each carries (on the address limit); or why
+    /// the traffic was not what this section measures.
+    fn points(self, target: &Target) -> Result<(u64, Option<OutcomeReason>), String> {
+        let (answered, not_200) = (target.answered_all, target.not_200_all);
+        match self {
+            // The first 120 a minute pass, every other is refused.
+            Traffic::Refused if not_200 * 10 < answered * 9 => Err(format!(
+                "only {not_200} of {answered} answers were refusals"
+            )),
+            Traffic::Refused => Ok((not_200, Some(("refused", "none")))),
+            Traffic::Missing | Traffic::Passing if not_200 > 0 => {
+                Err(format!("{not_200} of {answered} answers were not 200"))
+            }
+            Traffic::Missing => Ok((answered, Some(("passed", "missing")))),
+            Traffic::Passing => Ok((0, None)),
+        }
+    }
+}
+
+/// A data point's outcome and reason (`blob2`, `blob3`).
+type OutcomeReason = (&'static str, &'static str);
+
+/// The targets of the section `data_points`, in the order they are
+/// started and measured (rotated each round): each Worker and traffic with
+/// its dataset unbound, recording, and stubbed, side by side.
+const POINTS_TARGETS: [(&str, WorkerChoice, Traffic, Dataset); 11] = {
+    use Dataset::{Recording, Stub, Unbound};
+    use Traffic::{Missing, Passing, Refused};
+    use WorkerChoice::{WasmBindgen, WorkersRs};
+    [
+        ("refused, without", WasmBindgen, Refused, Unbound),
+        ("refused, with", WasmBindgen, Refused, Recording),
+        ("refused, with stub", WasmBindgen, Refused, Stub),
+        ("missing, without", WasmBindgen, Missing, Unbound),
+        ("missing, with", WasmBindgen, Missing, Recording),
+        ("missing, with stub", WasmBindgen, Missing, Stub),
+        ("passing, without", WasmBindgen, Passing, Unbound),
+        ("passing, with", WasmBindgen, Passing, Recording),
+        ("workers-rs refused, without", WorkersRs, Refused, Unbound),
+        ("workers-rs refused, with", WorkersRs, Refused, Recording),
+        ("workers-rs refused, with stub", WorkersRs, Refused, Stub),
+    ]
+};
+
+/// The section `data_points`: what writing the data points costs the gate
+/// (see the module's documentation).
+async fn data_points(bench: &mut Bench) -> Result<(), Error> {
+    let plan = Plan::from_env();
+    let mut targets = Vec::with_capacity(POINTS_TARGETS.len());
+    for (name, worker, traffic, dataset) in POINTS_TARGETS {
+        let config =
+            bench.deployable_config_with(worker, &traffic.bindings(), None, false, dataset)?;
+        targets.push(Target::start(bench, name, &config, traffic.addresses()).await?);
+    }
+    let loads = run_rounds("data_points", plan, &mut targets, None).await?;
+    let mut received = Vec::with_capacity(targets.len());
+    for target in &targets {
+        received.push(points_received(target.process.port).await?);
+    }
+    let cpu = per_target(targets.len(), &loads, Load::cpu_us);
+    let (rps, pooled) = by_target(targets.len(), loads);
+    print_points_cost(plan, &rps, &cpu, &pooled);
+    print_points_rounds(plan, &targets, &rps);
+    print_rounds_table(plan, &targets, &rps, "round (data points)");
+    print_cpu_table(plan, &targets, &pooled, false);
+    let checked = check_points(&targets, &received);
+    for target in targets {
+        drop(target.process.stop().await);
+    }
+    checked
+}
+
+/// The index of the target `t` is compared with (its Worker and traffic,
+/// no dataset), unless it is one itself.
+fn without_of(t: usize) -> Option<usize> {
+    let (_, worker, traffic, dataset) = POINTS_TARGETS[t];
+    (dataset != Dataset::Unbound).then(|| {
+        POINTS_TARGETS
+            .iter()
+            .position(|(_, w, tr, d)| *w == worker && *tr == traffic && *d == Dataset::Unbound)
+            .expect("every Worker and traffic has a target without a dataset")
+    })
+}
+
+/// The requirement: writing the points costs at most 5 % of the req/s.
+const POINTS_COST_AT_LEAST: f64 = 0.95;
+
+/// The section's table: each of [`POINTS_TARGETS`]' req/s and CPU per
+/// request, and with ÷ without of both per round (`rps`, `cpu`:
+/// `[target][round]`).
+fn print_points_cost(plan: Plan, rps: &[Vec<f64>], cpu: &[Vec<f64>], pooled: &[Load]) {
+    println!(
+        "### What the data points cost (`GET {API_PATH}`, concurrency {}, {} rounds of {} s warm-up + {} s per target; the bindings and the dataset in the isolate)\n",
+        plan.concurrency, plan.rounds, plan.warmup, plan.seconds
+    );
+    println!(
+        "| traffic | Worker | dataset | req/s, median of rounds | min-max | with ÷ without, per round: median | min-max | ≥ {POINTS_COST_AT_LEAST}? | workerd CPU per request, µs | its with ÷ without, per round: median (min-max) |"
+    );
+    println!("|---|---|---|---:|---:|---:|---:|---|---:|---:|");
+    for (t, &(_, worker, traffic, dataset)) in POINTS_TARGETS.iter().enumerate() {
+        let (lo, hi) = min_max(&rps[t]);
+        let cpu_us = pooled[t].cpu_us();
+        let cpu_ratio = without_of(t).map_or_else(
+            || "-".to_owned(),
+            |base| {
+                let ratios = per_round(&cpu[t], &cpu[base]);
+                let (rlo, rhi) = min_max(&ratios);
+                format!("{:.3} ({rlo:.3}-{rhi:.3})", median(&ratios))
+            },
+        );
+        let ratio = without_of(t).map_or_else(
+            || "- | - | -".to_owned(),
+            |base| {
+                let ratios = per_round(&rps[t], &rps[base]);
+                let (rlo, rhi) = min_max(&ratios);
+                let m = median(&ratios);
+                let met = if m >= POINTS_COST_AT_LEAST {
+                    "met"
+                } else {
+                    "missed"
+                };
+                format!("**{m:.3}** | {rlo:.3}-{rhi:.3} | {met}")
+            },
+        );
+        println!(
+            "| {} | {} | {} | {:.0} | {lo:.0}-{hi:.0} | {ratio} | {cpu_us:.1} | {cpu_ratio} |",
+            traffic.describe(),
+            match worker {
+                WorkerChoice::WasmBindgen => "wasm-bindgen",
+                WorkerChoice::WorkersRs => "workers-rs",
+                WorkerChoice::Axum => "axum",
+            },
+            match dataset {
+                Dataset::Unbound => "none (no `data_points`)",
+                Dataset::Recording => "emulated, recording",
+                Dataset::Stub => "stub (`writeDataPoint` only counts)",
+            },
+            median(&rps[t]),
+        );
+    }
+    println!();
+}
+
+/// With ÷ without, round by round, for every target with a dataset.
+fn print_points_rounds(plan: Plan, targets: &[Target], rps: &[Vec<f64>]) {
+    let pairs: Vec<(usize, usize)> = (0..targets.len())
+        .filter_map(|t| without_of(t).map(|base| (t, base)))
+        .collect();
+    println!("With ÷ without, per round:\n");
+    println!(
+        "| round | {} |",
+        pairs
+            .iter()
+            .map(|(t, base)| format!("{} ÷ {}", targets[*t].name, targets[*base].name))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    println!("|---:|{}", "---:|".repeat(pairs.len()));
+    for round in 0..plan.rounds {
+        println!(
+            "| {} | {} |",
+            round + 1,
+            pairs
+                .iter()
+                .map(|(t, base)| {
+                    per_round(&rps[*t], &rps[*base])
+                        .get(round)
+                        .map_or("-".into(), |r| format!("{r:.3}"))
+                })
+                .collect::<Vec<_>>()
+                .join(" | ")
+        );
+    }
+    println!();
+}
+
+/// What a target's dataset received: `GET /data_points` with the harness's
+/// control token (`harness/assets/entry.js`).
+async fn points_received(port: u16) -> Result<serde_json::Value, Error> {
+    let mut sender = connect(port).await?;
+    let request = hyper::Request::get("/data_points")
+        .header("host", "127.0.0.1")
+        .header(CONTROL_HEADER, CONTROL_TOKEN)
+        .body(Empty::<Bytes>::new())?;
+    sender.ready().await?;
+    let response = sender.send_request(request).await?;
+    let status = response.status();
+    let body = response.into_body().collect().await?.to_bytes();
+    if !status.is_success() {
+        return Err(format!("GET /data_points answered {status}").into());
+    }
+    Ok(serde_json::from_slice(&body)?)
+}
+
+/// Prints what each target's dataset received against what its traffic
+/// should have written, and fails unless every target with a dataset wrote
+/// one point for each request that should (a request that failed may or
+/// may not have), with the labels its traffic gives, and every target
+/// without one wrote none: so the pairs cannot compare two configs alike.
+fn check_points(targets: &[Target], received: &[serde_json::Value]) -> Result<(), Error> {
+    println!(
+        "The points each target's dataset received over the whole run (warm-ups included), read from it afterwards (`GET /data_points`):\n"
+    );
+    println!(
+        "| target | answered | not 200 | errors | points expected | points written | by (limit, outcome, reason) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---|");
+    let mut wrong = Vec::new();
+    for (t, target) in targets.iter().enumerate() {
+        let (_, _, traffic, dataset) = POINTS_TARGETS[t];
+        let answer = &received[t];
+        let written = answer["written"].as_u64().unwrap_or(0);
+        let read = read_points(answer, DEPLOYABLE)?;
+        let labels: Vec<String> = read
+            .reading
+            .series
+            .iter()
+            .map(|((_, labels), value)| {
+                let label = |name: &str| labels.get(name).map_or("?", String::as_str);
+                format!(
+                    "{} x ({}, {}, {})",
+                    value.value,
+                    label("limit"),
+                    label("outcome"),
+                    label("reason")
+                )
+            })
+            .chain(read.malformed.iter().map(|m| format!("malformed: {m}")))
+            .collect();
+        let expected = match traffic.points(target) {
+            Ok((n, labels)) if dataset != Dataset::Unbound => Ok((n, labels)),
+            Ok(_) => Ok((0, None)),
+            Err(why) => Err(why),
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {written} | {} |",
+            target.name,
+            target.answered_all,
+            target.not_200_all,
+            target.errors_all,
+            expected
+                .as_ref()
+                .map_or("-".to_owned(), |(n, _)| n.to_string()),
+            if labels.is_empty() {
+                "-".to_owned()
+            } else {
+                labels.join("; ")
+            },
+        );
+        let (n, want) = match expected {
+            Ok(expected) => expected,
+            Err(why) => {
+                wrong.push(format!("{}: {why}", target.name));
+                continue;
+            }
+        };
+        if written.abs_diff(n) > target.errors_all {
+            wrong.push(format!(
+                "{}: {written} points written, {n} expected",
+                target.name
+            ));
+        }
+        if dataset == Dataset::Unbound && !answer["binding"].is_null() {
+            wrong.push(format!("{}: a dataset is bound: {answer}", target.name));
+        }
+        // The stub keeps no point; the emulation keeps each, by its labels.
+        if dataset == Dataset::Recording {
+            let kept: f64 = read.reading.series.values().map(|v| v.value).sum();
+            let alike = read.reading.series.keys().all(|(_, labels)| {
+                want.is_some_and(|(outcome, reason)| {
+                    labels.get("limit").map(String::as_str) == Some("address")
+                        && labels.get("outcome").map(String::as_str) == Some(outcome)
+                        && labels.get("reason").map(String::as_str) == Some(reason)
+                })
+            });
+            if kept != written as f64 || !alike || !read.malformed.is_empty() {
+                wrong.push(format!(
+                    "{}: the points kept are {}, not {written} x {want:?} on `address`",
+                    target.name,
+                    labels.join("; ")
+                ));
+            }
+        }
+    }
+    println!();
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the data points are not what the traffic writes:\n{}",
+            wrong.join("\n")
+        )
+        .into())
+    }
+}
+
 async fn deadline(bench: &mut Bench) -> Result<(), Error> {
     let requests = knob("BENCH_DEADLINE_REQUESTS", 200);
     let paced_seconds = knob("BENCH_DEADLINE_PACED_SECONDS", 25);
@@ -837,7 +1359,7 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
     let config =
         bench.deployable_config(WorkerChoice::WasmBindgen, &Behaviour::Hanging, None, false)?;
     let process = bench.start(&config).await?;
-    let next = Arc::new(AtomicU64::new(0));
+    let next = Addresses::distinct();
     eprintln!(
         "deadline: {requests} requests at concurrency {concurrency}, then one every 100 ms for {paced_seconds} s, every binding hanging"
     );
@@ -906,18 +1428,13 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
 
 /// One request every `every` for `duration`, each on its own connection so a
 /// request that waits does not hold up the next.
-async fn paced(
-    port: u16,
-    every: Duration,
-    duration: Duration,
-    next_address: &Arc<AtomicU64>,
-) -> Load {
+async fn paced(port: u16, every: Duration, duration: Duration, addresses: &Arc<Addresses>) -> Load {
     let started = Instant::now();
     let mut ticks = tokio::time::interval(every);
     let mut tasks = Vec::new();
     while started.elapsed() < duration {
         ticks.tick().await;
-        let address = address(next_address.fetch_add(1, Relaxed));
+        let address = addresses.next();
         tasks.push(tokio::spawn(async move {
             let began = Instant::now();
             let mut sender = connect(port).await?;
@@ -1141,6 +1658,9 @@ fn main() -> Result<(), Error> {
     runtime.block_on(async {
         if run("throughput") {
             throughput(&mut bench).await?;
+        }
+        if run("data_points") {
+            data_points(&mut bench).await?;
         }
         if run("deadline") {
             deadline(&mut bench).await?;
