@@ -26,11 +26,11 @@
 //!    waited for the deadline, and the p50 of the others.
 //! 6. **What the metrics cost** (`metrics`): the gate's checks per second
 //!    built without runtime's `metrics` feature and built with it, a
-//!    Prometheus recorder installed, side by side: two builds of this bench
-//!    (tools/bench-native makes the second, `--features metrics`, and names
-//!    it in `BENCH_METRICS_EXE`), each run as a child per round, the two
-//!    alternating. In memory on one thread (the cheapest decision, where
-//!    recording weighs most) and in Redis over 8 tasks.
+//!    Prometheus recorder installed, side by side: two builds of
+//!    `harness/bench-native/metrics-cost` (a package of its own: this bench
+//!    links the harness, which turns the feature on), each run as a child
+//!    per round, the two alternating. In memory on one thread (the cheapest
+//!    decision, where recording weighs most) and in Redis over 8 tasks.
 //!
 //! Every comparison is a ratio of two figures from the same round; rounds
 //! alternate the targets, and the median over rounds is reported.
@@ -68,10 +68,12 @@ const EXACTNESS_CHECKS: usize = 3000;
 const RUN_TIMEOUT: Duration = Duration::from_secs(60);
 /// A request that took this long waited for the store's 500 ms deadline.
 const WAITED: Duration = Duration::from_millis(400);
-/// The path of this bench built with the `metrics` feature, which the
-/// `metrics` section runs beside this one (tools/bench-native sets it).
-const METRICS_EXE_VAR: &str = "BENCH_METRICS_EXE";
-/// Set in the environment of a child of the `metrics` section: the Redis
+/// The two sides of the `metrics` section: harness/bench-native/metrics-cost
+/// built without runtime's `metrics` feature and with it (tools/bench-native
+/// builds both and sets these).
+const METRICS_WITHOUT_VAR: &str = "BENCH_METRICS_WITHOUT";
+const METRICS_WITH_VAR: &str = "BENCH_METRICS_WITH";
+/// Set in the environment of a side of the `metrics` section: the Redis
 /// URL its runs count in.
 const METRICS_CHILD_VAR: &str = "BENCH_METRICS_REDIS";
 
@@ -1130,10 +1132,6 @@ fn main() {
         runtime.block_on(tls_rounds(Path::new(&dir), total, rounds));
         return;
     }
-    if let Ok(url) = std::env::var(METRICS_CHILD_VAR) {
-        runtime.block_on(metrics_cost::child(&url, total));
-        return;
-    }
     if cfg!(not(feature = "limitador")) {
         println!(
             "(built without the `limitador` feature: ours only; tools/bench-native builds it with limitador)"
@@ -1157,89 +1155,30 @@ fn main() {
 /// The `metrics` section: what recording the gate's metrics costs.
 mod metrics_cost {
     use super::{
-        CONNECTIONS, Check, Keys, METRICS_CHILD_VAR, METRICS_EXE_VAR, RedisServer, app, drive,
-        median, spread,
+        METRICS_CHILD_VAR, METRICS_WITH_VAR, METRICS_WITHOUT_VAR, RedisServer, median, spread,
     };
     use harness::world::process::{child_command, die_with_harness};
-    use runtime::Subject;
-    use runtime::native::NativeGate;
-    use std::sync::Arc;
-    use std::time::Instant;
+    use std::path::{Path, PathBuf};
 
-    /// What a child measures, by line: `NAME CHECKS_PER_SECOND`.
-    const RUNS: [&str; 3] = ["memory-distinct", "memory-hot", "redis-distinct"];
+    /// What a side measures, by line: `NAME CHECKS_PER_SECOND`
+    /// (`harness/bench-native/metrics-cost`'s `RUNS`), and how the table names it.
+    const RUNS: [(&str, &str); 3] = [
+        (
+            "memory-distinct",
+            "in memory, one thread, a new address per check",
+        ),
+        (
+            "memory-hot",
+            "in memory, one thread, one address (refused after 120)",
+        ),
+        (
+            "redis-distinct",
+            "in Redis, 8 tasks, a new address per check",
+        ),
+    ];
 
-    /// In a child: installs the Prometheus recorder when built with the
-    /// feature, runs [`RUNS`], prints one line each, and (with the
-    /// recorder) checks that every decision was recorded.
-    pub(super) async fn child(url: &str, total: usize) {
-        #[cfg(feature = "metrics")]
-        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .expect("the child's only recorder");
-        let mut decided = 0;
-        for (run, name) in RUNS.iter().enumerate() {
-            let per_second = match run {
-                0 => in_memory(Keys::Distinct, total).await,
-                1 => in_memory(Keys::Hot, total).await,
-                _ => in_redis(url, total).await,
-            };
-            decided += total + 1;
-            println!("{name} {per_second}");
-        }
-        #[cfg(feature = "metrics")]
-        {
-            let text = recorder.render();
-            let recorded: f64 = text
-                .lines()
-                .filter(|l| l.starts_with("rate_limits_decisions_total{"))
-                .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
-                .sum();
-            assert_eq!(
-                recorded as usize, decided,
-                "every decision recorded:\n{text}"
-            );
-        }
-        #[cfg(not(feature = "metrics"))]
-        let _ = decided;
-    }
-
-    /// Checks per second of one gate counting in memory, `total` checks in
-    /// a row on this thread, the subjects made before the clock starts.
-    async fn in_memory(keys: Keys, total: usize) -> f64 {
-        let gate = NativeGate::from_toml(&app(None), "api").expect("gate");
-        let subjects: Vec<Subject> = (0..total)
-            .map(|i| Subject::of_request(None, Some(&keys.address(0, total, i))))
-            .collect();
-        let ready = Subject::of_request(None, Some(super::READY_ADDRESS));
-        let _ = gate.decide(&ready, "/api/items").await;
-        // Awaited in a row on the thread that blocks on the child's runtime:
-        // no task switch, nothing but the decisions.
-        let started = Instant::now();
-        for subject in &subjects {
-            let _ = std::hint::black_box(gate.decide(subject, "/api/items").await);
-        }
-        total as f64 / started.elapsed().as_secs_f64()
-    }
-
-    /// Checks per second of one gate counting in the Redis at `url`,
-    /// `total` distinct addresses over [`CONNECTIONS`] tasks.
-    async fn in_redis(url: &str, total: usize) -> f64 {
-        let gate = Arc::new(NativeGate::from_toml(&app(Some(url)), "api").expect("gate"));
-        let ready = Subject::of_request(None, Some(super::READY_ADDRESS));
-        let _ = gate.decide(&ready, "/api/items").await;
-        let check: Arc<dyn Fn(usize) -> Check + Send + Sync> = Arc::new(move |i| {
-            let gate = gate.clone();
-            let subject = Subject::of_request(None, Some(&Keys::Distinct.address(1, total, i)));
-            Box::pin(async move { gate.decide(&subject, "/api/items").await.is_ok() })
-        });
-        let run = drive(total, std::process::id(), None, check).await;
-        assert_eq!(run.passed, total, "every distinct address passes");
-        run.per_second()
-    }
-
-    /// One child's figures, by [`RUNS`].
-    async fn run_child(exe: &std::path::Path, server: &RedisServer, total: usize) -> Vec<f64> {
+    /// One side's figures, by [`RUNS`].
+    async fn run_side(exe: &Path, server: &RedisServer, total: usize) -> Vec<f64> {
         server.command(&["FLUSHALL"]).await.expect("flush");
         let mut command = tokio::process::Command::from(child_command(exe));
         command
@@ -1248,7 +1187,7 @@ mod metrics_cost {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::piped());
         die_with_harness(&mut command);
-        let output = command.output().await.expect("the child runs");
+        let output = command.output().await.expect("the side runs");
         assert!(
             output.status.success(),
             "{} failed: {}",
@@ -1257,7 +1196,7 @@ mod metrics_cost {
         );
         let text = String::from_utf8_lossy(&output.stdout);
         RUNS.iter()
-            .map(|name| {
+            .map(|(name, _)| {
                 text.lines()
                     .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
                     .unwrap_or_else(|| panic!("{}: no {name} in {text}", exe.display()))
@@ -1266,43 +1205,36 @@ mod metrics_cost {
     }
 
     pub(super) async fn section(server: &RedisServer, total: usize, rounds: usize) {
-        let Some(with) = std::env::var_os(METRICS_EXE_VAR) else {
+        let side = |var: &str| std::env::var_os(var).map(PathBuf::from);
+        let (Some(without), Some(with)) = (side(METRICS_WITHOUT_VAR), side(METRICS_WITH_VAR))
+        else {
             println!(
-                "\n### What the metrics cost: not run (tools/bench-native builds the second bench and sets {METRICS_EXE_VAR})\n"
+                "\n### What the metrics cost: not run (tools/bench-native builds harness/bench-native/metrics-cost both ways and sets {METRICS_WITHOUT_VAR} and {METRICS_WITH_VAR})\n"
             );
             return;
         };
-        if cfg!(feature = "metrics") {
-            panic!("the `metrics` section runs from the build without the feature");
-        }
-        let without = std::env::current_exe().expect("this bench");
         println!(
-            "\n### What the metrics cost: the gate built without runtime's `metrics` feature, and with it and a Prometheus recorder installed, {total} checks per run, {rounds} round(s) alternating the builds\n"
+            "\n### What the metrics cost: the gate built without runtime's `metrics` feature, and with it and a Prometheus recorder installed (harness/bench-native/metrics-cost, built both ways), {total} checks per run, {rounds} round(s) alternating the builds\n"
         );
         let (mut off, mut on) = (Vec::new(), Vec::new());
         for round in 0..rounds {
             // Alternating which build goes first, so neither always meets the warmer machine.
             if round % 2 == 0 {
-                off.push(run_child(&without, server, total).await);
-                on.push(run_child(std::path::Path::new(&with), server, total).await);
+                off.push(run_side(&without, server, total).await);
+                on.push(run_side(&with, server, total).await);
             } else {
-                on.push(run_child(std::path::Path::new(&with), server, total).await);
-                off.push(run_child(&without, server, total).await);
+                on.push(run_side(&with, server, total).await);
+                off.push(run_side(&without, server, total).await);
             }
         }
         println!(
             "| run | without the feature, checks/s, median | with the recorder, checks/s, median | with ÷ without, median (min-max) |"
         );
         println!("|---|---:|---:|---:|");
-        for (r, name) in RUNS.iter().enumerate() {
+        for (r, (_, name)) in RUNS.iter().enumerate() {
             let without: Vec<f64> = off.iter().map(|f| f[r]).collect();
             let with: Vec<f64> = on.iter().map(|f| f[r]).collect();
             let ratios: Vec<f64> = with.iter().zip(&without).map(|(w, o)| w / o).collect();
-            let name = match *name {
-                "memory-distinct" => "in memory, one thread, a new address per check".to_owned(),
-                "memory-hot" => "in memory, one thread, one address (refused after 120)".to_owned(),
-                _ => format!("in Redis, {CONNECTIONS} tasks, a new address per check"),
-            };
             println!(
                 "| {name} | {:.0} | {:.0} | {} |",
                 median(&without),
