@@ -21,18 +21,16 @@
 // config; this module plays no part in it.
 //
 // Points are kept in module scope (per isolate), by what they carry: each
-// distinct (blobs, doubles, indexes) with how many times it was written and
-// when first and last (ms since the epoch, the real clock), so a flood of
-// requests keeps one entry per label set, and a point carrying a key keeps
-// an entry per key, where the harness sees it.
+// distinct (blobs, doubles, indexes) with how many times it was written, so
+// a flood of requests keeps one entry per label set, and a point carrying a
+// key keeps an entry per key, where the harness sees it.
 // Harness-only method (never part of the real API), used by entry.js:
-//   __harnessPoints()  {dataset, behaviour, written, thrown,
-//                       points: [{blobs, doubles, indexes, count, first_ms, last_ms}]}
+//   __harnessPoints()  {dataset, behaviour, written,
+//                       points: [{blobs, doubles, indexes, count}]}
 
-// JSON of [blobs, doubles, indexes] -> { count, first_ms, last_ms }
+// JSON of [blobs, doubles, indexes] -> how many times it was written
 const points = new Map();
 let written = 0;
-let thrown = 0;
 
 // A point's field as written, as an array (a missing one as []), so an odd
 // point is kept as it came for the harness to judge.
@@ -57,28 +55,20 @@ class Dataset {
   // Synchronous, as Cloudflare's is: the Worker never awaits it.
   writeDataPoint(point) {
     if (this.#behaviour === "throwing") {
-      thrown++;
       throw new Error("harness data points: writeDataPoint threw (behaviour=throwing)");
     }
     written++;
     const id = JSON.stringify([field(point, "blobs"), field(point, "doubles"), field(point, "indexes")]);
-    const now = Date.now();
-    const entry = points.get(id);
-    if (entry === undefined) {
-      points.set(id, { count: 1, first_ms: now, last_ms: now });
-    } else {
-      entry.count++;
-      entry.last_ms = now;
-    }
+    points.set(id, (points.get(id) ?? 0) + 1);
   }
 
   __harnessPoints() {
     const list = [];
-    for (const [id, entry] of points) {
+    for (const [id, count] of points) {
       const [blobs, doubles, indexes] = JSON.parse(id);
-      list.push({ blobs, doubles, indexes, ...entry });
+      list.push({ blobs, doubles, indexes, count });
     }
-    return { dataset: this.#dataset, behaviour: this.#behaviour, written, thrown, points: list };
+    return { dataset: this.#dataset, behaviour: this.#behaviour, written, points: list };
   }
 }
 

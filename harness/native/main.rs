@@ -113,13 +113,6 @@ async fn set_clock(gate: &NativeGate, request: http::Request<Incoming>) -> Respo
     }
 }
 
-/// The round trip histogram's buckets, in seconds: a store answering in
-/// well under a millisecond up to the 500 ms deadline, so an operator's
-/// dashboard sees it slowing down before it is given up on.
-const ROUND_TRIP_BUCKETS: [f64; 10] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
-];
-
 /// How often the recorder is kept up (its histograms drained): what the
 /// exporter's own HTTP listener would do, which the fixture does not use.
 const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
@@ -128,8 +121,9 @@ const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(5);
 /// (`rate_limits_store_state{state=...}` set to 1;
 /// `harness::world::native::STORE_STATE_EVENT`): the harness's report page
 /// draws the cool-offs and probes of a native instance from them. The
-/// fixture's own, never the production gate's: the gate sets the gauge when
-/// a cool-off begins (again when its probe fails) and when a probe answers.
+/// fixture's own, never the production gate's: the gate sets the gauge each
+/// time its store's state changes (a cool-off begins, a probe starts, the
+/// probe answers or fails and a new cool-off begins).
 const STORE_STATE_EVENT: &str = "harness.store_state";
 
 /// The Prometheus recorder, with the store's state gauges watched: each
@@ -237,8 +231,8 @@ enum MetricsError {
 fn install_metrics() -> Result<PrometheusHandle, MetricsError> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(
-            Matcher::Full("rate_limits_store_round_trip_seconds".to_owned()),
-            &ROUND_TRIP_BUCKETS,
+            Matcher::Full(runtime::native::metrics::STORE_ROUND_TRIP.to_owned()),
+            &runtime::native::metrics::STORE_ROUND_TRIP_BUCKETS,
         )?
         .build_recorder();
     let handle = recorder.handle();

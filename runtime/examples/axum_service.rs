@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::routing::get;
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
-use runtime::native::{NativeGate, RateLimitLayer};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+use runtime::native::{NativeGate, RateLimitLayer, metrics};
 
 /// The service: the API nested under `/api` and limited, `/health` not.
 pub fn app(gate: Arc<NativeGate>) -> Router {
@@ -69,8 +69,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (Some(file), Some(deployable)) = (args.next(), args.next()) else {
         return Err("usage: axum_service APP.toml DEPLOYABLE".into());
     };
-    // The recorder first: the gate registers its series with it.
-    let recorder = PrometheusBuilder::new().install_recorder()?;
+    // The recorder first: the gate registers its series with it. The round
+    // trip to Redis as a histogram, whose buckets add up over instances.
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full(metrics::STORE_ROUND_TRIP.to_owned()),
+            &metrics::STORE_ROUND_TRIP_BUCKETS,
+        )?
+        .install_recorder()?;
     // Every diagnostic of the description, at startup.
     let gate = NativeGate::from_toml(&std::fs::read_to_string(file)?, &deployable)?;
     if let Err(unreachable) = gate.connect().await {

@@ -99,6 +99,9 @@ enum State {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Breaker {
     state: State,
+    /// How many times `state` changed: a new cool-off after a failed probe
+    /// is a change though its kind is the same.
+    changes: u64,
 }
 
 impl Default for Breaker {
@@ -112,6 +115,7 @@ impl Breaker {
     pub const fn new() -> Breaker {
         Breaker {
             state: State::Closed,
+            changes: 0,
         }
     }
 
@@ -130,6 +134,21 @@ impl Breaker {
         }
     }
 
+    /// How many times the state changed since the breaker was made: what a
+    /// state gauge compares to know it must be set again (a cool-off that
+    /// follows a failed probe is a new one, though [`Self::state`] says
+    /// `CoolingOff` before and after).
+    pub fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    fn set(&mut self, state: State) {
+        if state != self.state {
+            self.state = state;
+            self.changes = self.changes.wrapping_add(1);
+        }
+    }
+
     /// What this request does about the backend at `monotonic_ms`. A `Probe`
     /// is handed to one request at a time: the caller must ask the backend and
     /// [`record`](Self::record) its outcome.
@@ -140,9 +159,9 @@ impl Breaker {
             | State::Probing {
                 lease_ends_ms: until_ms,
             } if monotonic_ms >= until_ms => {
-                self.state = State::Probing {
+                self.set(State::Probing {
                     lease_ends_ms: monotonic_ms.saturating_add(PROBE_LEASE_MS),
-                };
+                });
                 Route::Probe
             }
             State::Open { .. } | State::Probing { .. } => Route::CoolingOff,
@@ -157,11 +176,11 @@ impl Breaker {
         let cool_off = State::Open {
             until_ms: monotonic_ms.saturating_add(COOL_OFF_MS),
         };
-        self.state = match (outcome, self.state) {
+        self.set(match (outcome, self.state) {
             (Outcome::Troubled, State::Closed | State::Probing { .. }) => cool_off,
             (Outcome::Answered, State::Probing { .. }) => State::Closed,
             (Outcome::Answered, State::Closed) | (_, State::Open { .. }) => self.state,
-        };
+        });
     }
 }
 
@@ -220,6 +239,31 @@ mod tests {
         b.record(Outcome::Answered, T0 + 901);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS - 1), Route::CoolingOff);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS), Route::Probe);
+    }
+
+    #[test]
+    fn changes_count_each_new_state_and_nothing_else() {
+        let mut b = Breaker::new();
+        b.record(Outcome::Answered, T0);
+        assert_eq!(b.changes(), 0, "an answer while closed changes nothing");
+        b.record(Outcome::Troubled, T0);
+        b.record(Outcome::Troubled, T0 + 400);
+        assert_eq!(
+            b.changes(),
+            1,
+            "a late trouble during the cool-off is no change"
+        );
+        assert_eq!(b.route(T0 + COOL_OFF_MS), Route::Probe);
+        assert_eq!(b.changes(), 2);
+        b.record(Outcome::Troubled, T0 + COOL_OFF_MS + 500);
+        assert_eq!(
+            (b.state(), b.changes()),
+            (BackendState::CoolingOff, 3),
+            "a failed probe's new cool-off is a change of its own"
+        );
+        assert_eq!(b.route(T0 + 2 * COOL_OFF_MS + 500), Route::Probe);
+        b.record(Outcome::Answered, T0 + 2 * COOL_OFF_MS + 501);
+        assert_eq!((b.state(), b.changes()), (BackendState::Asked, 5));
     }
 
     #[test]

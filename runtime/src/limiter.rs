@@ -562,6 +562,15 @@ impl Limiter {
             .map_or(BackendState::Asked, |s| s.breaker.state())
     }
 
+    /// How many times `backend`'s state changed ([`Breaker::changes`]): a
+    /// gauge of [`Self::backend_state`] is set again only when this moves,
+    /// so requests that end late change nothing a reader sees.
+    pub fn backend_state_changes(&self, backend: BackendId) -> u64 {
+        self.backends
+            .get(backend.index())
+            .map_or(0, |s| s.breaker.changes())
+    }
+
     /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
     /// then each route's path (its template, never a request's path).
     pub fn policy_names(&self) -> impl Iterator<Item = &str> {

@@ -268,9 +268,11 @@ impl Trace {
 
 /// A native instance's cool-offs, as its store's state lines show them
 /// ([`STORE_STATE_EVENT`]): each `cooling_off` up to the instance's next
-/// state line, which is its probe (answered when it says `asked`, troubled
-/// when it says `cooling_off` again and a new cool-off begins), or, with no
-/// later line, up to the last answer the instance gave after it.
+/// state line (its probe began then, or ended, when no other request ended
+/// while it was under way), or, with no later line, up to the last answer
+/// the instance gave after it. The probe's outcome is the first later line
+/// that is not `probing`: answered when it says `asked`, troubled when it
+/// says `cooling_off` again and a new cool-off begins.
 fn native_cool_offs(observation: &Observation, clock: &Clock) -> Vec<TraceCoolOff> {
     let mut out = Vec::new();
     for instance in &observation.instances {
@@ -294,17 +296,19 @@ fn native_cool_offs(observation: &Observation, clock: &Clock) -> Vec<TraceCoolOf
             if state != "cooling_off" {
                 continue;
             }
-            let next = states.get(index + 1);
+            let mut later = states[index + 1..].iter().filter(|(_, s, _)| s == store);
+            let next = later.clone().next();
             let ended = next.map_or_else(|| last_answer.unwrap_or(*at).max(*at), |(t, _, _)| *t);
+            let outcome = later.find(|(_, _, state)| state != "probing");
             out.push(TraceCoolOff {
                 isolate: instance.isolate,
                 binding: store.clone(),
                 trouble: "could not be asked",
                 started_ms: clock.at(*at),
                 ended_ms: clock.at(ended),
-                probe: next.map(|(t, _, next_state)| TraceProbe {
+                probe: outcome.map(|(t, _, outcome)| TraceProbe {
                     clock_ms: clock.at(*t),
-                    answered: next_state == "asked",
+                    answered: outcome == "asked",
                 }),
             });
         }
@@ -547,8 +551,9 @@ mod tests {
     }
 
     /// A native instance's state lines: a cool-off up to a failed probe,
-    /// a second up to a probe answered, a third never probed (up to the
-    /// last answer), and the registration's `asked` no cool-off at all.
+    /// a second up to its probe's start (`probing`: another request ended
+    /// meanwhile), which answered, a third never probed (up to the last
+    /// answer), and the registration's `asked` no cool-off at all.
     #[test]
     fn a_native_instances_state_lines_are_its_cool_offs_and_probes() {
         use crate::engine::{InstanceKind, InstanceRecord, RequestRecord};
@@ -562,6 +567,7 @@ mod tests {
             line(1, "asked"),
             line(100, "cooling_off"),
             line(10_100, "cooling_off"),
+            line(20_000, "probing"),
             line(20_100, "asked"),
             line(20_200, "cooling_off"),
         ];
@@ -595,7 +601,7 @@ mod tests {
             found,
             [
                 (100.0, 10_100.0, Some(false)),
-                (10_100.0, 20_100.0, Some(true)),
+                (10_100.0, 20_000.0, Some(true)),
                 (20_200.0, 20_305.0, None),
             ]
         );

@@ -1083,4 +1083,13 @@ fn a_dataset_s_binding_and_warning_agree() {
         );
         assert!(error.contains(wanted), "{error}");
     }
+    // With no dataset named, the warning names what is missing.
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n[scenario.expect]\ndata_points_warning = {{ reason = \"missing\" }}\n"
+    ));
+    assert!(
+        error.starts_with("scenarios/bad.toml:")
+            && error.contains("`data_points_warning` expects the dataset's log line"),
+        "{error}"
+    );
 }

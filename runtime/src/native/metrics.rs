@@ -17,7 +17,7 @@
 //!
 //! [`METRICS`] lists them all, as docs/operations.md does.
 
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use metrics::{Counter, Gauge, Unit};
 
@@ -36,12 +36,21 @@ pub const DECISIONS: &str = "rate_limits_decisions_total";
 pub const COUNTED_IN_MEMORY: &str = "rate_limits_counted_in_memory_total";
 /// Each store's state, by deployable, store and state (`asked`,
 /// `cooling_off`, `probing`): 1 for the state it is in, 0 for the others.
-/// Set when the state changes, and again when a probe ends (a probe that
-/// failed sets `cooling_off` anew: a new cool-off begins), so whoever
-/// watches the sets sees each cool-off and how it ended.
+/// Set each time the state changes: a probe that failed sets `cooling_off`
+/// anew (a new cool-off begins), so whoever watches the sets sees each
+/// cool-off and how it ended; requests that were asked before a cool-off
+/// and end during it set nothing.
 pub const STORE_STATE: &str = "rate_limits_store_state";
-/// Each answered round trip to a store, in seconds, by deployable and store.
+/// Each answered round trip to a store, in seconds, by deployable and store
+/// (recorded with the `redis` feature only: no other store makes one).
 pub const STORE_ROUND_TRIP: &str = "rate_limits_store_round_trip_seconds";
+/// Buckets for [`STORE_ROUND_TRIP`], in seconds, for an exporter that needs
+/// them (Prometheus's exports a summary without, whose quantiles cannot be
+/// added up over instances): well under a millisecond up to the 500 ms
+/// deadline, so a dashboard sees a store slowing down before it is given up on.
+pub const STORE_ROUND_TRIP_BUCKETS: [f64; 10] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+];
 /// Checks the refused-keys cache answered without a round trip, by
 /// deployable and store.
 pub const REFUSED_CACHE_ANSWERS: &str = "rate_limits_refused_cache_answers_total";
@@ -54,7 +63,8 @@ pub const MEMORY_BYTES: &str = "rate_limits_memory_bytes";
 pub const MEMORY_BOUND_BYTES: &str = "rate_limits_memory_bound_bytes";
 
 /// Every metric a native gate records, with its labels (beside
-/// `deployable`), for documentation and tests.
+/// `deployable`), for documentation and tests ([`STORE_ROUND_TRIP`] with
+/// the `redis` feature only).
 pub const METRICS: [(&str, &[&str]); 8] = [
     (DECISIONS, &["limit", "outcome"]),
     (COUNTED_IN_MEMORY, &["store", "reason"]),
@@ -73,8 +83,9 @@ pub(super) struct GateMetrics {
     decisions: Vec<[Counter; 2]>,
     /// By backend: by [`MEMORY_REASONS`].
     in_memory: Vec<[Counter; 5]>,
-    /// By backend: one gauge per [`BackendState::VALUES`], and the state last set.
-    states: Vec<([Gauge; 3], AtomicU8)>,
+    /// By backend: one gauge per [`BackendState::VALUES`], and the
+    /// [`Limiter::backend_state_changes`] they were last set at.
+    states: Vec<([Gauge; 3], AtomicU64)>,
     /// By backend: only a Redis store makes round trips.
     #[cfg(feature = "redis")]
     round_trips: Vec<metrics::Histogram>,
@@ -107,7 +118,7 @@ const MEMORY_REASONS: [InMemory; 5] = [
 impl GateMetrics {
     /// Registers the series of `limiter`'s deployable (named `deployable`)
     /// with the recorder installed now, describes them, and sets the gauges
-    /// that are known before any request: every store asked, the memory bound.
+    /// that are known before any request: each store's state, the memory bound.
     pub(super) fn register(limiter: &Limiter, deployable: &str) -> GateMetrics {
         describe();
         let deployable = deployable.to_owned();
@@ -130,17 +141,15 @@ impl GateMetrics {
                 })
             })
             .collect();
-        let states = stores
-            .iter()
-            .map(|store| {
+        let states = (0..stores.len())
+            .map(|index| {
+                let store = BackendId::new(index);
                 let gauges = BackendState::VALUES.map(|state| {
                     metrics::gauge!(STORE_STATE, "deployable" => deployable.clone(),
-                        "store" => store.clone(), "state" => state.as_str())
+                        "store" => stores[index].clone(), "state" => state.as_str())
                 });
-                for (gauge, state) in gauges.iter().zip(BackendState::VALUES) {
-                    gauge.set(f64::from(u8::from(state == BackendState::Asked)));
-                }
-                (gauges, AtomicU8::new(BackendState::Asked as u8))
+                set_state(&gauges, limiter.backend_state(store));
+                (gauges, AtomicU64::new(limiter.backend_state_changes(store)))
             })
             .collect();
         #[cfg(feature = "redis")]
@@ -187,18 +196,10 @@ impl GateMetrics {
     /// stores keep them.
     pub(super) fn record(&self, limiter: &Limiter, decision: &Decision) {
         let mut counted_in_memory = false;
-        // The stores this request asked (by index, the first 64): while one
-        // is not `asked`, only its probe asks it.
-        let mut asked: u64 = 0;
         for check in &decision.checks {
             let Some((verdict, counted)) = check.settled() else {
                 continue;
             };
-            if let (Some(store), Counted::Backend | Counted::InMemory(InMemory::Unavailable(_))) =
-                (check.backend(), counted)
-            {
-                asked |= 1_u64.checked_shl(store.index() as u32).unwrap_or(0);
-            }
             if let Some(pair) = self.decisions.get(check.policy().index()) {
                 pair[usize::from(verdict == Verdict::Exceeded)].increment(1);
             }
@@ -230,15 +231,11 @@ impl GateMetrics {
             }
         }
         for (index, (gauges, last)) in self.states.iter().enumerate() {
-            let state = limiter.backend_state(BackendId::new(index));
-            let was = last.load(Ordering::Relaxed);
-            let probed = was != BackendState::Asked as u8
-                && asked & 1_u64.checked_shl(index as u32).unwrap_or(0) != 0;
-            if was != state as u8 || probed {
-                last.store(state as u8, Ordering::Relaxed);
-                for (gauge, value) in gauges.iter().zip(BackendState::VALUES) {
-                    gauge.set(f64::from(u8::from(value == state)));
-                }
+            let store = BackendId::new(index);
+            let changes = limiter.backend_state_changes(store);
+            if last.load(Ordering::Relaxed) != changes {
+                last.store(changes, Ordering::Relaxed);
+                set_state(gauges, limiter.backend_state(store));
             }
         }
     }
@@ -260,6 +257,13 @@ impl GateMetrics {
 }
 
 /// The metrics' help texts, given to the recorder (Prometheus's `# HELP`).
+/// Sets a store's state gauges: 1 for `state`, 0 for the others.
+fn set_state(gauges: &[Gauge; 3], state: BackendState) {
+    for (gauge, value) in gauges.iter().zip(BackendState::VALUES) {
+        gauge.set(f64::from(u8::from(value == state)));
+    }
+}
+
 fn describe() {
     metrics::describe_counter!(
         DECISIONS,

@@ -181,6 +181,16 @@ impl NativeGate {
             .get_or_init(|| self::metrics::GateMetrics::register(limiter, &self.deployable))
     }
 
+    /// The same where the caller holds no lock: the limiter is locked only
+    /// to register the series, the first time.
+    #[cfg(feature = "metrics")]
+    fn metrics_unlocked(&self) -> &self::metrics::GateMetrics {
+        match self.metrics.get() {
+            Some(metrics) => metrics,
+            None => self.metrics(&self.limiter()),
+        }
+    }
+
     /// The clock this gate counts windows on.
     pub fn clock(&self) -> &Clock {
         &self.clock
@@ -243,7 +253,7 @@ impl NativeGate {
             }
             Err(reason) => {
                 #[cfg(feature = "metrics")]
-                self.metrics(&self.limiter()).address_unknown(reason);
+                self.metrics_unlocked().address_unknown(reason);
                 self.log_once(
                     &self.address_unknown_logged,
                     AddressUnknown::EVENT,
@@ -325,7 +335,7 @@ impl NativeGate {
                 let _round_trip = store.ask(&mut pending, &self.clock).await;
                 #[cfg(feature = "metrics")]
                 if let Some(took) = _round_trip {
-                    self.metrics(&self.limiter())
+                    self.metrics_unlocked()
                         .round_trip(crate::backend::BackendId::new(0), took);
                 }
                 (pending, self.clock.now())

@@ -201,10 +201,10 @@ impl CloudflareResults {
 }
 
 /// Writes `results.json`, `report.md` (the table and every failure),
-/// `report.html` (the report page of `harness run`, [`html_report::render`]:
-/// each scenario's timeline, on Cloudflare's clock, in one lane) and
 /// `junit.xml` (one suite, `cloudflare`; each case's check and figures as
-/// properties) into `dir`, for `plan`'s run.
+/// properties) and, last, `report.html` (the report page of `harness run`,
+/// [`html_report::render`]: each scenario's timeline, on Cloudflare's clock,
+/// in one lane) into `dir`, for `plan`'s run.
 pub fn write(
     dir: &Path,
     plan: &CloudflareRun,
@@ -214,19 +214,6 @@ pub fn write(
 ) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let trials: Vec<TrialOutcome> = outcomes.iter().map(|o| o.trial.clone()).collect();
-    let page = html_report::render(
-        &RunInfo {
-            ran_on: RanOn::Cloudflare {
-                scripts: &results.scripts,
-                compatibility_date: &plan.compatibility_date,
-            },
-            worker: super::WORKER.name(),
-            skipped: plan.left_out.len(),
-        },
-        &trials,
-    )
-    .map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("report.html"), page)?;
     std::fs::write(
         dir.join("results.json"),
         serde_json::to_string_pretty(results).unwrap_or_default() + "\n",
@@ -257,7 +244,22 @@ pub fn write(
                 properties
             })
             .unwrap_or_default()
-    })
+    })?;
+    // The page last: the nightly job's drift report reads the files above,
+    // which a page that cannot be rendered must not cost.
+    let page = html_report::render(
+        &RunInfo {
+            ran_on: RanOn::Cloudflare {
+                scripts: &results.scripts,
+                compatibility_date: &plan.compatibility_date,
+            },
+            worker: super::WORKER.name(),
+            skipped: plan.left_out.len(),
+        },
+        &trials,
+    )
+    .map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("report.html"), page)
 }
 
 /// `N passed, N failed`.

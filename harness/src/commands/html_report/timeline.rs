@@ -135,6 +135,14 @@ impl Axis {
     fn end(&self) -> f64 {
         self.knots.last().map_or(0.0, |k| k.clock)
     }
+
+    /// The axis's pieces on the scenario clock, start and end: a clock
+    /// jump's break is one of them.
+    fn pieces(&self) -> impl Iterator<Item = (f64, f64)> + '_ {
+        self.knots
+            .windows(2)
+            .map(|pair| (pair[0].clock, pair[1].clock))
+    }
 }
 
 /// The CSS class of a request's mark: by status, 200, 429 or anything else
@@ -354,8 +362,9 @@ fn lanes(trace: &Trace) -> Vec<Lane<'_>> {
         .collect()
 }
 
-/// At most this many boundaries of one window are drawn (a long jump of
-/// the clock over short windows would be thousands, all inside its break).
+/// At most this many boundaries of one window are drawn in one piece of the
+/// axis (a long jump of the clock over short windows would be thousands,
+/// all inside its break).
 const MAX_BOUNDARIES: usize = 2_000;
 
 /// The boundaries of `windows` (lengths in seconds, the scenario's limits')
@@ -371,16 +380,21 @@ fn boundaries(svg: &mut String, axis: &Axis, height: f64, windows: &[u32]) {
     };
     // Each boundary's time (ms), with the windows it ends, shortest first.
     let mut ends: std::collections::BTreeMap<u64, Vec<u32>> = Default::default();
-    let start = axis.start().max(0.0) as u64;
-    for &window in windows.iter().filter(|w| **w > 0) {
-        let ms = u64::from(window) * 1000;
-        let mut boundary = (start / ms + 1) * ms;
-        for _ in 0..MAX_BOUNDARIES {
-            if boundary as f64 > axis.end() {
-                break;
+    for (start, end) in axis.pieces() {
+        let start = start.max(0.0) as u64;
+        for &window in windows.iter().filter(|w| **w > 0) {
+            let ms = u64::from(window) * 1000;
+            let mut boundary = (start / ms + 1) * ms;
+            for _ in 0..MAX_BOUNDARIES {
+                if boundary as f64 > end {
+                    break;
+                }
+                let ended = ends.entry(boundary).or_default();
+                if !ended.contains(&window) {
+                    ended.push(window);
+                }
+                boundary += ms;
             }
-            ends.entry(boundary).or_default().push(window);
-            boundary += ms;
         }
     }
     let longest_after = |at: u64| {
@@ -569,6 +583,31 @@ mod tests {
                 (class, window, title)
             })
             .collect()
+    }
+
+    /// A day's jump of the clock over 10 s windows: thousands of boundaries
+    /// inside the break, and still every one of the 30 s sent after it.
+    #[test]
+    fn boundaries_after_a_long_jump_of_the_clock_are_drawn() {
+        const DAY: f64 = 86_400_000.0;
+        let trace = Trace {
+            steps: vec![
+                step(StepKind::Send, (0.0, 5_000.0), 5_000.0),
+                step(StepKind::Clock, (5_000.0, DAY), 2.0),
+                step(StepKind::Send, (DAY, DAY + 30_000.0), 30_000.0),
+            ],
+            windows: vec![10],
+            ..Trace::default()
+        };
+        let svg = timeline(&trace, "day").expect("a timeline");
+        let titles: Vec<String> = lines(&svg).into_iter().map(|(_, _, t)| t).collect();
+        for after in ["1440:10.000", "1440:20.000", "1440:30.000"] {
+            assert!(
+                titles.iter().any(|t| t.ends_with(&format!("at {after}"))),
+                "no boundary at {after}: {:?}",
+                &titles[titles.len().saturating_sub(5)..]
+            );
+        }
     }
 
     #[test]

@@ -29,17 +29,6 @@ pub enum MetricSource {
     Workers,
 }
 
-/// How a metric's series add up: its value, or a histogram's observations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricKind {
-    /// Only ever grows: a step's change is what happened during it.
-    Counter,
-    /// A value now: a step's change may be negative.
-    Gauge,
-    /// Observations: a selector counts them (`_count`).
-    Histogram,
-}
-
 /// A metric a selector may name: the series of `runtime::native::metrics`
 /// (native gates) and the Worker's data points (Workers).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -139,21 +128,6 @@ impl MetricName {
             MetricName::MemoryBytes => native::MEMORY_BYTES,
             MetricName::MemoryBoundBytes => native::MEMORY_BOUND_BYTES,
             MetricName::DataPoints => "data_points",
-        }
-    }
-
-    /// How its series add up.
-    pub fn kind(self) -> MetricKind {
-        match self {
-            MetricName::Decisions
-            | MetricName::CountedInMemory
-            | MetricName::RefusedCacheAnswers
-            | MetricName::AddressUnknown
-            | MetricName::DataPoints => MetricKind::Counter,
-            MetricName::StoreState | MetricName::MemoryBytes | MetricName::MemoryBoundBytes => {
-                MetricKind::Gauge
-            }
-            MetricName::StoreRoundTripSeconds => MetricKind::Histogram,
         }
     }
 

@@ -37,8 +37,8 @@ pub use expect::{
 };
 pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
 pub use metrics::{
-    DataPointsBinding, DataPointsWarning, DataPointsWarningReason, MetricKind, MetricName,
-    MetricSelector, MetricSource, MetricValue, MetricsTable, SelectorError,
+    DataPointsBinding, DataPointsWarning, DataPointsWarningReason, MetricName, MetricSelector,
+    MetricSource, MetricValue, MetricsTable, SelectorError,
 };
 pub use model::{ClockKind, RedisKind, RedisTls, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;

@@ -68,9 +68,11 @@ pub const CONTROL_TOKEN_VAR: &str = "NATIVE_FIXTURE_CONTROL_TOKEN";
 
 /// The event native-fixture writes on stderr each time its store's state
 /// gauge is raised (`{"event":..,"store":..,"state":..}`; its
-/// `STORE_STATE_EVENT`): the gate raises it when a cool-off begins, again
-/// when the cool-off's probe fails, and `asked` when a probe answers. The
-/// report page draws a native instance's cool-offs from these lines.
+/// `STORE_STATE_EVENT`): the gate raises it each time the state changes,
+/// `cooling_off` when a cool-off begins (again when its probe fails),
+/// `probing` when a probe starts (seen only if another request ends
+/// meanwhile), `asked` when a probe answers. The report page draws a native
+/// instance's cool-offs from these lines.
 pub const STORE_STATE_EVENT: &str = "harness.store_state";
 
 /// Where rustls-native-certs (and so the instance's `rediss://` client)

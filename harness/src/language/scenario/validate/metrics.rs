@@ -74,6 +74,12 @@ pub(super) fn validate_metrics(prepared: &Prepared) -> Result<(), ScenarioError>
         if native {
             return Err(source.error(span, workers_only("`data_points_warning`")));
         }
+        if dataset.is_none() {
+            return Err(source.error(
+                span,
+                format!("`data_points_warning` expects the dataset's log line, and {no_dataset}"),
+            ));
+        }
         let wanted = match binding.map_or(DataPointsBinding::Recording, |(_, b)| b) {
             DataPointsBinding::Recording => {
                 return Err(source.error(
