@@ -932,24 +932,31 @@ fn print_latency_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], pooled:
 /// `tools/workerd-pairs.awk` reads out of the whole bench's output.
 fn print_rounds_table(plan: Plan, targets: &[Target], rps: &[Vec<f64>], round_header: &str) {
     println!("Per round, req/s (the targets' order rotated each round):\n");
-    println!(
-        "| {round_header} | {} |",
-        targets
+    let columns: Vec<&str> = targets.iter().map(|t| t.name).collect();
+    let cells: Vec<Vec<String>> = rps
+        .iter()
+        .map(|r| r.iter().map(|v| format!("{v:.0}")).collect())
+        .collect();
+    print_round_rows(round_header, &columns, plan.rounds, &cells);
+}
+
+/// A Markdown table with a row per round (`header` names the first column)
+/// and a column per `columns`, `cells[column][round]` (`-` where missing).
+fn print_round_rows<C: std::fmt::Display>(
+    header: &str,
+    columns: &[C],
+    rounds: usize,
+    cells: &[Vec<String>],
+) {
+    let names: Vec<String> = columns.iter().map(ToString::to_string).collect();
+    println!("| {header} | {} |", names.join(" | "));
+    println!("|---:|{}", "---:|".repeat(columns.len()));
+    for round in 0..rounds {
+        let row: Vec<&str> = cells
             .iter()
-            .map(|t| t.name)
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    println!("|---:|{}", "---:|".repeat(targets.len()));
-    for round in 0..plan.rounds {
-        println!(
-            "| {} | {} |",
-            round + 1,
-            rps.iter()
-                .map(|r| r.get(round).map_or("-".into(), |v| format!("{v:.0}")))
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
+            .map(|c| c.get(round).map_or("-", String::as_str))
+            .collect();
+        println!("| {} | {} |", round + 1, row.join(" | "));
     }
     println!();
 }
@@ -1205,31 +1212,20 @@ fn print_points_rounds(plan: Plan, targets: &[Target], rps: &[Vec<f64>]) {
         .filter_map(|t| without_of(t).map(|base| (t, base)))
         .collect();
     println!("With ÷ without, per round:\n");
-    println!(
-        "| round | {} |",
-        pairs
-            .iter()
-            .map(|(t, base)| format!("{} ÷ {}", targets[*t].name, targets[*base].name))
-            .collect::<Vec<_>>()
-            .join(" | ")
-    );
-    println!("|---:|{}", "---:|".repeat(pairs.len()));
-    for round in 0..plan.rounds {
-        println!(
-            "| {} | {} |",
-            round + 1,
-            pairs
+    let columns: Vec<String> = pairs
+        .iter()
+        .map(|(t, base)| format!("{} ÷ {}", targets[*t].name, targets[*base].name))
+        .collect();
+    let cells: Vec<Vec<String>> = pairs
+        .iter()
+        .map(|(t, base)| {
+            per_round(&rps[*t], &rps[*base])
                 .iter()
-                .map(|(t, base)| {
-                    per_round(&rps[*t], &rps[*base])
-                        .get(round)
-                        .map_or("-".into(), |r| format!("{r:.3}"))
-                })
-                .collect::<Vec<_>>()
-                .join(" | ")
-        );
-    }
-    println!();
+                .map(|r| format!("{r:.3}"))
+                .collect()
+        })
+        .collect();
+    print_round_rows("round", &columns, plan.rounds, &cells);
 }
 
 /// What a target's dataset received: `GET /data_points` with the harness's
