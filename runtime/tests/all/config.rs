@@ -679,6 +679,13 @@ fn data_points_name_a_dataset_that_the_plan_and_the_wrangler_entry_carry() {
         ("\"1st\"", "must start with an ASCII letter"),
         ("\"rate-limits\"", "only letters, digits and `_`"),
         ("\"naïve\"", "only letters, digits and `_`"),
+        // What would break out of the Wrangler file or the SQL it is named in.
+        (
+            "\"a\\\"\\nmain = \\\"evil.js\"",
+            "only letters, digits and `_`",
+        ),
+        ("\"a; DROP TABLE x\"", "only letters, digits and `_`"),
+        ("\"a\\u0000\"", "only letters, digits and `_`"),
         (long.as_str(), "characters long, over 64"),
         ("7", "not a integer"),
         ("[\"a\"]", "not a array"),
