@@ -89,6 +89,7 @@ pub fn validate(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError>
     let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
     let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 0).bound();
     println!("ok\nmemory (per isolate counting in memory): at most {bound}");
+    print_bindings(&app);
     for (output, text) in plans.iter().zip(texts) {
         let file = &output.file;
         if std::fs::read_to_string(file).is_ok_and(|old| old == text) {
@@ -106,6 +107,32 @@ pub fn validate(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError>
         );
     }
     Ok(true)
+}
+
+/// Each Workers deployable's bindings, by the names a scenario's
+/// `bindings` and `set_bindings` use and a Wrangler file gives them, with
+/// the limit each counts.
+fn print_bindings(app: &Application) {
+    for deployable in app
+        .deployables
+        .iter()
+        .filter(|d| d.target == Target::Workers)
+    {
+        let plan = Bindings::for_deployable(app, deployable);
+        let names: Vec<String> = plan
+            .bindings
+            .iter()
+            .map(|b| {
+                format!(
+                    "{} ({} per {} s)",
+                    b.name, b.limit.requests, b.limit.window_seconds
+                )
+            })
+            .collect();
+        if !names.is_empty() {
+            println!("bindings of `{}`: {}", deployable.name, names.join(", "));
+        }
+    }
 }
 
 /// `wrangler`: prints the description's `ratelimits` entries in `format`.

@@ -85,7 +85,8 @@ pub fn outcome(name: &str, observation: &Observation, failures: Vec<String>) -> 
 /// with times since the scenario started.
 pub fn log_tails(instances: &[InstanceRecord]) -> String {
     let mut out = String::new();
-    for instance in instances {
+    // An instance that wrote nothing has no block: an empty one says nothing.
+    for instance in instances.iter().filter(|i| !i.lines.is_empty()) {
         let skip = instance.lines.len().saturating_sub(LOG_TAIL);
         let _ = writeln!(
             out,
@@ -271,6 +272,15 @@ mod tests {
                 "= workerd log of isolate 1 (generation 0), last 1 of 1 lines:",
                 "= native-fixture log of native instance 1 (generation 0), last 1 of 1 lines:",
             ]
+        );
+        let silent = InstanceRecord {
+            lines: Vec::new(),
+            ..record(crate::engine::InstanceKind::Workerd)
+        };
+        assert_eq!(
+            log_tails(&[silent]),
+            "",
+            "an instance that wrote nothing has no block"
         );
     }
 

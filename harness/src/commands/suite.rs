@@ -89,16 +89,20 @@ fn run_trial(env: &Environment, prepared: &Prepared) -> TrialOutcome {
         }
     };
     let mut failures: Vec<String> = Vec::new();
+    let mut failed_steps = Vec::new();
     if let Some(error) = &aborted {
         let place = prepared.scenario.place(prepared.scenario.scenario.span());
         failures.push(format!(
             "error: the scenario could not run to the end\n  --> {place}\n   | {error}"
         ));
     } else {
-        failures.extend(judge(prepared, &observation).iter().map(Failure::to_string));
+        let judged = judge(prepared, &observation);
+        failed_steps.extend(judged.iter().filter_map(|f| f.step));
+        failures.extend(judged.iter().map(Failure::to_string));
     }
     let mut outcome = report::outcome(&prepared.trial_name, &observation, failures);
     outcome.trace = Trace::of(prepared, &observation);
+    outcome.trace.mark_failed_steps(failed_steps);
     outcome
 }
 

@@ -5,13 +5,14 @@
 //! times, steps, binding names and isolate indexes are kept: no address,
 //! caller, path or header a request carried, so no key can reach the page.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use runtime::config::Counting;
 
 use crate::engine::{BindingCall, Observation, RequestRecord, StepRecord, Trouble};
 use crate::judge::scenario::fallback_line;
-use crate::language::scenario::{Action, Prepared};
+use crate::language::scenario::{Action, Prepared, Scenario, expand_statuses, parse_statuses};
 use crate::world::native::STORE_STATE_EVENT;
 
 /// One scenario's run as the report page draws it.
@@ -93,6 +94,8 @@ pub struct TraceStep {
     pub clock_ended_ms: f64,
     /// How much real time it took, in ms.
     pub real_ms: f64,
+    /// Whether an expectation about it failed: the page marks it.
+    pub failed: bool,
 }
 
 /// One request on the scenario clock.
@@ -106,6 +109,9 @@ pub struct TraceRequest {
     pub sent_ms: f64,
     /// How long it took, in ms.
     pub latency_ms: f64,
+    /// Whether its status is not the one its step's `statuses` expected
+    /// for it: the page marks it.
+    pub differs: bool,
 }
 
 /// One fallback line, on the scenario clock.
@@ -210,16 +216,25 @@ impl Trace {
                 clock_started_ms: span.clock_started,
                 clock_ended_ms: span.clock_ended,
                 real_ms: ms(span.ended.saturating_sub(span.started)),
+                failed: false,
             })
             .collect();
+        let wanted = expected_statuses(scenario);
         let requests = observation
             .requests
             .iter()
-            .map(|r| TraceRequest {
-                isolate: r.isolate,
-                status: r.outcome.as_ref().ok().copied(),
-                sent_ms: clock.at(r.sent),
-                latency_ms: ms(r.latency),
+            .map(|r| {
+                let status = r.outcome.as_ref().ok().copied();
+                let expected = wanted
+                    .get(&r.step)
+                    .and_then(|statuses| statuses.get(r.number.checked_sub(1)?));
+                TraceRequest {
+                    isolate: r.isolate,
+                    status,
+                    sent_ms: clock.at(r.sent),
+                    latency_ms: ms(r.latency),
+                    differs: expected.is_some_and(|e| status != Some(*e)),
+                }
             })
             .collect();
         let fallbacks = observation
@@ -264,6 +279,39 @@ impl Trace {
             cool_offs,
         }
     }
+}
+
+impl Trace {
+    /// Marks the steps (1-based) that an expectation failed about.
+    pub fn mark_failed_steps(&mut self, numbers: impl IntoIterator<Item = usize>) {
+        for number in numbers {
+            for step in self.steps.iter_mut().filter(|s| s.number == number) {
+                step.failed = true;
+            }
+        }
+    }
+}
+
+/// Each `send` step's expected status for each of its requests (by step
+/// index, then request number less one), where it writes `statuses`.
+fn expected_statuses(scenario: &Scenario) -> BTreeMap<usize, Vec<u16>> {
+    scenario
+        .steps
+        .iter()
+        .enumerate()
+        .filter_map(|(index, step)| {
+            let Ok(Action::Send {
+                send,
+                expect: Some(expect),
+            }) = step.get_ref().action()
+            else {
+                return None;
+            };
+            let statuses = expect.get_ref().statuses.as_ref()?;
+            let runs = parse_statuses(statuses.get_ref()).ok()?;
+            Some((index, expand_statuses(&runs, send.requests).ok()?))
+        })
+        .collect()
 }
 
 /// A native instance's cool-offs, as its store's state lines show them

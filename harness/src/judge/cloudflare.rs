@@ -61,6 +61,7 @@ pub fn check(prepared: &Prepared, observation: &Observation) -> Judgement {
     let mut out = Failures {
         source,
         list: Vec::new(),
+        step: None,
     };
     let mut figures = Vec::new();
     for step in on_cloudflare::sends(scenario) {

@@ -55,14 +55,26 @@ fn memory_line(routes: &[Limit]) -> String {
 
 #[test]
 fn check_says_ok_and_the_memory_bound_for_a_valid_description() {
+    // The bindings by the names scenarios and Wrangler files give them.
+    let bindings = "bindings of `edge`: LIMITS_120_PER_60S (120 per 60 s), LIMITS_600_PER_60S (600 per 60 s)\n";
     assert_eq!(
         harness(&["validate"], VALID),
-        (Some(0), format!("ok\n{}", memory_line(&[])), String::new())
+        (
+            Some(0),
+            format!("ok\n{}{bindings}", memory_line(&[])),
+            String::new()
+        )
     );
     let (code, stdout, _) = harness(&["validate"], &format!("{VALID}{ROUTES}"));
     assert_eq!(code, Some(0));
     let limits = [Limit::new(1, 10), Limit::new(20, 60), Limit::new(20, 60)];
-    assert_eq!(stdout, format!("ok\n{}", memory_line(&limits)));
+    assert_eq!(
+        stdout,
+        format!(
+            "ok\n{}bindings of `edge`: LIMITS_1_PER_10S (1 per 10 s), LIMITS_20_PER_60S (20 per 60 s), LIMITS_120_PER_60S (120 per 60 s), LIMITS_600_PER_60S (600 per 60 s)\n",
+            memory_line(&limits)
+        )
+    );
     // A sketch for each built-in limit and each distinct route limit: two
     // routes of one limit share one sized for both.
     assert_eq!(stdout.matches(" keys ").count(), 2 + 2, "{stdout}");
@@ -130,7 +142,10 @@ fn check_writes_each_deployables_plan_as_its_worker_reads_it() {
     let plans = ["edge=edge.plan", "site=plans/site.plan"];
     std::fs::create_dir(dir.path().join("plans")).expect("mkdir");
 
-    let ok = format!("ok\n{}", memory_line(&[Limit::new(20, 10)]));
+    let ok = format!(
+        "ok\n{}bindings of `edge`: LIMITS_20_PER_10S (20 per 10 s), LIMITS_120_PER_60S (120 per 60 s), LIMITS_600_PER_60S (600 per 60 s)\n",
+        memory_line(&[Limit::new(20, 10)])
+    );
     let first = check_plans(dir.path(), &plans);
     assert_eq!(
         first,

@@ -140,6 +140,8 @@ const SEEN: &str = r#"JSON.stringify({
       failedAt: (s.querySelector('.failed-at') || { innerText: '' }).innerText,
       block: (s.querySelector('pre.failure') || { innerText: '' }).innerText,
       marks: s.querySelectorAll('svg.timeline rect.req').length,
+      failedSteps: Array.from(s.querySelectorAll('svg.timeline g.step.failed text')).map(t => t.textContent),
+      differs: s.querySelectorAll('svg.timeline circle.differs').length,
       coolOffs: Array.from(s.querySelectorAll('svg.timeline rect.cooloff'))
         .map(r => ({ width: r.getBoundingClientRect().width, title: r.textContent })),
       probes: Array.from(s.querySelectorAll('svg.timeline g.probe'))
@@ -256,13 +258,14 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
         .find(|r| r["name"].as_str().is_some_and(|n| n.ends_with(FAILING)))
         .expect("the failing row");
     assert_eq!(failing["result"], "failed", "{seen}");
+    let location = format!("two.toml:{line}:{column}");
+    // The table's place is the line that failed, not the scenario's first.
     assert!(
         failing["place"]
             .as_str()
-            .is_some_and(|p| p.contains("two.toml:")),
+            .is_some_and(|p| p.ends_with(&location)),
         "{seen}"
     );
-    let location = format!("two.toml:{line}:{column}");
     let sections = seen["sections"].as_array().expect("sections");
     let section = sections
         .iter()
@@ -282,11 +285,34 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
     );
     // As many marks as requests sent: 2 + 2, and 3 for the passing one.
     assert_eq!(section["marks"], 4, "{seen}");
+    // The failing step is marked, and the one request whose status its
+    // step did not expect (the second of step 3: 200, not 429).
+    let failed_steps = section["failedSteps"].as_array().expect("failed steps");
+    assert_eq!(failed_steps.len(), 1, "{seen}");
+    assert!(
+        failed_steps[0]
+            .as_str()
+            .is_some_and(|t| t.starts_with("3. ")),
+        "{seen}"
+    );
+    assert_eq!(section["differs"], 1, "{seen}");
+    assert!(
+        !section["block"]
+            .as_str()
+            .is_some_and(|b| b.contains("last 0 of 0")),
+        "an empty log block: {seen}"
+    );
     let passing = sections
         .iter()
         .find(|s| s["name"].as_str().is_some_and(|n| n.ends_with(PASSING)))
         .expect("the passing section");
     assert_eq!(passing["marks"], 3, "{seen}");
+    assert_eq!(passing["differs"], 0, "{seen}");
+    assert_eq!(
+        passing["failedSteps"].as_array().map(Vec::len),
+        Some(0),
+        "{seen}"
+    );
     assert_eq!(
         passing["coolOffs"].as_array().map(Vec::len),
         Some(0),

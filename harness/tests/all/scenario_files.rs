@@ -165,7 +165,7 @@ fn requests_concurrency_and_isolates_have_stated_bounds() {
     assert_eq!(
         error,
         format!(
-            "scenarios/bad.toml:4:1: `requests` is 100000000000: a step has 1 to {MAX_REQUESTS}"
+            "scenarios/bad.toml:5:1: `requests` is 100000000000: a step has 1 to {MAX_REQUESTS}"
         )
     );
     let error = malformed(&with_steps(&[&format!(
@@ -173,7 +173,7 @@ fn requests_concurrency_and_isolates_have_stated_bounds() {
         MAX_CONCURRENCY + 1
     )]));
     assert!(
-        error.starts_with("scenarios/bad.toml:4:1: `concurrency` is 257: a step has 1 to 256"),
+        error.starts_with("scenarios/bad.toml:5:1: `concurrency` is 257: a step has 1 to 256"),
         "{error}"
     );
     let error = malformed(&format!(
@@ -181,7 +181,7 @@ fn requests_concurrency_and_isolates_have_stated_bounds() {
         MAX_ISOLATES + 1
     ));
     assert!(
-        error.starts_with("scenarios/bad.toml:1:1: `isolates` is 17: a scenario runs 1 to 16"),
+        error.starts_with("scenarios/bad.toml:4:1: `isolates` is 17: a scenario runs 1 to 16"),
         "{error}"
     );
 
@@ -202,7 +202,7 @@ fn requests_concurrency_and_isolates_have_stated_bounds() {
         MAX_REQUESTS + 1
     )]));
     assert!(
-        error.starts_with("scenarios/bad.toml:4:1: `requests` is 100001"),
+        error.starts_with("scenarios/bad.toml:5:1: `requests` is 100001"),
         "{error}"
     );
     let error = malformed(&with_steps(&[
@@ -352,7 +352,7 @@ fn a_deadline_step_is_refused_where_its_waits_could_not_be_told_apart() {
 #[test]
 fn a_step_doing_two_things_is_refused() {
     let error = malformed(
-        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsleep_ms = 1\nrestart_isolate = 0\n",
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsleep_ms = 1\nrestart_isolate = 0\n[[scenario.steps]]\nsend = { requests = 1 }\n",
     );
     assert!(error.starts_with("scenarios/bad.toml:4:"), "{error}");
     assert!(error.contains("exactly one of"), "{error}");
@@ -363,7 +363,8 @@ fn advance_clock_is_refused_on_the_wall_clock() {
     let error = malformed(
         "[[scenario]]\nname = \"a\"\nclock = \"wall\"\napplication_inline = ''\n[[scenario.steps]]\nadvance_clock = { seconds = 5 }\n",
     );
-    assert!(error.starts_with("scenarios/bad.toml:5:"), "{error}");
+    // At the step's action, the line that is wrong.
+    assert!(error.starts_with("scenarios/bad.toml:6:1: "), "{error}");
     assert!(error.contains("advance_clock"), "{error}");
 }
 
@@ -382,7 +383,7 @@ fn one_address_or_a_new_one_for_each_request_not_both() {
     let error = malformed(
         "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1, address = \"192.0.2.1\", distinct_addresses = true }\n",
     );
-    assert!(error.starts_with("scenarios/bad.toml:4:"), "{error}");
+    assert!(error.starts_with("scenarios/bad.toml:5:1: "), "{error}");
     assert!(error.contains("not both"), "{error}");
 }
 
@@ -406,15 +407,131 @@ fn not_toml_at_all_is_a_located_error() {
 }
 
 #[test]
-fn a_missing_application_file_is_named() {
-    let error = malformed("application = \"apps/nope.toml\"\n[[scenario]]\nname = \"a\"\n");
-    // At the scenario that needs it, naming it as written and why.
+fn a_missing_application_file_is_named_at_its_application_line_once() {
+    let error = malformed(
+        "application = \"apps/nope.toml\"\n[[scenario]]\nname = \"a\"\n[[scenario]]\nname = \"b\"\n",
+    );
+    // At the `application =` that names it (its value), naming it as
+    // written and why; once, though two scenarios need it.
     assert!(
         error.starts_with(
-            "scenarios/bad.toml:2:1: cannot read application `apps/nope.toml`: No such file"
+            "scenarios/bad.toml:1:15: cannot read application `apps/nope.toml`: No such file"
         ),
         "{error}"
     );
+    assert_eq!(error.lines().count(), 1, "{error}");
+    let error = malformed("[[scenario]]\nname = \"a\"\napplication = \"apps/nope.toml\"\n");
+    assert!(error.starts_with("scenarios/bad.toml:3:15: "), "{error}");
+}
+
+#[test]
+fn every_error_of_a_file_is_reported_in_one_run_each_at_its_line() {
+    // Two typos in one scenario, a wrong type in another, and a step that
+    // does two things in a third: four lines, in the file's order.
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = ''\nstpes = []\ntgas = []\n\
+         [[scenario]]\nname = \"b\"\napplication_inline = ''\nisolates = \"two\"\n\
+         [[scenario]]\nname = \"c\"\napplication_inline = ''\n[[scenario.steps]]\nsleep_ms = 1\nrestart_isolate = 0\n[[scenario.steps]]\nsend = { requests = 1 }\n",
+    );
+    let lines: Vec<&str> = error.lines().collect();
+    assert_eq!(lines.len(), 4, "{error}");
+    assert!(
+        lines[0].starts_with("scenarios/bad.toml:4:1: ") && lines[0].contains("stpes"),
+        "{error}"
+    );
+    assert!(
+        lines[1].starts_with("scenarios/bad.toml:5:1: ") && lines[1].contains("tgas"),
+        "{error}"
+    );
+    assert!(lines[2].starts_with("scenarios/bad.toml:9:12: "), "{error}");
+    assert!(
+        lines[3].starts_with("scenarios/bad.toml:13:1: ") && lines[3].contains("exactly one"),
+        "{error}"
+    );
+}
+
+#[test]
+fn an_application_s_diagnostics_are_at_the_application_file_s_lines_once_when_the_file_loads() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let scenarios = dir.path().join("scenarios");
+    std::fs::create_dir_all(scenarios.join("apps")).expect("dir");
+    std::fs::write(
+        scenarios.join("apps/bad.toml"),
+        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 0\n",
+    )
+    .expect("write the application");
+    std::fs::write(
+        scenarios.join("bad.toml"),
+        "application = \"apps/bad.toml\"\n[[scenario]]\nname = \"a\"\n[[scenario.steps]]\nsend = { requests = 1 }\n\
+         [[scenario]]\nname = \"b\"\n[[scenario.steps]]\nsend = { requests = 1 }\n",
+    )
+    .expect("write the scenarios");
+    let trials = suite::discover(&scenarios, Path::new("scenarios"))
+        .expect("discover")
+        .trials;
+    let [Trial::Malformed { error, .. }] = trials.as_slice() else {
+        panic!("one malformed file, before any scenario runs");
+    };
+    let error = error.to_string();
+    assert_eq!(error.lines().count(), 1, "once, for two scenarios: {error}");
+    assert!(
+        error.starts_with("scenarios/apps/bad.toml:3:13: rate_limits.namespace_invalid: "),
+        "{error}"
+    );
+    // Inline: at the line of the scenario file the description is on.
+    let error = malformed(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'\n[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 0\n\'\'\'\n[[scenario.steps]]\nsend = { requests = 1 }\n",
+    );
+    assert!(
+        error.starts_with("scenarios/bad.toml:6:13: rate_limits.namespace_invalid: "),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_binding_the_plan_lacks_is_refused_at_its_name_when_the_file_loads() {
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'{WORKERS_API}\'\'\'\nbindings = {{ LIMITS_120_PER_60S = \"throwing\", LIMITS_12_PER_60S = \"hanging\" }}\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
+    ));
+    let line = 4 + WORKERS_API.lines().count();
+    let column = "bindings = { LIMITS_120_PER_60S = \"throwing\", ".len() + 1;
+    assert!(
+        error.starts_with(&format!("scenarios/bad.toml:{line}:{column}: `LIMITS_12_PER_60S` is not one of the deployable's bindings: [LIMITS_120_PER_60S, LIMITS_600_PER_60S]")),
+        "{error}"
+    );
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'{WORKERS_API}\'\'\'\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n[[scenario.steps]]\nset_bindings = {{ LIMITS_600 = \"missing\" }}\n"
+    ));
+    let line = 4 + WORKERS_API.lines().count() + 3;
+    assert!(
+        error.starts_with(&format!(
+            "scenarios/bad.toml:{line}:18: `LIMITS_600` is not one"
+        )),
+        "{error}"
+    );
+}
+
+#[test]
+fn waiting_for_a_window_no_limit_has_is_refused_at_its_line_with_the_windows_there_are() {
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'{WORKERS_API}\'\'\'\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n[[scenario.steps]]\nwait_for_window = 30\n"
+    ));
+    let line = 4 + WORKERS_API.lines().count() + 3;
+    assert!(
+        error.starts_with(&format!("scenarios/bad.toml:{line}:1: no limit of the deployable has a window of 30 s: its windows are 60 s")),
+        "{error}"
+    );
+    let room = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'{WORKERS_API}\'\'\'\n[[scenario.steps]]\nwait_for_room = {{ window = 10, seconds = 5 }}\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
+    ));
+    assert!(
+        room.contains("a window of 10 s: its windows are 60 s"),
+        "{room}"
+    );
+    // A route's own window is one the deployable has.
+    loads(&format!(
+        "[[scenario]]\nname = \"a\"\napplication_inline = \'\'\'{WORKERS_API}\n[[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 3, window = 10 }}\n\'\'\'\n[[scenario.steps]]\nwait_for_window = 10\n[[scenario.steps]]\nsend = {{ requests = 1 }}\n"
+    ));
 }
 
 /// A native API on Redis, inline, for the Redis scenario errors.
@@ -446,7 +563,7 @@ fn redis_behaviours_only_where_they_make_sense() {
         "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_redis = \"missing\"\n"
     ));
     assert!(
-        missing_mid_run.starts_with("scenarios/bad.toml:14:"),
+        missing_mid_run.starts_with("scenarios/bad.toml:15:1: "),
         "{missing_mid_run}"
     );
     assert!(
@@ -466,7 +583,7 @@ fn redis_behaviours_only_where_they_make_sense() {
             "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nset_redis = \"{change}\"\n"
         ));
         assert!(
-            on_one_server.starts_with("scenarios/bad.toml:14:"),
+            on_one_server.starts_with("scenarios/bad.toml:15:1: "),
             "{on_one_server}"
         );
         assert!(

@@ -64,8 +64,14 @@ pub fn outcome(planned: &ScenarioOnCloudflare, run: &ScenarioRun) -> CloudflareO
             j.figures.clone()
         })
         .unwrap_or_default();
+    let failed_steps: Vec<usize> = run
+        .judgement
+        .iter()
+        .flat_map(|j| j.failures.iter().filter_map(|f| f.step))
+        .collect();
     let mut trial = report::outcome(&prepared.trial_name, &run.observation, failures);
     trial.trace = Trace::on_cloudflare(prepared, &run.observation);
+    trial.trace.mark_failed_steps(failed_steps);
     CloudflareOutcome {
         trial,
         label: planned.label.clone(),

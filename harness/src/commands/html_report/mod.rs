@@ -247,10 +247,10 @@ fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
         name: outcome.name.clone(),
         result,
         result_label,
-        place: trace
-            .place
+        // The line that failed, where one did; else where the scenario is.
+        place: failed_at
             .clone()
-            .or_else(|| failed_at.clone())
+            .or_else(|| trace.place.clone())
             .unwrap_or_default(),
         failed_at,
         requests: outcome.requests,

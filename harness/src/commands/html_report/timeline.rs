@@ -207,14 +207,26 @@ fn marks(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &L
     for (request, row) in &lane.marks {
         let x0 = axis.x(request.sent_ms);
         let x1 = axis.x(request.sent_ms + request.latency_ms);
+        let top = y + 4.0 + *row as f64 * ROW;
         let _ = write!(
             svg,
-            r#"<rect class="req {}" x="{x0:.1}" y="{:.1}" width="{:.1}" height="{}"/>"#,
+            r#"<rect class="req {}" x="{x0:.1}" y="{top:.1}" width="{:.1}" height="{}"/>"#,
             status_class(request.status),
-            y + 4.0 + *row as f64 * ROW,
             (x1 - x0).max(1.0),
             ROW - 1.0,
         );
+        if request.differs {
+            // A mark that stands out at any zoom: a ring around the request.
+            let _ = write!(
+                svg,
+                r#"<circle class="differs" cx="{x0:.1}" cy="{:.1}" r="4"><title>{name}: a status its step did not expect ({}) at {}</title></circle>"#,
+                top + (ROW - 1.0) / 2.0,
+                request
+                    .status
+                    .map_or_else(|| "no response".to_owned(), |s| s.to_string()),
+                seconds(request.sent_ms),
+            );
+        }
     }
     for fallback in trace.fallbacks.iter().filter(|f| f.isolate == index) {
         let x = axis.x(fallback.clock_ms);
@@ -458,7 +470,7 @@ fn steps(svg: &mut String, trace: &Trace, axis: &Axis, height: f64) {
         let x0 = axis.x(step.clock_started_ms);
         let x1 = axis.x(step.clock_ended_ms);
         match step.kind {
-            StepKind::Send => {
+            StepKind::Send if !step.failed => {
                 let _ = write!(
                     svg,
                     r#"<rect class="step-send" x="{x0:.1}" y="{:.1}" width="{:.1}" height="4"><title>step {}: {}</title></rect>"#,
@@ -468,6 +480,16 @@ fn steps(svg: &mut String, trace: &Trace, axis: &Axis, height: f64) {
                     escape(&step.label),
                 );
                 continue;
+            }
+            StepKind::Send => {
+                let _ = write!(
+                    svg,
+                    r#"<rect class="step-send failed" x="{x0:.1}" y="{:.1}" width="{:.1}" height="4"><title>step {}: {}: failed</title></rect>"#,
+                    TOP - 8.0,
+                    (x1 - x0).max(1.0),
+                    step.number,
+                    escape(&step.label),
+                );
             }
             StepKind::Clock => {
                 let real_end = axis.x(step.clock_started_ms + step.real_ms);
@@ -485,10 +507,12 @@ fn steps(svg: &mut String, trace: &Trace, axis: &Axis, height: f64) {
             StepKind::Behaviour | StepKind::Sleep | StepKind::Other => {}
         }
         let class = match step.kind {
+            _ if step.failed => "failed",
             StepKind::Behaviour => "behaviour",
             StepKind::Clock => "clock",
             _ => "other",
         };
+        let failed = if step.failed { " failed" } else { "" };
         let label_y = 12.0 + (level % 3) as f64 * 14.0;
         level += 1;
         let label: String = step.label.chars().take(64).collect();
@@ -500,7 +524,7 @@ fn steps(svg: &mut String, trace: &Trace, axis: &Axis, height: f64) {
         };
         let _ = write!(
             svg,
-            r#"<g class="step {class}"><line x1="{x0:.1}" x2="{x0:.1}" y1="{:.1}" y2="{:.1}"/><text x="{label_x:.1}" y="{label_y:.1}" text-anchor="{anchor}">{}. {}</text><title>step {}: {} (at {})</title></g>"#,
+            r#"<g class="step {class}"><line x1="{x0:.1}" x2="{x0:.1}" y1="{:.1}" y2="{:.1}"/><text x="{label_x:.1}" y="{label_y:.1}" text-anchor="{anchor}">{}. {}{failed}</text><title>step {}: {} (at {}){failed}</title></g>"#,
             label_y + 2.0,
             height - BOTTOM,
             step.number,
@@ -525,6 +549,7 @@ mod tests {
             clock_started_ms: clock.0,
             clock_ended_ms: clock.1,
             real_ms,
+            failed: false,
         }
     }
 

@@ -19,6 +19,9 @@ pub struct Failure {
     pub expected: String,
     /// What the run gave.
     pub actual: String,
+    /// The step it is about (1-based), when it is about one: the report
+    /// page marks that step.
+    pub step: Option<usize>,
 }
 
 impl fmt::Display for Failure {
@@ -37,6 +40,8 @@ impl fmt::Display for Failure {
 pub(in crate::judge) struct Failures<'a> {
     pub(in crate::judge) source: &'a ScenarioSource,
     pub(in crate::judge) list: Vec<Failure>,
+    /// The step being judged (0-based), if the check goes step by step.
+    pub(in crate::judge) step: Option<usize>,
 }
 
 impl Failures<'_> {
@@ -54,6 +59,7 @@ impl Failures<'_> {
             what: what.to_owned(),
             expected,
             actual,
+            step: self.step.map(|index| index + 1),
         });
     }
 }

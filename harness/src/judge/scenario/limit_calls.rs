@@ -12,6 +12,7 @@ pub(super) fn limit_calls(scenario: &Scenario, observation: &Observation, out: &
         };
         let actual = observation.calls.iter().find(|c| c.step == index);
         if actual.map(|c| &c.outcome) != Some(&call.outcome) {
+            out.step = Some(index);
             out.fail(
                 step.span(),
                 format!("step {} (limit), isolate {}", index + 1, call.isolate),
@@ -19,6 +20,7 @@ pub(super) fn limit_calls(scenario: &Scenario, observation: &Observation, out: &
                 call.outcome.to_string(),
                 actual.map_or_else(|| "not called".to_owned(), |c| c.outcome.to_string()),
             );
+            out.step = None;
         }
     }
 }

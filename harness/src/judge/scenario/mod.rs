@@ -77,6 +77,7 @@ pub fn judge(prepared: &Prepared, observation: &Observation) -> Vec<Failure> {
     let mut failures = Failures {
         source,
         list: Vec::new(),
+        step: None,
     };
     if let Some(codes) = &scenario.expect_diagnostics {
         diagnostics(codes, observation, &mut failures);
@@ -114,6 +115,7 @@ fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures
         let Ok(Action::Send { send, expect }) = step.get_ref().action() else {
             continue;
         };
+        out.step = Some(index);
         let view = SendStep {
             index,
             span: step.span(),
@@ -136,6 +138,7 @@ fn send_steps(scenario: &Scenario, observation: &Observation, out: &mut Failures
             None => no_5xx(&view, view.span.clone(), out),
         }
     }
+    out.step = None;
 }
 
 /// Each expectation a `send` wrote, judged by its own function. The

@@ -43,7 +43,7 @@ pub use metrics::{
 pub use model::{ClockKind, RedisKind, RedisTls, SLOW_TAG, Scenario, ScenarioFile};
 pub use prepared::Prepared;
 pub use schema::json_schema;
-pub use source::{Place, ScenarioError, ScenarioSource};
+pub use source::{Place, ScenarioError, ScenarioErrors, ScenarioSource};
 pub use statuses::{Run, expand_statuses, parse_statuses};
 pub use step::{Action, AdvanceClock, SendRequests, Step, WaitForRoom};
 pub use validate::cloudflare_obstacle;

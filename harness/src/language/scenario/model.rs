@@ -30,10 +30,12 @@ pub const SLOW_TAG: &str = "slow";
 pub struct ScenarioFile {
     /// Default application description for every scenario here: a TOML file, relative to this file.
     #[serde(default)]
-    pub application: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub application: Option<Spanned<String>>,
     /// Default deployable (by name) the scenarios run.
     #[serde(default)]
-    pub deployable: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub deployable: Option<Spanned<String>>,
     /// The scenarios.
     #[serde(default)]
     #[schemars(with = "Vec<Scenario>")]
@@ -56,13 +58,16 @@ pub struct Scenario {
     pub clock: ClockKind,
     /// The application description, a TOML file relative to this file (overrides the file's default).
     #[serde(default)]
-    pub application: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub application: Option<Spanned<String>>,
     /// The application description written inline (instead of `application`).
     #[serde(default)]
-    pub application_inline: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub application_inline: Option<Spanned<String>>,
     /// The deployable to run (overrides the file's default).
     #[serde(default)]
-    pub deployable: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub deployable: Option<Spanned<String>>,
     /// How many isolates (separate workerd processes) run the deployable. Traffic goes round-robin unless a step names one.
     #[serde(default = "one")]
     #[schemars(range(min = 1, max = MAX_ISOLATES))]

@@ -35,6 +35,32 @@ pub struct ScenarioError {
     pub message: String,
 }
 
+/// Every error of one scenario file, in the file's order (then its
+/// applications'): a file is refused whole, and its author sees them all
+/// in one run. Shown one a line.
+#[derive(Debug, Clone)]
+pub struct ScenarioErrors(pub Vec<ScenarioError>);
+
+impl fmt::Display for ScenarioErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (index, error) in self.0.iter().enumerate() {
+            if index > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{error}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ScenarioErrors {}
+
+impl From<ScenarioError> for ScenarioErrors {
+    fn from(error: ScenarioError) -> ScenarioErrors {
+        ScenarioErrors(vec![error])
+    }
+}
+
 /// The parsed scenario with its file's text, for pointing at places later.
 #[derive(Debug)]
 pub struct ScenarioSource {
@@ -53,6 +79,52 @@ impl ScenarioSource {
             file: self.file.clone(),
             location: Location::of_offset(&self.text, span.start),
         }
+    }
+
+    /// Where `key = ` is written within `within` (a table's span), for an
+    /// error about one entry of a table whose keys carry no span of their
+    /// own: the first place the key stands as a key (bare or quoted,
+    /// followed by `=`, or a dotted part).
+    pub fn key_span(&self, within: Range<usize>, key: &str) -> Option<Range<usize>> {
+        let text = self.text.get(within.clone())?;
+        let mut from = 0;
+        while let Some(found) = text.get(from..)?.find(key) {
+            let start = from + found;
+            let end = start + key.len();
+            let before = text[..start].chars().next_back();
+            let quoted = matches!(before, Some('"' | '\''));
+            let key_start = if quoted { start - 1 } else { start };
+            let opens = text[..key_start]
+                .chars()
+                .next_back()
+                .is_none_or(|c| c.is_whitespace() || matches!(c, '{' | ',' | '.' | '['));
+            let after = text[end..].trim_start_matches(['"', '\'']).trim_start();
+            if opens && (after.starts_with('=') || after.starts_with('.')) {
+                return Some(within.start + key_start..within.start + end);
+            }
+            from = end;
+        }
+        None
+    }
+
+    /// The text a table at `span` holds: a `[header]` table's span is its
+    /// header alone, so its body runs to the next header (or the end); an
+    /// inline table's span is all of it.
+    pub fn table_body(&self, span: Range<usize>) -> Range<usize> {
+        let Some(rest) = self.text.get(span.start..) else {
+            return span;
+        };
+        if !rest.starts_with('[') {
+            return span;
+        }
+        let mut offset = rest.find('\n').map_or(rest.len(), |i| i + 1);
+        for line in rest[offset..].split_inclusive('\n') {
+            if line.trim_start().starts_with('[') {
+                break;
+            }
+            offset += line.len();
+        }
+        span.start..span.start + offset
     }
 
     /// An error at a span of this scenario's file.

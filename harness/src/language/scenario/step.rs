@@ -95,6 +95,38 @@ pub enum Action<'a> {
     Limit(&'a crate::language::probe::LimitCall),
 }
 
+impl Action<'_> {
+    /// The step's key that writes this action, for pointing at it.
+    pub fn key(&self) -> &'static str {
+        match self {
+            Action::Send { .. } => "send",
+            Action::SetBindings(_) => "set_bindings",
+            Action::SetRedis(_) => "set_redis",
+            Action::WaitForWindow(_) => "wait_for_window",
+            Action::WaitForRoom(_) => "wait_for_room",
+            Action::AdvanceClock(_) => "advance_clock",
+            Action::RestartIsolate(_) => "restart_isolate",
+            Action::SleepMs(_) => "sleep_ms",
+            Action::Limit(_) => "limit",
+        }
+    }
+
+    /// The window whose end the action waits for, if it waits for one.
+    pub fn window(&self) -> Option<u32> {
+        match self {
+            Action::WaitForWindow(window) => Some(*window),
+            Action::WaitForRoom(room) => Some(room.window),
+            Action::Send { .. }
+            | Action::SetBindings(_)
+            | Action::SetRedis(_)
+            | Action::AdvanceClock(_)
+            | Action::RestartIsolate(_)
+            | Action::SleepMs(_)
+            | Action::Limit(_) => None,
+        }
+    }
+}
+
 impl Step {
     /// The one action this step does, or why it is not a step.
     pub fn action(&self) -> Result<Action<'_>, &'static str> {
