@@ -150,6 +150,27 @@ const SEEN: &str = r#"JSON.stringify({
   shown: document.getElementById('shown').innerText,
 })"#;
 
+/// The failing section marks its failed step and the one request whose
+/// status its step did not expect (the second of step 3: 200, not 429),
+/// and shows no empty log block.
+fn assert_failure_marked(section: &serde_json::Value, seen: &serde_json::Value) {
+    let failed_steps = section["failedSteps"].as_array().expect("failed steps");
+    assert_eq!(failed_steps.len(), 1, "{seen}");
+    assert!(
+        failed_steps[0]
+            .as_str()
+            .is_some_and(|t| t.starts_with("3. ")),
+        "{seen}"
+    );
+    assert_eq!(section["differs"], 1, "{seen}");
+    assert!(
+        !section["block"]
+            .as_str()
+            .is_some_and(|b| b.contains("last 0 of 0")),
+        "an empty log block: {seen}"
+    );
+}
+
 /// The names of the rows [`SEEN`] saw.
 fn row_names(seen: &serde_json::Value) -> Vec<&str> {
     seen["rows"]
@@ -285,23 +306,7 @@ fn a_person_sees_a_row_per_scenario_the_failure_at_its_place_and_the_filter_hide
     );
     // As many marks as requests sent: 2 + 2, and 3 for the passing one.
     assert_eq!(section["marks"], 4, "{seen}");
-    // The failing step is marked, and the one request whose status its
-    // step did not expect (the second of step 3: 200, not 429).
-    let failed_steps = section["failedSteps"].as_array().expect("failed steps");
-    assert_eq!(failed_steps.len(), 1, "{seen}");
-    assert!(
-        failed_steps[0]
-            .as_str()
-            .is_some_and(|t| t.starts_with("3. ")),
-        "{seen}"
-    );
-    assert_eq!(section["differs"], 1, "{seen}");
-    assert!(
-        !section["block"]
-            .as_str()
-            .is_some_and(|b| b.contains("last 0 of 0")),
-        "an empty log block: {seen}"
-    );
+    assert_failure_marked(section, &seen);
     let passing = sections
         .iter()
         .find(|s| s["name"].as_str().is_some_and(|n| n.ends_with(PASSING)))

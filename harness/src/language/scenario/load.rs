@@ -52,6 +52,9 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
         errors: Vec::new(),
         reported_applications: BTreeSet::new(),
     };
+    if let Some((at, message)) = super::schema::wrong_schema_line(&text, path) {
+        reader.error(at..at, message);
+    }
     let (head, scenarios) = reader.parse();
     let mut names = BTreeSet::new();
     let mut prepared = Vec::new();
