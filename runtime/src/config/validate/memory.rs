@@ -93,7 +93,9 @@ fn budget(
     };
     let problem = match setting.get_ref() {
         toml::Value::Integer(mib) if (1..=most).contains(mib) => {
-            return usize::try_from(*mib).ok()?.checked_mul(MIB);
+            // Past a 32-bit address space's bytes: as much as it has.
+            let bytes = usize::try_from(*mib).ok().and_then(|m| m.checked_mul(MIB));
+            return Some(bytes.unwrap_or(usize::MAX));
         }
         toml::Value::Integer(mib) if *mib < 1 => format!("is {mib}, below 1"),
         toml::Value::Integer(mib) => format!("is {mib}, over the {most} MiB allowed {on}"),
