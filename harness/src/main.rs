@@ -30,7 +30,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate an application description: every diagnostic as `CODE: file:line:col: message`,
-    /// or `ok` and the most memory an isolate takes counting in memory.
+    /// or `ok` and, per deployable serving an API, the most memory its counting in
+    /// memory takes within its budget.
     Validate {
         application: PathBuf,
         /// Also write the plan of a Workers deployable, which its Worker

@@ -44,6 +44,16 @@
 //!   twice their limit are refused, before the table fills and after; with
 //!   each run's peak heap against the application's bound.
 //!
+//! - the budget (`budget`, alone with `cargo bench -p runtime --bench memory
+//!   -- budget`): a Workers deployable with 1, 10, 100 and 1,000 routes of
+//!   limits from 1 to 70,000 per 10 and 60 s, its binding failing, so every
+//!   request counts in memory: the bound unshared (as at 5fd830b, every
+//!   route's sketch for 300,000 keys) and shared within
+//!   `WORKERS_MEMORY_BUDGET`, the keys a route's sketch gets, the heap after
+//!   40,000 addresses over all the routes (every sketch in use) and its peak,
+//!   and the new users refused on `/r/0` after a flood of as many addresses
+//!   as its sketch is sized for.
+//!
 //! A moving `realloc` is counted as both blocks live at once (peak), as the
 //! allocator may copy; the numbers are an upper bound on what the heap held.
 
@@ -56,7 +66,10 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use runtime::Subject;
-use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
+use runtime::backend::{BackendAnswer, FallbackReason};
+use runtime::counter::{
+    DEFAULT_MAX_KEYS, MemoryBound, Verdict, WORKERS_MEMORY_BUDGET, WindowCounter,
+};
 use runtime::limiter::{Limiter, Now, Refusal};
 use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 use runtime::{Application, ClientAddress};
@@ -195,6 +208,10 @@ fn flood(routes: &[Limit], hits: impl FnOnce(&mut WindowCounter) -> (u32, (u32, 
 }
 
 fn main() {
+    if std::env::args().any(|a| a == "budget") {
+        budget_table();
+        return;
+    }
     let mut buf = String::with_capacity(48);
     bytes_per_tracked_key(&mut buf);
     let floods = Floods {
@@ -205,6 +222,7 @@ fn main() {
     };
     floods.print();
     flood_table();
+    budget_table();
 }
 
 /// The heap of a counter after N distinct keys, printed as a table.
@@ -793,4 +811,106 @@ fn flood_table() {
 fn bound_line(routes: &[Limit]) -> String {
     let bound = WindowCounter::new(DEFAULT_MAX_KEYS, routes, SEED).bound();
     format!("{bound} ({})", mib(bound.total()))
+}
+
+/// Route `i`'s limit in [`budget_table`]: requests from 1 to 70,000
+/// (counters of 0, 1, 2 and 4 bytes), both windows the binding counts.
+fn budget_limit(i: usize) -> Limit {
+    const REQUESTS: [u32; 6] = [1, 5, 20, 300, 1_000, 70_000];
+    Limit::new(
+        REQUESTS[i % REQUESTS.len()],
+        [10, 60][i / REQUESTS.len() % 2],
+    )
+}
+
+/// A Workers deployable `edge` counting through Cloudflare's binding, with
+/// `n` routes `/r/I` of [`budget_limit`]s.
+fn workers_app(n: usize) -> Application {
+    let mut toml = String::from(
+        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
+         [rate_limits]\nstore = \"limits\"\n\
+         [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n",
+    );
+    for i in 0..n {
+        let limit = budget_limit(i);
+        writeln!(
+            toml,
+            "[[routes]]\npath = \"/r/{i}\"\nrate_limit = {{ requests = {}, window = {} }}",
+            limit.requests, limit.window_seconds
+        )
+        .unwrap();
+    }
+    Application::from_toml(&toml).expect("the budget application is valid")
+}
+
+/// One request with every binding asked failing: counted in memory.
+/// Whether it was refused.
+fn request_binding_failing(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> bool {
+    let checks = limiter.checks(subject, path);
+    let mut pending = limiter.asks(checks, Now::one_clock(now));
+    for ask in pending.asks() {
+        ask.answer(BackendAnswer::Unavailable(FallbackReason::Failed));
+    }
+    limiter
+        .conclude(pending, Now::one_clock(now))
+        .refusal
+        .is_some()
+}
+
+/// The budget at 1, 10, 100 and 1,000 routes, as a table.
+fn budget_table() {
+    const SPREAD: u32 = 40_000;
+    const NEW: u32 = 2_000;
+    println!("### The in-memory budget: a Workers deployable by its routes, its binding failing\n");
+    println!(
+        "Budget: `WORKERS_MEMORY_BUDGET` = {WORKERS_MEMORY_BUDGET} B ({}). Routes `/r/I` of 1, 5, 20, 300, 1,000 and 70,000 requests per 10 and 60 s; every request answered `failed` by its binding, so counted in memory. Heap: the counting allocator's live bytes over those before the limiter was built, after {SPREAD} addresses (one request each, route `I mod N`: the table fills at 14,336, then every route's sketch is in use); peak over the whole run. Then as many addresses as a route's sketch is sized for on `/r/0` (1 per 10 s) and {NEW} new users there.\n",
+        mib(WORKERS_MEMORY_BUDGET)
+    );
+    println!(
+        "| routes | bound unshared (5fd830b), B | bound shared, B | keys a route's sketch | heap after {SPREAD} addresses, B | `heap_bytes()`, B | peak, B | peak ÷ budget | new users refused on `/r/0` after its flood |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for n in [1usize, 10, 100, 1_000] {
+        let app = workers_app(n);
+        let limits: Vec<Limit> = (0..n).map(budget_limit).collect();
+        let unshared = MemoryBound::within(DEFAULT_MAX_KEYS, &limits, usize::MAX).total();
+        let base = live();
+        reset_peak();
+        let mut limiter = Limiter::new(&app, "edge", SEED).expect("edge");
+        let bound = limiter.memory_bound_bytes();
+        let route_keys =
+            MemoryBound::within(DEFAULT_MAX_KEYS, &limits, WORKERS_MEMORY_BUDGET).route_keys;
+        for i in 0..SPREAD {
+            let path = format!("/r/{}", i as usize % n);
+            let now = START_MS + u64::from(i / 1_000);
+            black_box(request_binding_failing(
+                &mut limiter,
+                &anonymous(i),
+                &path,
+                now,
+            ));
+        }
+        let after = live() - base;
+        let heap_bytes = limiter.memory_bytes();
+        let t = START_MS + 100;
+        for i in 0..route_keys as u32 {
+            let who = anonymous(0x1000_0000 + i);
+            black_box(request_binding_failing(&mut limiter, &who, "/r/0", t));
+        }
+        let refused = (0..NEW)
+            .filter(|&i| request_binding_failing(&mut limiter, &anonymous(NEW_BASE + i), "/r/0", t))
+            .count() as u32;
+        let peak = peak() - base;
+        drop(limiter);
+        println!(
+            "| {n} | {unshared} ({}) | {bound} ({}) | {route_keys} | {after} ({}) | {heap_bytes} | {peak} ({}) | {:.3} | {} |",
+            mib(unshared),
+            mib(bound),
+            mib(after),
+            mib(peak),
+            peak as f64 / WORKERS_MEMORY_BUDGET as f64,
+            pct(refused, NEW),
+        );
+    }
+    println!();
 }

@@ -25,13 +25,16 @@
 //! names a dataset (`rate_limits.data_points`), the binding the Worker
 //! writes its data points through. A plan without it is the same plan as
 //! before the line existed; a Worker built before reads one with it as an
-//! error at that line, never as a plan without data points. A word escapes `\` as `\\`, a space as
+//! error at that line, never as a plan without data points. A deployable
+//! whose `memory_budget_mib` is not the default has a `memory_budget BYTES`
+//! line after `subjects`, read the same way. A word escapes `\` as `\\`, a space as
 //! `\s`, a tab as `\t`, a line feed as `\n` and a carriage return as `\r`, so
 //! any name or path fits on its line.
 
 use crate::backend::BackendId;
 use crate::bindings::{Bindings, DATA_POINTS_BINDING};
 use crate::config::{Application, Counting, Deployable};
+use crate::counter::DEFAULT_MEMORY_BUDGET;
 use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 
 /// The first line of every plan: the format and its version. A Worker built
@@ -64,6 +67,8 @@ pub struct GatePlan {
     pub(crate) routes: Vec<RouteLimit>,
     /// The Workers Analytics Engine binding data points are written through, if any.
     pub(crate) data_points: Option<String>,
+    /// The bytes its in-memory counting holds at most ([`Deployable::memory_budget`]).
+    pub(crate) memory_budget: usize,
 }
 
 /// The error for a deployable that is not in the application.
@@ -148,6 +153,7 @@ impl GatePlan {
                 .data_points
                 .as_ref()
                 .map(|_| DATA_POINTS_BINDING.to_owned()),
+            memory_budget: deployable.memory_budget,
         })
     }
 
@@ -173,6 +179,7 @@ impl GatePlan {
                 backend,
             }],
             data_points: Some("WARM_UP_DATA_POINTS".to_owned()),
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         }
     }
 
@@ -189,6 +196,11 @@ impl GatePlan {
     /// The binding the Worker writes its data points through, if any.
     pub fn data_points(&self) -> Option<&str> {
         self.data_points.as_deref()
+    }
+
+    /// The most its in-memory counting holds, in bytes.
+    pub fn memory_budget(&self) -> usize {
+        self.memory_budget
     }
 
     /// The plan's text form (see the module's documentation). A deployable
@@ -219,6 +231,9 @@ impl GatePlan {
         }
         let [caller, address] = self.subject_backends.map(backend_word);
         line(&["subjects", &caller, &address]);
+        if self.memory_budget != DEFAULT_MEMORY_BUDGET {
+            line(&["memory_budget", &self.memory_budget.to_string()]);
+        }
         for route in &self.routes {
             line(&[
                 "route",
@@ -249,8 +264,9 @@ impl GatePlan {
             subject_backends: [None, None],
             routes: Vec::new(),
             data_points: None,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
         };
-        let (mut deployable, mut counting, mut subjects) = (false, false, false);
+        let (mut deployable, mut counting, mut subjects, mut budget) = (false, false, false, false);
         for (index, text) in lines.enumerate() {
             let at = |problem| PlanError::Line {
                 line: index + 2,
@@ -289,6 +305,14 @@ impl GatePlan {
                         read_backend(address, backends).ok_or_else(|| at("no such backend"))?,
                     ];
                     subjects = true;
+                }
+                ["memory_budget", bytes] if subjects && !budget && plan.routes.is_empty() => {
+                    plan.memory_budget = bytes
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|b| *b > 0)
+                        .ok_or_else(|| at("the memory budget is no whole number of bytes"))?;
+                    budget = true;
                 }
                 ["data_points", binding] if subjects && plan.data_points.is_none() => {
                     plan.data_points = Some((*binding).to_owned());

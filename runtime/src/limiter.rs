@@ -525,7 +525,12 @@ impl Limiter {
             subject_backends: plan.subject_backends,
             routes: plan.routes,
             route_table,
-            memory: WindowCounter::new(DEFAULT_MAX_KEYS, &route_limits, seed),
+            memory: WindowCounter::with_budget(
+                DEFAULT_MAX_KEYS,
+                &route_limits,
+                plan.memory_budget,
+                seed,
+            ),
         }
     }
 

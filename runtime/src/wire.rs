@@ -272,6 +272,7 @@ mod tests {
                 serves_api: true,
                 declines: Vec::new(),
                 client_address: crate::AddressSource::CloudflareHeader(Default::default()),
+                memory_budget: crate::counter::DEFAULT_MEMORY_BUDGET,
             }],
             routes: (1..=routes)
                 .map(|requests| Route {

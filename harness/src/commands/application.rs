@@ -1,5 +1,6 @@
 //! The commands on an application description: `validate` (every diagnostic,
-//! or `ok` and the most memory counting in memory takes; with `--plan`, the
+//! or `ok` and, for each deployable serving an API, the most memory its
+//! counting in memory takes within its budget; with `--plan`, the
 //! deployables' plans written for their Workers), `wrangler` (its
 //! `ratelimits` entries) and `wrangler --write` (those entries written into a
 //! Wrangler file, [`wrangler_file`]). Each prints what it found on stdout and
@@ -11,7 +12,7 @@ use std::str::FromStr;
 use runtime::GatePlan;
 use runtime::bindings::{Bindings, DatasetEntry};
 use runtime::config::{Application, StoreDriver, Target};
-use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
+use runtime::counter::{DEFAULT_MAX_KEYS, MemoryBound};
 
 use crate::commands::error::CommandError;
 use crate::commands::wrangler_file::{self, WranglerEdit, Written};
@@ -66,9 +67,9 @@ impl FromStr for PlanOutput {
     }
 }
 
-/// `validate`: prints `ok` and the most memory an isolate (or a native
-/// process) of the application takes when it counts in memory, from its
-/// route limits; or every diagnostic. Whether the description is valid.
+/// `validate`: prints `ok` and, for each deployable serving an API, the
+/// most memory an isolate (or a native process) of it takes when it counts
+/// in memory, within its budget ([`memory_line`]); or every diagnostic. Whether the description is valid.
 /// A valid one also has each of `plans` written: the plan its
 /// Worker builds its gate from (`runtime::GatePlan`, no description parser
 /// in the Worker). Every plan is made before any is written, and a file
@@ -86,9 +87,10 @@ pub fn validate(path: &Path, plans: &[PlanOutput]) -> Result<bool, CommandError>
                 .map_err(|e| CommandError::Plan(e.to_string()))?,
         );
     }
-    let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
-    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 0).bound();
-    println!("ok\nmemory (per isolate counting in memory): at most {bound}");
+    println!("ok");
+    for deployable in app.deployables.iter().filter(|d| d.serves_api) {
+        print!("{}", memory_line(&app, deployable));
+    }
     print_bindings(&app);
     for (output, text) in plans.iter().zip(texts) {
         let file = &output.file;
@@ -133,6 +135,22 @@ fn print_bindings(app: &Application) {
             println!("bindings of `{}`: {}", deployable.name, names.join(", "));
         }
     }
+}
+
+/// The line `validate` prints for `deployable`: the most its counter holds,
+/// part by part, of its budget, and the keys each route's sketch is sized for.
+pub fn memory_line(app: &Application, deployable: &runtime::config::Deployable) -> String {
+    let routes: Vec<_> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
+    let bound = MemoryBound::within(DEFAULT_MAX_KEYS, &routes, deployable.memory_budget);
+    let target = match deployable.target {
+        Target::Workers => "per isolate",
+        Target::Native => "per process",
+    };
+    format!(
+        "memory of `{}` ({target} counting in memory): at most {bound}; each route's sketch \
+         for {} keys a window\n",
+        deployable.name, bound.route_keys
+    )
 }
 
 /// `wrangler`: prints the description's `ratelimits` entries in `format`.

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use runtime::config::Application;
-use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
+use runtime::counter::{DEFAULT_MAX_KEYS, WORKERS_MEMORY_BUDGET, WindowCounter};
 use runtime::limits::Limit;
 
 fn harness(args: &[&str], app: &str) -> (Option<i32>, String, String) {
@@ -47,10 +47,17 @@ path = \"/api/report\"
 rate_limit = { requests = 20, window = 60 }
 ";
 
-/// The memory line `validate` prints for an application whose routes have `routes` limits.
+/// The memory line `validate` prints for the Workers deployable `edge` of
+/// an application whose routes have `routes` limits: the bound of a real
+/// counter built within a Worker's budget.
 fn memory_line(routes: &[Limit]) -> String {
-    let bound = WindowCounter::new(DEFAULT_MAX_KEYS, routes, 0).bound();
-    format!("memory (per isolate counting in memory): at most {bound}\n")
+    let bound =
+        WindowCounter::with_budget(DEFAULT_MAX_KEYS, routes, WORKERS_MEMORY_BUDGET, 0).bound();
+    format!(
+        "memory of `edge` (per isolate counting in memory): at most {bound}; each route's \
+         sketch for {} keys a window\n",
+        bound.route_keys
+    )
 }
 
 #[test]

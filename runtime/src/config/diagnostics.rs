@@ -41,11 +41,17 @@ pub enum Code {
     RoutePathInvalid,
     /// `rate_limits.data_points` is no Workers Analytics Engine dataset name.
     DataPointsInvalid,
+    /// A deployable's `memory_budget_mib` is no whole number of MiB from 1
+    /// on, or is more than its target allows (32 on Workers).
+    MemoryBudgetInvalid,
+    /// The routes' limits cannot share a deployable's in-memory budget with
+    /// each route's sketch sized for its fewest keys.
+    MemoryOverBudget,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 17] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -61,6 +67,8 @@ impl Code {
         Code::ClientAddressInvalid,
         Code::RoutePathInvalid,
         Code::DataPointsInvalid,
+        Code::MemoryBudgetInvalid,
+        Code::MemoryOverBudget,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -81,6 +89,8 @@ impl Code {
             Code::ClientAddressInvalid => "rate_limits.client_address_invalid",
             Code::RoutePathInvalid => "rate_limits.route_path_invalid",
             Code::DataPointsInvalid => "rate_limits.data_points_invalid",
+            Code::MemoryBudgetInvalid => "deployable.memory_budget_invalid",
+            Code::MemoryOverBudget => "rate_limits.memory_over_budget",
         }
     }
 

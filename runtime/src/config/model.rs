@@ -125,6 +125,10 @@ pub struct Deployable {
     /// Where a request's client address comes from (`client_address`): the
     /// peer by default on a native server; always `CF-Connecting-IP` on Workers.
     pub client_address: AddressSource,
+    /// The most its in-memory counting holds, in bytes (`memory_budget_mib`;
+    /// [`crate::counter::DEFAULT_MEMORY_BUDGET`] unless set): the routes'
+    /// sketches share it ([`crate::counter::MemoryBound::within`]).
+    pub memory_budget: usize,
 }
 
 /// A route with its own rate limit.

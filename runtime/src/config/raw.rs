@@ -49,6 +49,10 @@ pub(super) struct RawDeployable {
     pub(super) declines: Vec<Spanned<String>>,
     #[serde(default)]
     pub(super) client_address: Option<Spanned<RawClientAddress>>,
+    /// The most its in-memory counting may hold, in MiB (a value, so a
+    /// wrong type is a diagnostic at its place).
+    #[serde(default)]
+    pub(super) memory_budget_mib: Option<Spanned<toml::Value>>,
 }
 
 /// A deployable's `client_address` as written: a source's name, a table of

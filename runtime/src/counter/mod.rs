@@ -23,8 +23,27 @@ pub const DEFAULT_MAX_KEYS: usize = 28_672;
 pub const BUILT_IN_FLOOD_KEYS: usize = 1_000_000;
 
 /// Distinct keys in one window the sketch of a route's limit is sized for,
-/// per route with that limit.
+/// per route with that limit, when the budget has room: the most a route
+/// gets ([`MemoryBound::within`] shares the budget out below it).
 pub const ROUTE_FLOOD_KEYS: usize = 300_000;
+
+/// The most a Worker isolate's in-memory counting holds, table, sweep and
+/// every sketch together: 32 MiB of the isolate's 128 MB, so the
+/// application keeps three quarters of it. It holds the table and the
+/// built-in limits' sketches (4.4 MB) and 45 routes' sketches at their full
+/// [`ROUTE_FLOOD_KEYS`]; more routes share what is left (docs/design.md).
+pub const WORKERS_MEMORY_BUDGET: usize = 32 << 20;
+
+/// A native deployable's budget unless it sets `memory_budget_mib`: the
+/// Workers' figure, so an application counts alike on both.
+pub const DEFAULT_MEMORY_BUDGET: usize = WORKERS_MEMORY_BUDGET;
+
+/// The fewest keys a route's sketch may be sized for: below it, a flood of
+/// a few thousand addresses (one small network's) would refuse most new
+/// users of the route, so validation refuses a description whose routes
+/// cannot each have this many within its budget
+/// (`rate_limits.memory_over_budget`).
+pub const MIN_ROUTE_FLOOD_KEYS: usize = 1_000;
 
 /// Whether a request is within its limit, the same answer the binding gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,10 +99,16 @@ impl Hasher for PassThrough {
 
 /// The most memory a counter holds, and where: the exact table from the
 /// start, a sweep's list for a moment, and each limit's sketch from the
-/// first time the table has no room for one of its keys. docs/design.md gives
-/// the formula; `harness validate` prints it for an application.
+/// first time the table has no room for one of its keys; and the budget it
+/// was shared out under. docs/design.md gives the formula; `harness
+/// validate` prints it for each deployable.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemoryBound {
+    /// The bytes the counter was sized to stay within.
+    pub budget: usize,
+    /// Distinct keys in one window each route's sketch is sized for (per
+    /// route: two routes with one limit share a sketch of twice as many).
+    pub route_keys: usize,
     /// The exact table's slots, allocated when the counter is built.
     pub table: usize,
     /// The list of live entries a sweep of the full table builds.
@@ -104,29 +129,171 @@ pub struct SketchBound {
     pub bytes: usize,
 }
 
-impl MemoryBound {
-    /// Everything at once: the most the counter can hold.
-    pub fn total(&self) -> usize {
-        self.table + self.sweep + self.sketches.iter().map(|s| s.bytes).sum::<usize>()
+/// One sketch's share: its limit, the keys it has whatever the budget (a
+/// built-in limit's), and how many routes share it out of the budget.
+struct Share {
+    limit: Limit,
+    fixed_keys: usize,
+    routes: usize,
+}
+
+impl Share {
+    /// Keys it is sized for when each route has `route_keys`.
+    fn keys(&self, route_keys: usize) -> usize {
+        self.fixed_keys
+            .saturating_add(self.routes.saturating_mul(route_keys))
     }
 }
 
+/// The built-in limits and `routes`, one share a distinct limit, in the
+/// order first given (built-in limits first).
+fn shares(routes: &[Limit]) -> Vec<Share> {
+    let mut shares: Vec<Share> = BUILT_IN_LIMITS
+        .iter()
+        .map(|&limit| Share {
+            limit,
+            fixed_keys: BUILT_IN_FLOOD_KEYS,
+            routes: 0,
+        })
+        .collect();
+    for &limit in routes {
+        match shares.iter_mut().find(|s| s.limit == limit) {
+            Some(share) => share.routes += 1,
+            None => shares.push(Share {
+                limit,
+                fixed_keys: 0,
+                routes: 1,
+            }),
+        }
+    }
+    shares
+}
+
+/// The sketches' bytes when each route has `route_keys`.
+fn sketches_bytes(shares: &[Share], route_keys: usize) -> usize {
+    shares.iter().fold(0, |sum: usize, s| {
+        sum.saturating_add(LimitSketch::bound_bytes(s.limit, s.keys(route_keys)))
+    })
+}
+
+/// The most keys a route's sketch can have, up to [`ROUTE_FLOOD_KEYS`], for
+/// the sketches to fit in `room` bytes (at least 1, even when none fits).
+fn route_keys_within(shares: &[Share], room: usize) -> usize {
+    if sketches_bytes(shares, ROUTE_FLOOD_KEYS) <= room {
+        return ROUTE_FLOOD_KEYS;
+    }
+    // The bytes grow with the keys: the largest count that fits, by bisection.
+    let (mut fits, mut over) = (1, ROUTE_FLOOD_KEYS);
+    if sketches_bytes(shares, fits) > room {
+        return fits;
+    }
+    while over - fits > 1 {
+        let mid = fits + (over - fits) / 2;
+        if sketches_bytes(shares, mid) <= room {
+            fits = mid;
+        } else {
+            over = mid;
+        }
+    }
+    fits
+}
+
+impl MemoryBound {
+    /// The bound of a counter tracking `max_keys` keys one by one for the
+    /// built-in limits and `routes`, sharing `budget` out: the table, its
+    /// sweep and the built-in limits' sketches first, then every route's
+    /// sketch sized for the same number of keys, the most that fits (up to
+    /// [`ROUTE_FLOOD_KEYS`]). What [`WindowCounter::with_budget`] builds.
+    pub fn within(max_keys: usize, routes: &[Limit], budget: usize) -> MemoryBound {
+        let max_keys = max_keys.max(1);
+        MemoryBound::share(
+            table_bytes(slots_for_keys(max_keys)),
+            sweep_bytes(max_keys),
+            routes,
+            budget,
+        )
+    }
+
+    /// The least budget a counter for `routes` keeps its promises within:
+    /// the table, its sweep, the built-in limits' sketches and every route's
+    /// sketch sized for [`MIN_ROUTE_FLOOD_KEYS`] keys.
+    pub fn least_budget(max_keys: usize, routes: &[Limit]) -> usize {
+        let max_keys = max_keys.max(1);
+        (table_bytes(slots_for_keys(max_keys)) + sweep_bytes(max_keys))
+            .saturating_add(sketches_bytes(&shares(routes), MIN_ROUTE_FLOOD_KEYS))
+    }
+
+    /// [`Self::within`] for a table and a sweep of known sizes.
+    fn share(table: usize, sweep: usize, routes: &[Limit], budget: usize) -> MemoryBound {
+        let shares = shares(routes);
+        let room = budget.saturating_sub(table + sweep);
+        let route_keys = route_keys_within(&shares, room);
+        MemoryBound {
+            budget,
+            route_keys,
+            table,
+            sweep,
+            sketches: shares
+                .iter()
+                .map(|s| {
+                    let keys = s.keys(route_keys);
+                    SketchBound {
+                        limit: s.limit,
+                        keys,
+                        bytes: LimitSketch::bound_bytes(s.limit, keys),
+                    }
+                })
+                .collect(),
+        }
+    }
+
+    /// Everything at once: the most the counter can hold.
+    pub fn total(&self) -> usize {
+        self.sketches
+            .iter()
+            .fold(self.table + self.sweep, |sum, s| {
+                sum.saturating_add(s.bytes)
+            })
+    }
+
+    /// Whether it keeps its promises within its budget: the total within
+    /// it, and every route's sketch sized for at least
+    /// [`MIN_ROUTE_FLOOD_KEYS`] keys (validation refuses a deployable
+    /// whose bound does not).
+    pub fn fits(&self) -> bool {
+        self.total() <= self.budget && self.route_keys >= MIN_ROUTE_FLOOD_KEYS
+    }
+}
+
+/// Sketches listed one by one in [`MemoryBound`]'s text; the rest are summed.
+const LISTED_SKETCHES: usize = 8;
+
 impl fmt::Display for MemoryBound {
-    /// `TOTAL B = table T B + sweep S B + R per W s for K keys B B + ...`
+    /// `TOTAL B of a BUDGET B budget = table T B + sweep S B + R per W s for
+    /// K keys B B + ...`, the sketches past the eighth summed as `+ N more
+    /// sketches B B`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} B = table {} B + sweep {} B",
+            "{} B of a {} B budget = table {} B + sweep {} B",
             self.total(),
+            self.budget,
             self.table,
             self.sweep
         )?;
-        for s in &self.sketches {
+        for s in self.sketches.iter().take(LISTED_SKETCHES) {
             write!(
                 f,
                 " + {} per {} s for {} keys {} B",
                 s.limit.requests, s.limit.window_seconds, s.keys, s.bytes
             )?;
+        }
+        let rest = self.sketches.get(LISTED_SKETCHES..).unwrap_or_default();
+        if !rest.is_empty() {
+            let bytes = rest
+                .iter()
+                .fold(0usize, |sum, s| sum.saturating_add(s.bytes));
+            write!(f, " + {} more sketches {} B", rest.len(), bytes)?;
         }
         Ok(())
     }
@@ -144,7 +311,9 @@ impl fmt::Display for MemoryBound {
 /// it is still full, the key is counted in its limit's sketch: each key's
 /// first request in a blocked Bloom filter, its later ones in a count-min
 /// sketch with conservative update, counters as wide as the limit needs,
-/// sized for [`BUILT_IN_FLOOD_KEYS`] or [`ROUTE_FLOOD_KEYS`] keys a window.
+/// sized for [`BUILT_IN_FLOOD_KEYS`] keys a window for a built-in limit, and
+/// for a route's limit the most keys up to [`ROUTE_FLOOD_KEYS`] that keep
+/// every sketch together within the counter's budget ([`MemoryBound::within`]).
 ///
 /// What is guaranteed, for any number of limits and window lengths:
 /// - A count is never lower than the key's true count in its window: the
@@ -155,6 +324,9 @@ impl fmt::Display for MemoryBound {
 /// - Every limit counts in its own window: a table entry ends when its
 ///   window ends, and a limit's sketch is cleared when the limit's window
 ///   ends, so no count restarts mid-window and no refusal outlives its window.
+/// - The memory held never passes [`Self::bound`], which is within the
+///   budget for any number of routes whose sketches can each have
+///   [`MIN_ROUTE_FLOOD_KEYS`] (validation refuses more).
 /// - A sketch only counts high: a key it holds may be refused early. At the
 ///   keys it is sized for, a new key is taken for one already counted 0.19 %
 ///   of the time (refused, for a limit of 1; let through one request fewer
@@ -167,6 +339,10 @@ pub struct WindowCounter {
     max_keys: usize,
     /// Table slots, fixed at construction (hashbrown fills 7/8 of them).
     table_slots: usize,
+    /// The bytes its sketches were sized to stay within, with the table.
+    budget: usize,
+    /// Keys a route's sketch is sized for under the budget.
+    route_keys: usize,
     tracked: DigestMap,
     /// One per limit, in the order first given; found by a scan (a handful).
     sketches: Vec<LimitSketch>,
@@ -178,29 +354,46 @@ pub struct WindowCounter {
 
 impl WindowCounter {
     /// A counter tracking up to `max_keys` keys one by one, for the built-in
-    /// limits and routes whose limits are `routes` (a route each: two routes
-    /// with one limit share a sketch twice the size). `seed` keys the digest
-    /// and should be random per isolate. The table is allocated here; each
-    /// sketch the first time the table has no room for one of its keys.
+    /// limits and routes whose limits are `routes`, within
+    /// [`DEFAULT_MEMORY_BUDGET`] (see [`Self::with_budget`]).
     pub fn new(max_keys: usize, routes: &[Limit], seed: u128) -> WindowCounter {
+        WindowCounter::with_budget(max_keys, routes, DEFAULT_MEMORY_BUDGET, seed)
+    }
+
+    /// A counter tracking up to `max_keys` keys one by one, for the built-in
+    /// limits and routes whose limits are `routes` (a route each: two routes
+    /// with one limit share a sketch twice the size), holding at most
+    /// `budget` bytes: each route's sketch is sized for the most keys that
+    /// fit ([`MemoryBound::within`]). `seed` keys the digest and should be
+    /// random per isolate. The table is allocated here; each sketch the
+    /// first time the table has no room for one of its keys.
+    pub fn with_budget(
+        max_keys: usize,
+        routes: &[Limit],
+        budget: usize,
+        seed: u128,
+    ) -> WindowCounter {
         let max_keys = max_keys.max(1);
         let tracked = DigestMap::with_capacity_and_hasher(max_keys, BuildHasherDefault::default());
-        let limits = BUILT_IN_LIMITS
+        let table_slots = slots_for_capacity(tracked.capacity());
+        let bound = MemoryBound::share(
+            table_bytes(table_slots),
+            sweep_bytes(max_keys),
+            routes,
+            budget,
+        );
+        let mut sketches: Vec<LimitSketch> = bound
+            .sketches
             .iter()
-            .map(|&limit| (limit, BUILT_IN_FLOOD_KEYS))
-            .chain(routes.iter().map(|&limit| (limit, ROUTE_FLOOD_KEYS)));
-        let mut sketches: Vec<LimitSketch> = Vec::with_capacity(limits.clone().count());
-        for (limit, keys) in limits {
-            match sketches.iter_mut().find(|s| s.limit() == limit) {
-                Some(sketch) => *sketch = LimitSketch::new(limit, sketch.keys() + keys),
-                None => sketches.push(LimitSketch::new(limit, keys)),
-            }
-        }
+            .map(|s| LimitSketch::new(s.limit, s.keys))
+            .collect();
         // The list holds no spare room, so the sketches' bytes are all it holds.
         sketches.shrink_to_fit();
         WindowCounter {
             max_keys,
-            table_slots: slots_for_capacity(tracked.capacity()),
+            table_slots,
+            budget,
+            route_keys: bound.route_keys,
             tracked,
             sketches,
             hasher: SipHasher13::new_with_keys(seed as u64, (seed >> 64) as u64),
@@ -211,8 +404,8 @@ impl WindowCounter {
     /// Counts one request for `key` against `limit` at `now_ms` (ms since the
     /// epoch). `now_ms` should not go backwards; when it does, counts last
     /// longer than their window, never shorter. A limit the counter was not
-    /// built for gets a sketch sized for [`ROUTE_FLOOD_KEYS`] when it first
-    /// needs one, and [`Self::bound`] grows by it.
+    /// built for gets a sketch sized as a route's when it first needs one,
+    /// and [`Self::bound`] grows by it, past the budget if need be.
     pub fn hit(&mut self, limit: Limit, key: &str, now_ms: u64) -> Verdict {
         let digest = self.digest(limit, key);
         let ends_at_s = window_end_s(limit.window_seconds, now_ms);
@@ -287,8 +480,10 @@ impl WindowCounter {
     /// in use, and a sweep's list of at most `max_keys` live entries (16 bytes each).
     pub fn bound(&self) -> MemoryBound {
         MemoryBound {
+            budget: self.budget,
+            route_keys: self.route_keys,
             table: self.table_bytes(),
-            sweep: self.max_keys * std::mem::size_of::<(u64, Slot)>(),
+            sweep: sweep_bytes(self.max_keys),
             sketches: self
                 .sketches
                 .iter()
@@ -301,11 +496,8 @@ impl WindowCounter {
         }
     }
 
-    /// The table's slots: a digest, a `Slot` and a control byte each, plus
-    /// one group of trailing control bytes.
     fn table_bytes(&self) -> usize {
-        const GROUP_WIDTH: usize = 16;
-        self.table_slots * (std::mem::size_of::<(u64, Slot)>() + 1) + GROUP_WIDTH
+        table_bytes(self.table_slots)
     }
 
     fn digest(&self, limit: Limit, key: &str) -> u64 {
@@ -322,8 +514,7 @@ impl WindowCounter {
             Some(i) => i,
             None => {
                 self.sketches.reserve_exact(1);
-                self.sketches
-                    .push(LimitSketch::new(limit, ROUTE_FLOOD_KEYS));
+                self.sketches.push(LimitSketch::new(limit, self.route_keys));
                 self.sketches.len() - 1
             }
         }
@@ -377,6 +568,28 @@ impl WindowCounter {
         self.tracked.clear();
         self.tracked.extend(live);
         self.tracked.len() < self.max_keys
+    }
+}
+
+/// The table's bytes for `slots` slots: a digest, a `Slot` and a control
+/// byte each, plus one group of trailing control bytes.
+fn table_bytes(slots: usize) -> usize {
+    const GROUP_WIDTH: usize = 16;
+    slots * (std::mem::size_of::<(u64, Slot)>() + 1) + GROUP_WIDTH
+}
+
+/// A sweep's list of at most `max_keys` live entries.
+fn sweep_bytes(max_keys: usize) -> usize {
+    max_keys * std::mem::size_of::<(u64, Slot)>()
+}
+
+/// hashbrown's slots for a table asked to hold `keys` (7/8 of a power of
+/// two from 8 keys on, as [`slots_for_capacity`]; at most 16 below).
+fn slots_for_keys(keys: usize) -> usize {
+    if keys < 8 {
+        16
+    } else {
+        (keys.saturating_mul(8) / 7).next_power_of_two()
     }
 }
 

@@ -243,7 +243,7 @@ impl Storage {
 
 /// The filter's blocks for `keys` keys.
 fn blocks(keys: usize) -> usize {
-    (keys * FILTER_BITS_PER_KEY)
+    keys.saturating_mul(FILTER_BITS_PER_KEY)
         .div_ceil(BLOCK_BYTES * 8)
         .max(1)
 }
@@ -291,9 +291,9 @@ impl LimitSketch {
     /// The bytes a sketch of `limit` sized for `keys` keys holds once used,
     /// itself (in its counter's list) included.
     pub fn bound_bytes(limit: Limit, keys: usize) -> usize {
-        std::mem::size_of::<LimitSketch>()
-            + blocks(keys) * BLOCK_BYTES
-            + ROWS * row_width(keys) * Later::cell_bytes(limit.requests)
+        (blocks(keys).saturating_mul(BLOCK_BYTES))
+            .saturating_add(std::mem::size_of::<LimitSketch>())
+            .saturating_add(ROWS * row_width(keys) * Later::cell_bytes(limit.requests))
     }
 
     /// The bytes it holds now, itself included: its filter and counters

@@ -217,7 +217,8 @@ proptest! {
                 serves_api: true,
                 declines: Vec::new(),
                 client_address: Default::default(),
-            }],
+                        memory_budget: runtime::counter::DEFAULT_MEMORY_BUDGET,
+}],
             // A validated description's paths: canonical templates.
             routes: paths
                 .iter()

@@ -336,6 +336,7 @@ fn a_route_listed_twice_counts_each_request_once() {
             serves_api: true,
             declines: Vec::new(),
             client_address: runtime::AddressSource::CloudflareHeader(Default::default()),
+            memory_budget: runtime::counter::DEFAULT_MEMORY_BUDGET,
         }],
         routes: vec![route.clone(), route],
         data_points: None,

@@ -25,6 +25,7 @@ mod counter;
 mod floods;
 mod gate_plan;
 mod limiter;
+mod memory;
 mod metrics;
 mod native;
 mod routes;

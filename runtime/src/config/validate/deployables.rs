@@ -57,6 +57,8 @@ pub(super) fn validate_deployables(
             serves_api: d.serves_api,
             declines,
             client_address,
+            // `memory.rs` sets it from `memory_budget_mib`, once the routes are known.
+            memory_budget: crate::counter::DEFAULT_MEMORY_BUDGET,
         });
     }
     deployables

@@ -4,7 +4,8 @@
 //! `connections.rs` (each connection, and the store), `deployables.rs`
 //! (each deployable, its store and its client address), `routes.rs` (each
 //! route's path and limit), the namespace ids (`connections.rs`), which
-//! depend on the routes too, and last the data points' dataset
+//! depend on the routes too, each deployable's memory budget against the
+//! routes' limits (`memory.rs`), and last the data points' dataset
 //! (`data_points.rs`).
 
 use std::ops::Range;
@@ -15,11 +16,13 @@ use super::{Application, Code, Diagnostic, Diagnostics, Location};
 mod connections;
 mod data_points;
 mod deployables;
+mod memory;
 mod routes;
 
 use connections::{validate_connections, validate_namespace_ids, validate_store};
 use data_points::validate_data_points;
 use deployables::validate_deployables;
+use memory::validate_memory;
 use routes::validate_routes;
 
 /// Collects diagnostics with their places while the rules run.
@@ -49,10 +52,11 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
 
     let connections = validate_connections(&mut report, &raw.connections);
     let store = validate_store(&mut report, &raw, &connections);
-    let deployables = validate_deployables(&mut report, &raw.deployables, &store);
+    let mut deployables = validate_deployables(&mut report, &raw.deployables, &store);
     let binding_store = store.is_binding();
     let routes = validate_routes(&mut report, &raw.routes, binding_store);
     validate_namespace_ids(&mut report, &connections, &routes);
+    validate_memory(&mut report, &raw.deployables, &mut deployables, &routes);
     let data_points = validate_data_points(&mut report, &raw);
 
     if !report.diagnostics.is_empty() {
