@@ -53,11 +53,18 @@ use crate::subject::Subject;
 /// Why a native gate could not be built from the application description:
 /// the description, the deployable's name, or a store this build cannot
 /// reach. Nothing else fails it (a Redis down at startup is a fallback).
-#[derive(Debug, thiserror::Error)]
+/// Its `Debug` is its `Display` (`CODE: FILE:line:col: message` lines for a
+/// description read by [`NativeGate::from_file`]), so a `main` returning it
+/// with `?` prints what to fix.
+#[derive(thiserror::Error)]
 pub enum GateError {
     /// The application description did not validate.
     #[error(transparent)]
     Invalid(#[from] crate::config::Diagnostics),
+    /// The application description's file could not be read, or did not
+    /// validate: its errors name the file.
+    #[error(transparent)]
+    File(#[from] crate::config::FileError),
     /// The application has no deployable of that name.
     #[error(transparent)]
     UnknownDeployable(#[from] UnknownDeployable),
@@ -71,6 +78,12 @@ pub enum GateError {
         /// The Redis connection the deployable's store names.
         connection: String,
     },
+}
+
+impl std::fmt::Debug for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// The deployable's Redis store could not be reached by
@@ -165,6 +178,17 @@ impl NativeGate {
     /// its place) is a [`GateError::Invalid`] at startup.
     pub fn from_toml(application_toml: &str, deployable: &str) -> Result<NativeGate, GateError> {
         let app = Application::from_toml(application_toml)?;
+        NativeGate::new(&app, deployable)
+    }
+
+    /// The gate from the application description in `file` (a path):
+    /// every diagnostic is a [`GateError::File`] naming the file, one
+    /// `CODE: FILE:line:col: message` line each.
+    pub fn from_file(
+        file: impl AsRef<std::path::Path>,
+        deployable: &str,
+    ) -> Result<NativeGate, GateError> {
+        let app = Application::from_file(file)?;
         NativeGate::new(&app, deployable)
     }
 
