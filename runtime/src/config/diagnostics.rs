@@ -3,6 +3,7 @@
 //! ([`Diagnostics`]). The codes' strings are the framework's interface.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::str::FromStr;
 
 /// A stable diagnostic code. The strings are part of the framework's
@@ -160,14 +161,21 @@ pub struct Diagnostic {
     pub location: Option<Location>,
 }
 
-/// Every diagnostic of a description that did not validate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the application description has {} problem(s): {}", .0.len(), codes(.0))]
+/// Every diagnostic of a description that did not validate. Its `Display`
+/// and its `Debug` are the same lines, `CODE: line:col: message`, so a
+/// `main` returning it with `?` (which prints `Debug`) reads as `anyhow`
+/// and `miette` print it (`Display`); [`Application::from_file`] names the
+/// file as well ([`FileError`]).
+///
+/// [`Application::from_file`]: crate::config::Application::from_file
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", self.lines(None))]
 pub struct Diagnostics(pub Vec<Diagnostic>);
 
-fn codes(diagnostics: &[Diagnostic]) -> String {
-    let list: Vec<&str> = diagnostics.iter().map(|d| d.code.as_str()).collect();
-    list.join(", ")
+impl fmt::Debug for Diagnostics {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
 }
 
 impl Diagnostics {
@@ -176,15 +184,62 @@ impl Diagnostics {
         self.0.iter().map(|d| d.code).collect()
     }
 
-    /// One `CODE: file:line:col: message` line for each diagnostic, as `check` prints them.
+    /// One `CODE: file:line:col: message` line for each diagnostic, as
+    /// `harness validate` prints them.
     pub fn render(&self, file_name: &str) -> String {
-        let mut out = String::new();
-        for d in &self.0 {
-            match d.location {
-                Some(at) => out.push_str(&format!("{}: {file_name}:{at}: {}\n", d.code, d.message)),
-                None => out.push_str(&format!("{}: {file_name}: {}\n", d.code, d.message)),
-            }
-        }
+        let mut out = self.lines(Some(file_name));
+        out.push('\n');
         out
+    }
+
+    /// The diagnostics one a line (`CODE: file:line:col: message`, or
+    /// `CODE: line:col: message` without a file), with no final newline.
+    fn lines(&self, file_name: Option<&str>) -> String {
+        let lines: Vec<String> = self
+            .0
+            .iter()
+            .map(|d| {
+                let place = match (file_name, d.location) {
+                    (Some(file), Some(at)) => format!("{file}:{at}: "),
+                    (Some(file), None) => format!("{file}: "),
+                    (None, Some(at)) => format!("{at}: "),
+                    (None, None) => String::new(),
+                };
+                format!("{}: {place}{}", d.code, d.message)
+            })
+            .collect();
+        lines.join("\n")
+    }
+}
+
+/// An application description file that could not be read, or did not
+/// validate ([`Application::from_file`]). Its `Display` and its `Debug`
+/// name the file, one `CODE: FILE:line:col: message` line a diagnostic,
+/// so a `main` returning it with `?` prints where to look.
+///
+/// [`Application::from_file`]: crate::config::Application::from_file
+#[derive(thiserror::Error)]
+pub enum FileError {
+    /// The file could not be read.
+    #[error("{}: {error}", file.display())]
+    Unreadable {
+        /// The file, as the caller named it.
+        file: PathBuf,
+        /// Why it could not be read.
+        error: std::io::Error,
+    },
+    /// The description did not validate: every diagnostic, with the file.
+    #[error("{}", diagnostics.lines(Some(&file.display().to_string())))]
+    Invalid {
+        /// The file, as the caller named it.
+        file: PathBuf,
+        /// Every diagnostic of its description.
+        diagnostics: Diagnostics,
+    },
+}
+
+impl fmt::Debug for FileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
     }
 }

@@ -15,7 +15,7 @@ mod model;
 mod raw;
 mod validate;
 
-pub use diagnostics::{Code, Diagnostic, Diagnostics, Location, UnknownCode};
+pub use diagnostics::{Code, Diagnostic, Diagnostics, FileError, Location, UnknownCode};
 pub use model::{
     Application, BINDING_WINDOWS, Counting, Deployable, MAX_NAMESPACE_ID, RedisEndpoint, Route,
     Store, StoreDriver, Target, redacted_url,
@@ -37,5 +37,20 @@ impl Application {
             }])
         })?;
         validate::validate(source, raw)
+    }
+
+    /// Reads and validates the description in `file`: its errors name the
+    /// file (`CODE: FILE:line:col: message`, [`FileError`]), as the path
+    /// was given.
+    pub fn from_file(file: impl AsRef<std::path::Path>) -> Result<Application, FileError> {
+        let file = file.as_ref();
+        let source = std::fs::read_to_string(file).map_err(|error| FileError::Unreadable {
+            file: file.to_owned(),
+            error,
+        })?;
+        Application::from_toml(&source).map_err(|diagnostics| FileError::Invalid {
+            file: file.to_owned(),
+            diagnostics,
+        })
     }
 }

@@ -53,11 +53,18 @@ use crate::subject::Subject;
 /// Why a native gate could not be built from the application description:
 /// the description, the deployable's name, or a store this build cannot
 /// reach. Nothing else fails it (a Redis down at startup is a fallback).
-#[derive(Debug, thiserror::Error)]
+/// Its `Debug` is its `Display` (`CODE: FILE:line:col: message` lines for a
+/// description read by [`NativeGate::from_file`]), so a `main` returning it
+/// with `?` prints what to fix.
+#[derive(thiserror::Error)]
 pub enum GateError {
     /// The application description did not validate.
     #[error(transparent)]
     Invalid(#[from] crate::config::Diagnostics),
+    /// The application description's file could not be read, or did not
+    /// validate: its errors name the file.
+    #[error(transparent)]
+    File(#[from] crate::config::FileError),
     /// The application has no deployable of that name.
     #[error(transparent)]
     UnknownDeployable(#[from] UnknownDeployable),
@@ -71,6 +78,12 @@ pub enum GateError {
         /// The Redis connection the deployable's store names.
         connection: String,
     },
+}
+
+impl std::fmt::Debug for GateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// The deployable's Redis store could not be reached by
@@ -87,11 +100,13 @@ pub struct StoreUnreachable {
 }
 
 /// A request the server handed no socket peer, on a deployable whose client
-/// address needs one: a wiring mistake only the server's code can fix.
+/// address needs one: a wiring mistake only the server's code can fix. Its
+/// `Display` says what to change; the layer's 500 says it too (`fix`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "the request has no peer address: insert PeerAddr per connection (axum, with runtime's `axum` \
-     feature: serve with into_make_service_with_connect_info::<SocketAddr>())"
+    "the server hands the rate limit layer no peer address: serve the router with \
+     into_make_service_with_connect_info::<SocketAddr>() (axum, runtime's `axum` feature), \
+     or insert runtime::native::PeerAddr into each request"
 )]
 pub struct NoPeerAddress;
 
@@ -165,6 +180,17 @@ impl NativeGate {
     /// its place) is a [`GateError::Invalid`] at startup.
     pub fn from_toml(application_toml: &str, deployable: &str) -> Result<NativeGate, GateError> {
         let app = Application::from_toml(application_toml)?;
+        NativeGate::new(&app, deployable)
+    }
+
+    /// The gate from the application description in `file` (a path):
+    /// every diagnostic is a [`GateError::File`] naming the file, one
+    /// `CODE: FILE:line:col: message` line each.
+    pub fn from_file(
+        file: impl AsRef<std::path::Path>,
+        deployable: &str,
+    ) -> Result<NativeGate, GateError> {
+        let app = Application::from_file(file)?;
         NativeGate::new(&app, deployable)
     }
 
@@ -275,6 +301,8 @@ impl NativeGate {
     /// Writes one of the process's address events (`rate_limits.address_unknown`,
     /// `rate_limits.peer_not_cloudflare`) the first time it happens: the
     /// source, the reason and where the layer was built, never an address.
+    /// A server handing no peer is a wiring mistake, logged as an error
+    /// with what to change (`fix`).
     fn log_once(
         &self,
         logged: &AtomicBool,
@@ -285,13 +313,13 @@ impl NativeGate {
         if logged.swap(true, Ordering::Relaxed) {
             return;
         }
-        tracing::warn!(
-            event,
-            source = self.addresses.name(),
-            reason,
-            layer = layer.map(tracing::field::display),
-            "{event}"
-        );
+        let source = self.addresses.name();
+        let layer = layer.map(tracing::field::display);
+        if reason == AddressUnknown::NoPeer.as_str() {
+            tracing::error!(event, source, reason, layer, fix = %NoPeerAddress, "{event}");
+        } else {
+            tracing::warn!(event, source, reason, layer, "{event}");
+        }
     }
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to
@@ -395,9 +423,16 @@ fn log_fallback(log: &FallbackLog) {
 }
 
 /// The 500 for a request the server handed no peer ([`NoPeerAddress`]): its
-/// body names the event logged, never the fix's details (those are in the log).
+/// body names the event logged and what to change in the server (`fix`),
+/// where whoever tries the server first sees it, with or without a log
+/// subscriber. It names no address and no key.
 fn no_peer_response<B: From<String>>() -> http::Response<B> {
-    let body = serde_json::json!({ "error": AddressUnknown::EVENT }).to_string();
+    let body = serde_json::json!({
+        "error": AddressUnknown::EVENT,
+        "reason": AddressUnknown::NoPeer.as_str(),
+        "fix": NoPeerAddress.to_string(),
+    })
+    .to_string();
     let mut response = http::Response::new(B::from(body));
     *response.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
     response.headers_mut().insert(

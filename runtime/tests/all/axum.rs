@@ -76,22 +76,35 @@ async fn a_route_limit_matches_inside_a_nested_router_with_the_peer_from_connect
     );
 }
 
+/// What the 500 of a server wired without its peer address tells whoever
+/// tried it, and its one log line, tell the operator to change.
+const FIX: &str = "serve the router with into_make_service_with_connect_info::<SocketAddr>()";
+
 #[tokio::test]
-async fn served_without_connect_info_every_anonymous_request_is_a_500_and_one_line() {
+async fn served_without_connect_info_every_anonymous_request_is_a_500_saying_what_to_change() {
     let (lines, _guard) = Lines::capture();
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("listen");
     let addr = listener.local_addr().expect("addr");
-    // The mistake: `into_make_service()`, so no request carries its peer.
-    let app = router().into_make_service();
+    // The mistake: `axum::serve(listener, router)`, so no request carries its peer.
+    let app = router();
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     for _ in 0..3 {
-        let head = get_head(addr, "/api/items").await;
-        assert!(head.starts_with("HTTP/1.1 500"), "{head}");
+        let response = get_head(addr, "/api/items").await;
+        assert!(response.starts_with("HTTP/1.1 500"), "{response}");
+        let (_, body) = response.split_once("\r\n\r\n").expect("a body");
+        let body: serde_json::Value = serde_json::from_str(body).expect("JSON");
+        assert_eq!(body["error"], "rate_limits.address_unknown", "{body}");
+        assert_eq!(body["reason"], "no_peer_address", "{body}");
+        let fix = body["fix"].as_str().expect("what to change");
+        assert!(fix.contains(FIX), "{fix}");
     }
     server.abort();
     let logged = lines.events("rate_limits.address_unknown");
     assert_eq!(logged.len(), 1, "once per process: {}", lines.text());
     assert_eq!(logged[0]["reason"], "no_peer_address");
+    assert_eq!(logged[0]["level"], "ERROR", "a wiring mistake");
+    let fix = logged[0]["fix"].as_str().expect("what to change");
+    assert!(fix.contains(FIX), "{fix}");
     assert!(
         logged[0]["layer"]
             .as_str()

@@ -706,3 +706,71 @@ fn data_points_name_a_dataset_that_the_plan_and_the_wrangler_entry_carry() {
         [Code::StoreInvalid, Code::DataPointsInvalid]
     );
 }
+
+/// A description whose route path (line 7, column 8) lacks its `/`, and
+/// whose route's limit counts no requests (line 8): two problems.
+const TWO_PROBLEMS: &str = r#"[[deployables]]
+name = "server"
+target = "native"
+serves_api = true
+
+[[routes]]
+path = "api/search"
+rate_limit = { requests = 0, window = 60 }
+"#;
+
+#[test]
+fn a_description_error_reads_the_same_through_debug_as_through_display_one_line_each() {
+    let diagnostics = diagnostics(TWO_PROBLEMS);
+    let debug = format!("{diagnostics:?}");
+    assert_eq!(debug, diagnostics.to_string());
+    let lines: Vec<&str> = debug.lines().collect();
+    assert_eq!(lines.len(), 2, "{debug}");
+    assert!(
+        lines[0].starts_with("rate_limits.route_path_invalid: 7:8: "),
+        "{debug}"
+    );
+    assert!(
+        lines[1].starts_with("rate_limits.limit_invalid: 8:"),
+        "{debug}"
+    );
+    // What a `main` returning the native gate's error with `?` prints.
+    let gate = runtime::native::NativeGate::from_toml(TWO_PROBLEMS, "server").expect_err("invalid");
+    assert_eq!(format!("{gate:?}"), debug);
+    let boxed: Box<dyn std::error::Error> = gate.into();
+    assert_eq!(format!("Error: {boxed:?}").lines().count(), 2);
+}
+
+#[test]
+fn a_description_read_from_its_file_names_the_file_in_every_line() {
+    let dir = std::env::temp_dir().join(format!("runtime-from-file-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a folder");
+    let file = dir.join("app.toml");
+    std::fs::write(&file, TWO_PROBLEMS).expect("write");
+    let shown = file.display().to_string();
+    let error = Application::from_file(&file).expect_err("invalid");
+    let debug = format!("{error:?}");
+    assert_eq!(debug, error.to_string());
+    assert!(
+        debug.starts_with(&format!("rate_limits.route_path_invalid: {shown}:7:8: ")),
+        "{debug}"
+    );
+    assert!(
+        debug
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with(&format!("rate_limits.limit_invalid: {shown}:8:"))),
+        "{debug}"
+    );
+    // The native gate's constructor from a file, as `main`'s `?` shows it.
+    let gate = runtime::native::NativeGate::from_file(&file, "server").expect_err("invalid");
+    let boxed: Box<dyn std::error::Error> = gate.into();
+    assert_eq!(format!("{boxed:?}"), debug);
+    // A file that is not there is named too.
+    std::fs::remove_dir_all(&dir).expect("remove");
+    let missing = Application::from_file(&file).expect_err("no file");
+    assert!(
+        format!("{missing:?}").starts_with(&format!("{shown}: ")),
+        "{missing:?}"
+    );
+}

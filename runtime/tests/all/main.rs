@@ -28,5 +28,6 @@ mod limiter;
 mod memory;
 mod metrics;
 mod native;
+mod quickstart;
 mod routes;
 mod secrets;

@@ -120,8 +120,19 @@ fn shown_description() -> Shown {
     let plan = Bindings::for_deployable(&app, &deployable);
     let invalid = Application::from_toml(&invalid_applications()[0]).expect_err("invalid");
     let diagnostic = invalid.0[0].clone();
+    let file_errors = [
+        runtime::config::FileError::Invalid {
+            file: "app.toml".into(),
+            diagnostics: invalid.clone(),
+        },
+        runtime::config::Application::from_file("/nonexistent/app.toml").expect_err("no file"),
+    ];
     let gate_errors = [
         GateError::Invalid(invalid.clone()),
+        GateError::File(runtime::config::FileError::Invalid {
+            file: "app.toml".into(),
+            diagnostics: invalid.clone(),
+        }),
         GateError::UnknownDeployable(UnknownDeployable("server".into())),
         GateError::RedisNotBuilt {
             connection: "cache".into(),
@@ -159,6 +170,10 @@ fn shown_description() -> Shown {
         (
             "config::diagnostics::Diagnostics",
             format!("{invalid:?} {invalid} {}", invalid.render("app.toml")),
+        ),
+        (
+            "config::diagnostics::FileError",
+            format!("{file_errors:?} {}", file_errors[0]),
         ),
         (
             "config::diagnostics::Location",
