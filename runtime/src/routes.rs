@@ -18,10 +18,34 @@
 //!   segment and a final `{*name}` for the rest (axum 0.8's syntax, and
 //!   its router's, [`matchit`]), normalised as [`canonical`] normalises a
 //!   request's path ([`canonical_template`]).
-//! - [`RouteTable`] finds the one route a canonical path meets, the most
+//! - [`RouteTable`] finds the routes a request's path meets, the most
 //!   specific where several do (static over parameter over catch-all, as
 //!   the router chooses). A template is counted as a whole: one count per
 //!   subject for `/api/users/{id}`, not one per id.
+//!
+//! A path is matched twice, as sent and in its canonical form, and counted
+//! under the routes of both (once where they are one route). The canonical
+//! form alone is not what a router matches: axum 0.8's router ([`matchit`],
+//! which this table uses too) matches the path byte for byte, dot segments,
+//! `\` and escapes as sent, then percent-decodes the parameters, so it hands
+//! `/api/search/..`, `/api/search/%2e%2e` or `/api/search/fo\o` to
+//! `/api/search/{q}`'s handler and `/api/files//` to `/api/files/{*rest}`'s,
+//! paths whose canonical form meets another route or none. Matched as sent
+//! with the same matcher, the route the router serves is met whenever the
+//! description lists it (the router's routes are the description's and
+//! more, and a route more specific than it that the description lists would
+//! have been served instead). The canonical form keeps the promise that
+//! every spelling of a limited path counts on it. The gate is handed:
+//!
+//! - natively, the path as the client sent it (`OriginalUri`), the path the
+//!   router matches;
+//! - on Workers, the URL's path as `new URL()` gives it to the Worker (dot
+//!   segments, also escaped, removed; `\` read as `/`), the path the
+//!   Worker's router matches.
+//!
+//! A spelling that only the canonical form takes to a route (`//api/login`,
+//! `/api/%6Cogin`, which axum answers 404) is counted there too: counting
+//! more than the router serves is safe, counting less would be a bypass.
 
 use std::borrow::Cow;
 
@@ -317,14 +341,39 @@ impl RouteTable {
         (table, refused)
     }
 
-    /// The routes `canonical_path` (as [`canonical`] gives it) meets: the
-    /// most specific template's, or none.
-    pub(crate) fn routes_for(&self, canonical_path: &str) -> &[usize] {
+    /// The routes a request's `path` meets, as the application's router
+    /// reads it and as the limiter does (see the module's documentation):
+    /// those of the most specific template that `path` meets as sent
+    /// (axum's router, [`matchit`], matches it byte for byte), then those
+    /// its [`canonical`] form meets, each once. A canonical path (the
+    /// common case) is looked up once, and nothing is copied unless the
+    /// two meet different routes.
+    pub(crate) fn routes_met(&self, path: &str) -> Cow<'_, [usize]> {
+        let canonical = canonical(path);
+        let by_canonical = self.routes_for(&canonical);
+        if matches!(canonical, Cow::Borrowed(_)) {
+            return Cow::Borrowed(by_canonical);
+        }
+        let as_sent = self.routes_for(path);
+        if as_sent.iter().all(|index| by_canonical.contains(index)) {
+            Cow::Borrowed(by_canonical)
+        } else if by_canonical.is_empty() {
+            Cow::Borrowed(as_sent)
+        } else {
+            let mut both = by_canonical.to_vec();
+            both.extend(as_sent.iter().filter(|index| !by_canonical.contains(index)));
+            Cow::Owned(both)
+        }
+    }
+
+    /// The routes `path` meets as it is spelt: the most specific
+    /// template's, or none.
+    pub(crate) fn routes_for(&self, path: &str) -> &[usize] {
         if self.empty {
             return &[];
         }
         self.router
-            .at(canonical_path)
+            .at(path)
             .map_or(&[], |matched| matched.value.as_slice())
     }
 }
@@ -483,5 +532,55 @@ mod tests {
             assert_eq!(table.routes_for(path), routes, "{path}");
         }
         assert!(RouteTable::default().routes_for("/api").is_empty());
+    }
+
+    #[test]
+    fn a_path_meets_the_routes_of_its_spelling_as_sent_and_of_its_canonical_form() {
+        let templates = [
+            "/api/users/me",
+            "/api/users/{id}",
+            "/api/search/{q}",
+            "/api/files/{*rest}",
+        ];
+        let (table, refused) = RouteTable::new(templates.iter().copied().enumerate());
+        assert!(refused.is_empty(), "{refused:?}");
+        for (path, routes) in [
+            // Canonical: one look-up, borrowed.
+            ("/api/users/me", &[0][..]),
+            ("/api/search/x", &[2]),
+            // Only the canonical form meets a route.
+            ("//api/users/me", &[0]),
+            ("/api/search/x/", &[2]),
+            // Only the path as sent does (the router's parameter is `..`,
+            // `.` or `fo\o`; a catch-all's rest only slashes).
+            ("/api/search/..", &[2]),
+            ("/api/search/fo\\o", &[2]),
+            ("/api/files/report.csv/..", &[3]),
+            ("/api/files//", &[3]),
+            // Each meets its own: the canonical form's first.
+            ("/api/users/%6De", &[0, 1]),
+            // The same route both ways is counted once.
+            ("/api/files/a//b", &[3]),
+            ("/api/users/%33", &[1]),
+        ] {
+            assert_eq!(&*table.routes_met(path), routes, "{path}");
+        }
+        assert!(matches!(
+            table.routes_met("/api/users/me"),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            table.routes_met("/api/users/%33"),
+            Cow::Borrowed(_)
+        ));
+        assert!(
+            RouteTable::default()
+                .routes_met("/api/search/..")
+                .is_empty()
+        );
+        // A trailing slash: the static route by the canonical form, and the
+        // catch-all the router serves it with.
+        let (table, _) = RouteTable::new(["/api/users/me", "/api/{*rest}"].into_iter().enumerate());
+        assert_eq!(&*table.routes_met("/api/users/me/"), &[0, 1]);
     }
 }

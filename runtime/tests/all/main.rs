@@ -27,5 +27,6 @@ mod gate_plan;
 mod limiter;
 mod metrics;
 mod native;
+mod router;
 mod routes;
 mod secrets;
