@@ -23,25 +23,28 @@
 //!   the router chooses). A template is counted as a whole: one count per
 //!   subject for `/api/users/{id}`, not one per id.
 //!
-//! A path is matched twice, as sent and in its canonical form, and counted
-//! under the routes of both (once where they are one route). The canonical
-//! form alone is not what a router matches: axum 0.8's router ([`matchit`],
-//! which this table uses too) matches the path byte for byte, dot segments,
-//! `\` and escapes as sent, then percent-decodes the parameters, so it hands
-//! `/api/search/..`, `/api/search/%2e%2e` or `/api/search/fo\o` to
-//! `/api/search/{q}`'s handler and `/api/files//` to `/api/files/{*rest}`'s,
-//! paths whose canonical form meets another route or none. Matched as sent
-//! with the same matcher, the route the router serves is met whenever the
-//! description lists it (the router's routes are the description's and
-//! more, and a route more specific than it that the description lists would
-//! have been served instead). The canonical form keeps the promise that
-//! every spelling of a limited path counts on it. The gate is handed:
+//! A path is matched three ways, and counted under the routes of each (once
+//! where they are one route): as sent, as `new URL()` resolves it, and in
+//! its canonical form. The canonical form alone is not what a router
+//! matches: axum 0.8's router ([`matchit`], which this table uses too)
+//! matches the path byte for byte, dot segments, `\` and escapes as sent,
+//! then percent-decodes the parameters, so it hands `/api/search/..`,
+//! `/api/search/%2e%2e` or `/api/search/fo\o` to `/api/search/{q}`'s
+//! handler, `/api/files//` to `/api/files/{*rest}`'s and `/api/users/%6De`
+//! to `/api/users/{id}`'s beside a static `/api/users/me`: paths whose
+//! canonical form meets another route or none. Matched with the same
+//! matcher, the route the router serves is met whenever the description
+//! lists it (the router's routes are the description's and maybe more, and
+//! a route more specific than it that the description lists would have
+//! been served instead). The gate is handed:
 //!
 //! - natively, the path as the client sent it (`OriginalUri`), the path the
 //!   router matches;
-//! - on Workers, the URL's path as `new URL()` gives it to the Worker (dot
-//!   segments, also escaped, removed; `\` read as `/`), the path the
-//!   Worker's router matches.
+//! - on Workers, the path of `request.url` as workerd gives it, which keeps
+//!   escaped dot segments (`%2e%2e`): a Worker's router may match it as it
+//!   stands (a router reading `request.url`) or as `new URL()` resolves it
+//!   (`pathname`, workers-rs's `Request::path`: escaped dot segments too
+//!   removed, `\` read as `/`), so both are matched.
 //!
 //! A spelling that only the canonical form takes to a route (`//api/login`,
 //! `/api/%6Cogin`, which axum answers 404) is counted there too: counting
@@ -299,6 +302,57 @@ fn push_segment(out: &mut String, segment: &str) {
     out.push_str(segment);
 }
 
+/// `path` with its dot segments resolved as WHATWG's URL parser resolves
+/// them (`new URL()`'s `pathname`, workers-rs's `Request::path`): `.` and
+/// `..` also escaped (`%2e`, `.%2E`, `%2e%2e`), one at the end leaving a
+/// trailing slash, and `\` read as `/`; empty segments and escapes kept.
+/// What workerd hands a Worker as `request.url` keeps escaped dot segments,
+/// which its router may resolve. Borrowed when there is nothing to resolve.
+fn url_resolved(path: &str) -> Cow<'_, str> {
+    // How many dots a `.` or `..` segment, escaped or not, has; `None` for
+    // any other segment.
+    let dots = |segment: &str| -> Option<usize> {
+        let mut bytes = segment.as_bytes();
+        let mut dots = 0;
+        while !bytes.is_empty() && dots < 3 {
+            bytes = match bytes {
+                [b'.', rest @ ..] => rest,
+                [b'%', b'2', b'e' | b'E', rest @ ..] => rest,
+                _ => return None,
+            };
+            dots += 1;
+        }
+        (bytes.is_empty() && (1..=2).contains(&dots)).then_some(dots)
+    };
+    let Some(rest) = path.strip_prefix('/') else {
+        return Cow::Borrowed(path);
+    };
+    if !path.contains('\\') && !rest.split('/').any(|segment| dots(segment).is_some()) {
+        return Cow::Borrowed(path);
+    }
+    let segments: Vec<&str> = rest.split(['/', '\\']).collect();
+    let last = segments.len() - 1;
+    let mut kept: Vec<&str> = Vec::with_capacity(segments.len());
+    for (place, segment) in segments.into_iter().enumerate() {
+        match dots(segment) {
+            Some(dots) => {
+                if dots == 2 {
+                    kept.pop();
+                }
+                if place == last {
+                    kept.push("");
+                }
+            }
+            None => kept.push(segment),
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for segment in kept {
+        push_segment(&mut out, segment);
+    }
+    Cow::Owned(out)
+}
+
 /// The routes of a deployable, by their canonical templates: which of them
 /// a request's canonical path meets.
 #[derive(Debug, Clone, Default)]
@@ -342,28 +396,32 @@ impl RouteTable {
     }
 
     /// The routes a request's `path` meets, as the application's router
-    /// reads it and as the limiter does (see the module's documentation):
-    /// those of the most specific template that `path` meets as sent
-    /// (axum's router, [`matchit`], matches it byte for byte), then those
-    /// its [`canonical`] form meets, each once. A canonical path (the
-    /// common case) is looked up once, and nothing is copied unless the
-    /// two meet different routes.
+    /// may read it and as the limiter does (see the module's
+    /// documentation): those of the most specific template its
+    /// [`canonical`] form meets, then those `path` meets as it stands
+    /// (axum's router, [`matchit`], matches it byte for byte) and as
+    /// `new URL()` resolves it ([`url_resolved`]), each once. A canonical
+    /// path (the common case) is looked up once, and nothing is copied
+    /// unless two spellings meet different routes.
     pub(crate) fn routes_met(&self, path: &str) -> Cow<'_, [usize]> {
         let canonical = canonical(path);
-        let by_canonical = self.routes_for(&canonical);
+        let mut met = Cow::Borrowed(self.routes_for(&canonical));
         if matches!(canonical, Cow::Borrowed(_)) {
-            return Cow::Borrowed(by_canonical);
+            return met;
         }
-        let as_sent = self.routes_for(path);
-        if as_sent.iter().all(|index| by_canonical.contains(index)) {
-            Cow::Borrowed(by_canonical)
-        } else if by_canonical.is_empty() {
-            Cow::Borrowed(as_sent)
-        } else {
-            let mut both = by_canonical.to_vec();
-            both.extend(as_sent.iter().filter(|index| !by_canonical.contains(index)));
-            Cow::Owned(both)
+        let resolved = url_resolved(path);
+        for routes in [self.routes_for(path), self.routes_for(&resolved)] {
+            if met.is_empty() {
+                met = Cow::Borrowed(routes);
+                continue;
+            }
+            for index in routes {
+                if !met.contains(index) {
+                    met.to_mut().push(*index);
+                }
+            }
         }
+        met
     }
 
     /// The routes `path` meets as it is spelt: the most specific
@@ -448,6 +506,28 @@ mod tests {
         ] {
             assert_eq!(canonical(path), canon, "{path:?}");
         }
+    }
+
+    #[test]
+    fn dot_segments_are_resolved_as_new_url_resolves_them() {
+        for (path, resolved) in [
+            ("/api/search/..", "/api/"),
+            ("/api/search/%2e%2E", "/api/"),
+            ("/api/search/.%2e/x", "/api/x"),
+            ("/api/search/%2E./x", "/api/x"),
+            ("/api/search/.", "/api/search/"),
+            ("/api/search/%2e/x", "/api/search/x"),
+            ("/api/search/fo\\o", "/api/search/fo/o"),
+            ("/..", "/"),
+            ("/", "/"),
+            ("/api//x/", "/api//x/"),
+            ("/api/.../%2e%2e%2e/%2e%2f", "/api/.../%2e%2e%2e/%2e%2f"),
+            ("/api/%c0%ae%c0%ae/x", "/api/%c0%ae%c0%ae/x"),
+        ] {
+            assert_eq!(url_resolved(path), resolved, "{path}");
+        }
+        assert!(matches!(url_resolved("/api//x/%41"), Cow::Borrowed(_)));
+        assert!(matches!(url_resolved("*"), Cow::Borrowed(_)));
     }
 
     proptest::proptest! {
@@ -578,6 +658,9 @@ mod tests {
                 .routes_met("/api/search/..")
                 .is_empty()
         );
+        // Escaped dot segments workerd keeps and `new URL()` resolves.
+        assert_eq!(&*table.routes_met("/api/users/x/%2e%2E/%6De"), &[0, 1]);
+        assert_eq!(&*table.routes_met("/api/users/x/.%2e/y"), &[1]);
         // A trailing slash: the static route by the canonical form, and the
         // catch-all the router serves it with.
         let (table, _) = RouteTable::new(["/api/users/me", "/api/{*rest}"].into_iter().enumerate());
