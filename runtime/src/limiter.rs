@@ -39,7 +39,7 @@ pub use crate::gate_plan::UnknownDeployable;
 use crate::gate_plan::{GatePlan, RouteLimit};
 use crate::keys;
 use crate::limits::Limit;
-use crate::routes::{self, RouteTable};
+use crate::routes::RouteTable;
 use crate::subject::Subject;
 
 /// The header the address is taken from on Workers (and on a native server
@@ -605,8 +605,9 @@ impl Limiter {
 
     /// The limits that count a request from `subject` to `path`, in the order
     /// to check them: the subject's built-in limit, then the own limits of
-    /// the route `path` meets (however it is spelt: [`routes::canonical`];
-    /// the most specific template where several match). A deployable that
+    /// the routes `path` meets, as sent and however else it is spelt
+    /// ([`crate::routes`]: the router's route and the canonical path's, the most
+    /// specific template where several match). A deployable that
     /// serves no API limits nothing. No two checks share both limit and
     /// key, so no request is counted twice under one key.
     pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
@@ -618,7 +619,7 @@ impl Limiter {
             Subject::Caller(_) => (self.subject_backends[0], PolicyId(0)),
             Subject::Address(_) => (self.subject_backends[1], PolicyId(1)),
         };
-        let met = self.route_table.routes_for(&routes::canonical(path));
+        let met = self.route_table.routes_met(path);
         let routes = met
             .iter()
             .filter_map(|&index| Some((index, self.routes.get(index)?)));

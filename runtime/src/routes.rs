@@ -18,10 +18,37 @@
 //!   segment and a final `{*name}` for the rest (axum 0.8's syntax, and
 //!   its router's, [`matchit`]), normalised as [`canonical`] normalises a
 //!   request's path ([`canonical_template`]).
-//! - [`RouteTable`] finds the one route a canonical path meets, the most
+//! - [`RouteTable`] finds the routes a request's path meets, the most
 //!   specific where several do (static over parameter over catch-all, as
 //!   the router chooses). A template is counted as a whole: one count per
 //!   subject for `/api/users/{id}`, not one per id.
+//!
+//! A path is matched three ways, and counted under the routes of each (once
+//! where they are one route): as sent, as `new URL()` resolves it, and in
+//! its canonical form. The canonical form alone is not what a router
+//! matches: axum 0.8's router ([`matchit`], which this table uses too)
+//! matches the path byte for byte, dot segments, `\` and escapes as sent,
+//! then percent-decodes the parameters, so it hands `/api/search/..`,
+//! `/api/search/%2e%2e` or `/api/search/fo\o` to `/api/search/{q}`'s
+//! handler, `/api/files//` to `/api/files/{*rest}`'s and `/api/users/%6De`
+//! to `/api/users/{id}`'s beside a static `/api/users/me`: paths whose
+//! canonical form meets another route or none. Matched with the same
+//! matcher, the route the router serves is met whenever the description
+//! lists it (the router's routes are the description's and maybe more, and
+//! a route more specific than it that the description lists would have
+//! been served instead). The gate is handed:
+//!
+//! - natively, the path as the client sent it (`OriginalUri`), the path the
+//!   router matches;
+//! - on Workers, the path of `request.url` as workerd gives it, which keeps
+//!   escaped dot segments (`%2e%2e`): a Worker's router may match it as it
+//!   stands (a router reading `request.url`) or as `new URL()` resolves it
+//!   (`pathname`, workers-rs's `Request::path`: escaped dot segments too
+//!   removed, `\` read as `/`), so both are matched.
+//!
+//! A spelling that only the canonical form takes to a route (`//api/login`,
+//! `/api/%6Cogin`, which axum answers 404) is counted there too: counting
+//! more than the router serves is safe, counting less would be a bypass.
 
 use std::borrow::Cow;
 
@@ -275,6 +302,57 @@ fn push_segment(out: &mut String, segment: &str) {
     out.push_str(segment);
 }
 
+/// `path` with its dot segments resolved as WHATWG's URL parser resolves
+/// them (`new URL()`'s `pathname`, workers-rs's `Request::path`): `.` and
+/// `..` also escaped (`%2e`, `.%2E`, `%2e%2e`), one at the end leaving a
+/// trailing slash, and `\` read as `/`; empty segments and escapes kept.
+/// What workerd hands a Worker as `request.url` keeps escaped dot segments,
+/// which its router may resolve. Borrowed when there is nothing to resolve.
+fn url_resolved(path: &str) -> Cow<'_, str> {
+    // How many dots a `.` or `..` segment, escaped or not, has; `None` for
+    // any other segment.
+    let dots = |segment: &str| -> Option<usize> {
+        let mut bytes = segment.as_bytes();
+        let mut dots = 0;
+        while !bytes.is_empty() && dots < 3 {
+            bytes = match bytes {
+                [b'.', rest @ ..] => rest,
+                [b'%', b'2', b'e' | b'E', rest @ ..] => rest,
+                _ => return None,
+            };
+            dots += 1;
+        }
+        (bytes.is_empty() && (1..=2).contains(&dots)).then_some(dots)
+    };
+    let Some(rest) = path.strip_prefix('/') else {
+        return Cow::Borrowed(path);
+    };
+    if !path.contains('\\') && !rest.split('/').any(|segment| dots(segment).is_some()) {
+        return Cow::Borrowed(path);
+    }
+    let segments: Vec<&str> = rest.split(['/', '\\']).collect();
+    let last = segments.len() - 1;
+    let mut kept: Vec<&str> = Vec::with_capacity(segments.len());
+    for (place, segment) in segments.into_iter().enumerate() {
+        match dots(segment) {
+            Some(dots) => {
+                if dots == 2 {
+                    kept.pop();
+                }
+                if place == last {
+                    kept.push("");
+                }
+            }
+            None => kept.push(segment),
+        }
+    }
+    let mut out = String::with_capacity(path.len());
+    for segment in kept {
+        push_segment(&mut out, segment);
+    }
+    Cow::Owned(out)
+}
+
 /// The routes of a deployable, by their canonical templates: which of them
 /// a request's canonical path meets.
 #[derive(Debug, Clone, Default)]
@@ -317,14 +395,43 @@ impl RouteTable {
         (table, refused)
     }
 
-    /// The routes `canonical_path` (as [`canonical`] gives it) meets: the
-    /// most specific template's, or none.
-    pub(crate) fn routes_for(&self, canonical_path: &str) -> &[usize] {
+    /// The routes a request's `path` meets, as the application's router
+    /// may read it and as the limiter does (see the module's
+    /// documentation): those of the most specific template its
+    /// [`canonical`] form meets, then those `path` meets as it stands
+    /// (axum's router, [`matchit`], matches it byte for byte) and as
+    /// `new URL()` resolves it ([`url_resolved`]), each once. A canonical
+    /// path (the common case) is looked up once, and nothing is copied
+    /// unless two spellings meet different routes.
+    pub(crate) fn routes_met(&self, path: &str) -> Cow<'_, [usize]> {
+        let canonical = canonical(path);
+        let mut met = Cow::Borrowed(self.routes_for(&canonical));
+        if matches!(canonical, Cow::Borrowed(_)) {
+            return met;
+        }
+        let resolved = url_resolved(path);
+        for routes in [self.routes_for(path), self.routes_for(&resolved)] {
+            if met.is_empty() {
+                met = Cow::Borrowed(routes);
+                continue;
+            }
+            for index in routes {
+                if !met.contains(index) {
+                    met.to_mut().push(*index);
+                }
+            }
+        }
+        met
+    }
+
+    /// The routes `path` meets as it is spelt: the most specific
+    /// template's, or none.
+    pub(crate) fn routes_for(&self, path: &str) -> &[usize] {
         if self.empty {
             return &[];
         }
         self.router
-            .at(canonical_path)
+            .at(path)
             .map_or(&[], |matched| matched.value.as_slice())
     }
 }
@@ -399,6 +506,28 @@ mod tests {
         ] {
             assert_eq!(canonical(path), canon, "{path:?}");
         }
+    }
+
+    #[test]
+    fn dot_segments_are_resolved_as_new_url_resolves_them() {
+        for (path, resolved) in [
+            ("/api/search/..", "/api/"),
+            ("/api/search/%2e%2E", "/api/"),
+            ("/api/search/.%2e/x", "/api/x"),
+            ("/api/search/%2E./x", "/api/x"),
+            ("/api/search/.", "/api/search/"),
+            ("/api/search/%2e/x", "/api/search/x"),
+            ("/api/search/fo\\o", "/api/search/fo/o"),
+            ("/..", "/"),
+            ("/", "/"),
+            ("/api//x/", "/api//x/"),
+            ("/api/.../%2e%2e%2e/%2e%2f", "/api/.../%2e%2e%2e/%2e%2f"),
+            ("/api/%c0%ae%c0%ae/x", "/api/%c0%ae%c0%ae/x"),
+        ] {
+            assert_eq!(url_resolved(path), resolved, "{path}");
+        }
+        assert!(matches!(url_resolved("/api//x/%41"), Cow::Borrowed(_)));
+        assert!(matches!(url_resolved("*"), Cow::Borrowed(_)));
     }
 
     proptest::proptest! {
@@ -483,5 +612,58 @@ mod tests {
             assert_eq!(table.routes_for(path), routes, "{path}");
         }
         assert!(RouteTable::default().routes_for("/api").is_empty());
+    }
+
+    #[test]
+    fn a_path_meets_the_routes_of_its_spelling_as_sent_and_of_its_canonical_form() {
+        let templates = [
+            "/api/users/me",
+            "/api/users/{id}",
+            "/api/search/{q}",
+            "/api/files/{*rest}",
+        ];
+        let (table, refused) = RouteTable::new(templates.iter().copied().enumerate());
+        assert!(refused.is_empty(), "{refused:?}");
+        for (path, routes) in [
+            // Canonical: one look-up, borrowed.
+            ("/api/users/me", &[0][..]),
+            ("/api/search/x", &[2]),
+            // Only the canonical form meets a route.
+            ("//api/users/me", &[0]),
+            ("/api/search/x/", &[2]),
+            // Only the path as sent does (the router's parameter is `..`,
+            // `.` or `fo\o`; a catch-all's rest only slashes).
+            ("/api/search/..", &[2]),
+            ("/api/search/fo\\o", &[2]),
+            ("/api/files/report.csv/..", &[3]),
+            ("/api/files//", &[3]),
+            // Each meets its own: the canonical form's first.
+            ("/api/users/%6De", &[0, 1]),
+            // The same route both ways is counted once.
+            ("/api/files/a//b", &[3]),
+            ("/api/users/%33", &[1]),
+        ] {
+            assert_eq!(&*table.routes_met(path), routes, "{path}");
+        }
+        assert!(matches!(
+            table.routes_met("/api/users/me"),
+            Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            table.routes_met("/api/users/%33"),
+            Cow::Borrowed(_)
+        ));
+        assert!(
+            RouteTable::default()
+                .routes_met("/api/search/..")
+                .is_empty()
+        );
+        // Escaped dot segments workerd keeps and `new URL()` resolves.
+        assert_eq!(&*table.routes_met("/api/users/x/%2e%2E/%6De"), &[0, 1]);
+        assert_eq!(&*table.routes_met("/api/users/x/.%2e/y"), &[1]);
+        // A trailing slash: the static route by the canonical form, and the
+        // catch-all the router serves it with.
+        let (table, _) = RouteTable::new(["/api/users/me", "/api/{*rest}"].into_iter().enumerate());
+        assert_eq!(&*table.routes_met("/api/users/me/"), &[0, 1]);
     }
 }

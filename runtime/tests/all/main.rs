@@ -29,5 +29,6 @@ mod memory;
 mod metrics;
 mod native;
 mod quickstart;
+mod router;
 mod routes;
 mod secrets;
