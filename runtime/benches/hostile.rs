@@ -3,8 +3,8 @@
 //! else's (issue 40's "cost per request bounded for any input, outside the
 //! lock"; issue 44's "hostile inputs' rows").
 //!
-//! Run: `cargo bench -p runtime --bench hostile` (`BENCH_ROUNDS`, default
-//! 7; `BENCH_SECONDS`, each throughput round's length, default 1).
+//! Run: `cargo bench -p runtime --bench hostile` (`BENCH_HOSTILE_ROUNDS`, default
+//! 7; `BENCH_HOSTILE_SECONDS`, each throughput round's length, default 1).
 //!
 //! Two tables, each of alternating rounds (so every ratio is of two
 //! figures measured side by side, the median of the per-round ratios):
@@ -151,10 +151,8 @@ fn median(values: &mut [f64]) -> f64 {
     values[values.len() / 2]
 }
 
-fn per_decision(rounds: usize) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .build()
-        .expect("a runtime");
+/// The shapes of request the per-decision table times, the normal first.
+fn shapes() -> Vec<Shape> {
     let proxies = "{ trusted_proxies = [\"10.0.0.0/8\"] }";
     let cloudflare = "\"cloudflare\"";
     let proxy_peer = Some("10.0.0.2:40000".parse().expect("addr"));
@@ -237,6 +235,14 @@ fn per_decision(rounds: usize) {
     );
     shapes.push(cf);
 
+    shapes
+}
+
+fn per_decision(rounds: usize) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let shapes = shapes();
     // Batches of about 20 ms each on this machine's normal request.
     let batch = |shape: &Shape| -> u32 {
         let probe = shape.ns_per_decision(&rt, 200).max(1.0);
@@ -302,14 +308,16 @@ impl Neighbour {
             Neighbour::LongestRead => "(b) 8 KiB `/a/.` paths (the costliest read)",
             Neighbour::HyperLongest => "(c) 65,534 B paths (refused unread)",
             Neighbour::UnderTheLock => {
-                "(d) 65,534 B paths made canonical with the counts locked (as at 5fd830b)"
+                "(d) 65,534 B paths made canonical (today's canonicaliser) with the counts locked, where 5fd830b made every request's checks"
             }
         }
     }
 }
 
-/// Thread A's normal decisions per second while thread B sends `neighbour`'s.
-fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> f64 {
+/// Thread A's normal decisions per second while thread B sends
+/// `neighbour`'s, and the 99.9th percentile and the longest of A's
+/// decisions, in µs: a decision waiting on a lock B holds is a long one.
+fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> (f64, f64, f64) {
     let stop = AtomicBool::new(false);
     let decided = AtomicU64::new(0);
     let read = dotted_path(MAX_PATH_BYTES);
@@ -347,36 +355,47 @@ fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> f64 {
             .expect("a runtime");
         let start = Instant::now();
         let mut n = 0u32;
+        let mut took: Vec<f64> = Vec::with_capacity(1 << 20);
         rt.block_on(async {
             while start.elapsed() < Duration::from_secs_f64(seconds) {
                 for _ in 0..64 {
                     let subject = Subject::Address(runtime::ClientAddress::of_ip(peer(n).ip()));
+                    let one = Instant::now();
                     let _ = black_box(gate.decide(&subject, "/api/items/42").await);
+                    took.push(one.elapsed().as_secs_f64() * 1e6);
                     n = n.wrapping_add(1);
                 }
                 decided.fetch_add(64, Ordering::Relaxed);
             }
         });
         stop.store(true, Ordering::Relaxed);
-        decided.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+        let rate = decided.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64();
+        took.sort_by(f64::total_cmp);
+        let p999 = took[(took.len() * 999 / 1000).min(took.len() - 1)];
+        (rate, p999, took.last().copied().unwrap_or(0.0))
     })
 }
 
 fn beside_hostile(rounds: usize, seconds: f64) {
     let gate = gate("\"peer\"", 1);
     let mut rates: Vec<Vec<f64>> = vec![Vec::new(); Neighbour::ALL.len()];
+    let mut p999s: Vec<Vec<f64>> = vec![Vec::new(); Neighbour::ALL.len()];
+    let mut maxes: Vec<Vec<f64>> = vec![Vec::new(); Neighbour::ALL.len()];
     for _ in 0..rounds {
         for (i, neighbour) in Neighbour::ALL.into_iter().enumerate() {
-            rates[i].push(beside(&gate, neighbour, seconds));
+            let (rate, p999, max) = beside(&gate, neighbour, seconds);
+            rates[i].push(rate);
+            p999s[i].push(p999);
+            maxes[i].push(max);
         }
     }
     println!(
         "#### Normal requests beside a hostile sender: two threads, one gate in memory, {rounds} alternating rounds of {seconds} s\n"
     );
     println!(
-        "| thread B sends | thread A's decisions/s, median (min-max) | ÷ (a), median of the rounds (min-max) |"
+        "| thread B sends | thread A's decisions/s, median (min-max) | ÷ (a), median of the rounds (min-max) | A's 99.9th percentile decision, µs, median of the rounds | A's longest decision, µs, median of the rounds (max) |"
     );
-    println!("|---|---|---|");
+    println!("|---|---|---|---|---|");
     for (i, neighbour) in Neighbour::ALL.into_iter().enumerate() {
         let mut ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(a, b)| a / b).collect();
         let mut r = rates[i].clone();
@@ -388,15 +407,19 @@ fn beside_hostile(rounds: usize, seconds: f64) {
             ratios.iter().copied().fold(f64::MAX, f64::min),
             ratios.iter().copied().fold(0.0, f64::max),
         );
+        let longest = maxes[i].iter().copied().fold(0.0, f64::max);
         println!(
-            "| {} | {:.0} ({:.0}-{:.0}) | {:.3} ({:.3}-{:.3}) |",
+            "| {} | {:.0} ({:.0}-{:.0}) | {:.3} ({:.3}-{:.3}) | {:.1} | {:.0} ({:.0}) |",
             neighbour.name(),
             median(&mut r),
             lo,
             hi,
             median(&mut ratios),
             rlo,
-            rhi
+            rhi,
+            median(&mut p999s[i]),
+            median(&mut maxes[i]),
+            longest
         );
     }
     println!();
@@ -409,11 +432,11 @@ fn main() {
         .filter(|a| !a.starts_with("--"))
         .collect();
     let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
-    let rounds: usize = std::env::var("BENCH_ROUNDS")
+    let rounds: usize = std::env::var("BENCH_HOSTILE_ROUNDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(7);
-    let seconds: f64 = std::env::var("BENCH_SECONDS")
+    let seconds: f64 = std::env::var("BENCH_HOSTILE_SECONDS")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(1.0);
