@@ -152,10 +152,26 @@ impl fmt::Debug for ClientAddress {
     }
 }
 
+/// The longest header value or `X-Forwarded-For` entry read as an address,
+/// in bytes: the longest address (45 characters, an IPv6 address ending in
+/// an IPv4 one), in brackets, with a port and room for whitespace. A longer
+/// one is no address, found so from its length: a client's header costs a
+/// decision no more than this, whatever its size.
+pub const MAX_ADDRESS_BYTES: usize = 100;
+
+/// The most `X-Forwarded-For` entries read, from the right: far more hops
+/// than any deployable's proxies make. When every one read is a proxy, the
+/// leftmost read is the client (as when the header holds no more).
+pub const MAX_FORWARDED_HOPS: usize = 32;
+
 /// An IP address written in a header: whitespace around it ignored, an IPv6
 /// address in brackets or not. IPv4-mapped IPv6 addresses are read as IPv4.
-/// Bytes that are not UTF-8 are no address.
+/// Bytes that are not UTF-8, and more than [`MAX_ADDRESS_BYTES`], are no
+/// address.
 fn parse_ip(bytes: &[u8]) -> Option<IpAddr> {
+    if bytes.len() > MAX_ADDRESS_BYTES {
+        return None;
+    }
     let text = std::str::from_utf8(bytes).ok()?.trim();
     let bare = text
         .strip_prefix('[')
@@ -168,6 +184,9 @@ fn parse_ip(bytes: &[u8]) -> Option<IpAddr> {
 /// a port after it (`203.0.113.7:41234`, `[2001:db8::1]:443`), as some load
 /// balancers write the header.
 fn parse_forwarded(entry: &[u8]) -> Option<IpAddr> {
+    if entry.len() > MAX_ADDRESS_BYTES {
+        return None;
+    }
     parse_ip(entry).or_else(|| {
         let socket = std::str::from_utf8(entry)
             .ok()?
@@ -435,6 +454,10 @@ impl TrustedProxies {
     /// lines are one list; bytes that are not UTF-8 spoil only the entry
     /// they are in). A proxy that sent no entry, or an entry that is no
     /// address where the client should be, leaves the client unknown.
+    ///
+    /// However long the header, at most [`MAX_FORWARDED_HOPS`] entries
+    /// (empty ones included) of at most [`MAX_ADDRESS_BYTES`] are read: an
+    /// entry found longer is no address, found so without reading it whole.
     pub fn client(&self, peer: IpAddr, forwarded_for: &[&[u8]]) -> Result<IpAddr, AddressUnknown> {
         let peer = peer.to_canonical();
         if !self.trusts(peer) {
@@ -444,9 +467,15 @@ impl TrustedProxies {
         let entries = forwarded_for
             .iter()
             .rev()
-            .flat_map(|line| line.rsplit(|&byte| byte == b','))
-            .filter(|entry| !entry.trim_ascii().is_empty());
+            .flat_map(|line| EntriesFromRight { rest: Some(line) })
+            .take(MAX_FORWARDED_HOPS);
         for entry in entries {
+            if entry.len() > MAX_ADDRESS_BYTES {
+                return Err(AddressUnknown::ForwardedForInvalid);
+            }
+            if entry.trim_ascii().is_empty() {
+                continue;
+            }
             let ip = parse_forwarded(entry).ok_or(AddressUnknown::ForwardedForInvalid)?;
             if !self.trusts(ip) {
                 return Ok(ip);
@@ -454,6 +483,34 @@ impl TrustedProxies {
             leftmost = Some(ip);
         }
         leftmost.ok_or(AddressUnknown::NoForwardedFor)
+    }
+}
+
+/// The comma-separated entries of one `X-Forwarded-For` line, from the
+/// right, each looked for no further back than [`MAX_ADDRESS_BYTES`] and a
+/// comma: an entry longer than that is the last, the rest of the line
+/// (longer than an address, so no address), unread.
+struct EntriesFromRight<'a> {
+    rest: Option<&'a [u8]>,
+}
+
+impl<'a> Iterator for EntriesFromRight<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let rest = self.rest?;
+        let from = rest.len().saturating_sub(MAX_ADDRESS_BYTES + 1);
+        match rest[from..].iter().rposition(|&byte| byte == b',') {
+            Some(comma) => {
+                let comma = from + comma;
+                self.rest = Some(&rest[..comma]);
+                Some(&rest[comma + 1..])
+            }
+            None => {
+                self.rest = None;
+                Some(rest)
+            }
+        }
     }
 }
 

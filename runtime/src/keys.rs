@@ -3,7 +3,9 @@
 //! be read in one place:
 //!
 //! - a subject: `caller:ID`, or `address:IP` (an IPv6 client by its /64,
-//!   `address:2001:db8:1:2::/64`; no usable address, `address:`);
+//!   `address:2001:db8:1:2::/64`; no usable address, `address:`); a caller
+//!   id longer than [`MAX_CALLER_ID_BYTES`] by its 128-bit digest,
+//!   `caller#:HEX`, so no key is longer than a route's path and 300 bytes;
 //! - a route's own limit: `PATH|caller:ID` or `PATH|address:IP`;
 //! - in Redis: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, one of the keys above
 //!   in the window `INDEX` = `floor(now / window)`, `TAG` a digest of the
@@ -17,10 +19,31 @@
 
 use crate::subject::Subject;
 
+/// The longest caller id a key holds as written, in bytes. A longer one
+/// (the application's sign-in gave it, so it is no client's choice alone)
+/// is keyed by its SipHash-1-3 128-bit digest, `caller#:` and 32 hex
+/// digits: what the counts are locked for, hashed and stored under stays
+/// bounded, and two ids share a key only if their digests collide.
+pub const MAX_CALLER_ID_BYTES: usize = 256;
+
 /// The key of a subject's built-in limit: `caller:ID` or `address:IP`,
 /// built without the formatting machinery (it runs on every request).
 pub fn subject(subject: &Subject) -> String {
     match subject {
+        Subject::Caller(id) if id.len() > MAX_CALLER_ID_BYTES => {
+            use siphasher::sip128::Hasher128;
+            use std::hash::Hasher;
+            let mut hasher = siphasher::sip128::SipHasher13::new();
+            hasher.write(id.as_bytes());
+            let digest = hasher.finish128().as_u128();
+            let mut key = String::with_capacity("caller#:".len() + 32);
+            key.push_str("caller#:");
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            for shift in (0..32).rev() {
+                key.push(char::from(HEX[(digest >> (shift * 4)) as usize & 0xf]));
+            }
+            key
+        }
         Subject::Caller(id) => {
             let mut key = String::with_capacity("caller:".len() + id.len());
             key.push_str("caller:");

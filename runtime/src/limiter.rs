@@ -4,8 +4,14 @@
 //! workerd, and behind a native server.
 //!
 //! A request goes through three steps, each consuming what the last made:
-//! 1. [`Limiter::checks`] says which limits count it, under which key
-//!    ([`crate::keys`]), and which backend (if any) to ask for each.
+//! 1. [`Rules::checks`] says which limits count it, under which key
+//!    ([`crate::keys`]), and which backend (if any) to ask for each. It
+//!    reads only the deployable's [`Rules`], fixed when the limiter is
+//!    built and shared (`Arc`), so everything that depends on what a client
+//!    sent (the path made canonical, the route matched, the keys built) is
+//!    done before an embedding locks the limiter's counts, and a long path
+//!    holds no other request. A path longer than [`MAX_PATH_BYTES`] is
+//!    refused unread ([`PathTooLong`]).
 //! 2. [`Limiter::asks`] takes those checks and says which backends to ask
 //!    now: a backend that timed out or failed is left alone for a cool-off
 //!    ([`crate::breaker::COOL_OFF_MS`]), then probed by one request at a
@@ -30,6 +36,7 @@
 //! stepped back (NTP, a VM resumed) cannot stretch a cool-off.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::backend::{BackendAnswer, BackendId, FallbackReason};
 use crate::breaker::{BackendState, Breaker, Outcome, Route};
@@ -370,20 +377,39 @@ impl Policy {
     }
 }
 
-/// A refused request: 429 with `Retry-After` and `RateLimit-Policy`.
+/// A refused request: 429 with `Retry-After` and `RateLimit-Policy`, or
+/// 414 for a path longer than [`MAX_PATH_BYTES`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The longest window among the limits that refused: the binding says
     /// only whether a request is within the limit, not when its window
     /// ends, so a client waiting this long is within every one of them again.
+    /// 0 for a path too long (waiting does not help).
     pub retry_after_seconds: u32,
-    /// Every limit that refused the request, in the order they were checked. Never empty.
+    /// Every limit that refused the request, in the order they were checked.
+    /// Never empty for [`Refused::Limited`]; empty for [`Refused::PathTooLong`].
     pub policies: Vec<Policy>,
+    /// Why: its limits, or its path's length.
+    pub reason: Refused,
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refused {
+    /// One or more of its limits refused it: 429.
+    Limited,
+    /// Its path is longer than [`MAX_PATH_BYTES`]: 414, counted nowhere
+    /// and never served, so no route limit it could meet is bypassed.
+    PathTooLong,
 }
 
 impl Refusal {
-    /// The status of every refusal.
+    /// The status of every refusal by a limit.
     pub const STATUS: u16 = 429;
+
+    /// The status of a refusal of a path longer than [`MAX_PATH_BYTES`]
+    /// (URI Too Long, as nginx and Cloudflare answer theirs).
+    pub const PATH_TOO_LONG_STATUS: u16 = 414;
 
     /// The header naming the limits that refused.
     pub const POLICY_HEADER: &'static str = "RateLimit-Policy";
@@ -394,7 +420,26 @@ impl Refusal {
         Some(Refusal {
             retry_after_seconds,
             policies,
+            reason: Refused::Limited,
         })
+    }
+
+    /// The refusal of a request whose path is longer than [`MAX_PATH_BYTES`].
+    pub fn path_too_long() -> Refusal {
+        Refusal {
+            retry_after_seconds: 0,
+            policies: Vec::new(),
+            reason: Refused::PathTooLong,
+        }
+    }
+
+    /// The response's status: [`Refusal::STATUS`], or
+    /// [`Refusal::PATH_TOO_LONG_STATUS`].
+    pub fn status(&self) -> u16 {
+        match self.reason {
+            Refused::Limited => Refusal::STATUS,
+            Refused::PathTooLong => Refusal::PATH_TOO_LONG_STATUS,
+        }
     }
 
     /// The `RateLimit-Policy` header's value: one list item per refusing limit.
@@ -405,29 +450,42 @@ impl Refusal {
 
     /// The short JSON body sent with the 429.
     pub fn body(&self) -> String {
-        serde_json::json!({
-            "error": "rate_limited",
-            "retry_after": self.retry_after_seconds,
-        })
+        match self.reason {
+            Refused::Limited => serde_json::json!({
+                "error": "rate_limited",
+                "retry_after": self.retry_after_seconds,
+            }),
+            Refused::PathTooLong => serde_json::json!({
+                "error": "path_too_long",
+                "max_path_bytes": MAX_PATH_BYTES,
+            }),
+        }
         .to_string()
     }
 
-    /// The 429's headers, as every I/O layer sends them: `Retry-After`,
-    /// `RateLimit-Policy`, and the body's JSON content type.
-    pub fn headers(&self) -> [(&'static str, String); 3] {
-        [
-            ("Retry-After", self.retry_after_seconds.to_string()),
-            (Refusal::POLICY_HEADER, self.rate_limit_policy()),
-            ("Content-Type", "application/json".to_owned()),
-        ]
+    /// The response's headers, as every I/O layer sends them: for a 429
+    /// `Retry-After` and `RateLimit-Policy`; for both the body's JSON
+    /// content type.
+    pub fn headers(&self) -> Vec<(&'static str, String)> {
+        let json = ("Content-Type", "application/json".to_owned());
+        match self.reason {
+            Refused::Limited => vec![
+                ("Retry-After", self.retry_after_seconds.to_string()),
+                (Refusal::POLICY_HEADER, self.rate_limit_policy()),
+                json,
+            ],
+            Refused::PathTooLong => vec![json],
+        }
     }
 
-    /// The 429 as an `http` response, [`Refusal::headers`] and [`Refusal::body`]:
+    /// The refusal as an `http` response, [`Refusal::status`],
+    /// [`Refusal::headers`] and [`Refusal::body`]:
     /// what a tower layer answers (natively, and on Workers under axum).
     #[cfg(any(feature = "native", feature = "workers-rs"))]
     pub fn to_http<B: From<String>>(&self) -> http::Response<B> {
         let mut response = http::Response::new(B::from(self.body()));
-        *response.status_mut() = http::StatusCode::TOO_MANY_REQUESTS;
+        *response.status_mut() = http::StatusCode::from_u16(self.status())
+            .unwrap_or(http::StatusCode::TOO_MANY_REQUESTS);
         for (name, value) in self.headers() {
             // The policy's names are escaped to printable ASCII: always a valid value.
             if let Ok(value) = http::HeaderValue::try_from(value) {
@@ -452,22 +510,52 @@ pub struct Decision {
     pub checks: Vec<Check>,
 }
 
-/// The request-time state of one deployable in one isolate (or process).
-///
-/// Inputs and outputs, in order, for each request: [`Limiter::checks`],
-/// [`Limiter::asks`], then (after asking the backends) [`Limiter::conclude`].
-/// Requests may interleave between them: each call is self-contained.
-pub struct Limiter {
+/// The longest path a gate matches routes on, in bytes: 8 KiB, the request
+/// line nginx (`large_client_header_buffers`), Apache (`LimitRequestLine`)
+/// and Fastly accept. hyper takes a URI of up to 65,534 bytes and
+/// Cloudflare one of 32 KB, so a gate sees longer ones: each is refused
+/// ([`PathTooLong`], a 414) from its length alone, never read, so no
+/// decision walks more than this (BENCHMARKS.md, "Hostile inputs"). Refused,
+/// not counted elsewhere: its dot segments could make it any route's path,
+/// so no shorter prefix says which route limits it would meet.
+pub const MAX_PATH_BYTES: usize = 8 * 1024;
+
+/// A request's path is longer than [`MAX_PATH_BYTES`]: it is refused
+/// ([`Refusal::path_too_long`]) without being read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the request's path is {bytes} bytes, longer than the {MAX_PATH_BYTES} a gate reads")]
+pub struct PathTooLong {
+    /// The path's length, in bytes.
+    pub bytes: usize,
+}
+
+/// What a deployable limits, fixed when its [`Limiter`] is built: how it
+/// counts, its routes' limits and their table. Immutable and shared
+/// ([`Limiter::rules`], an `Arc`), so a request's checks are made from it
+/// with no lock held: the work that depends on what a client sent is done
+/// before the counts are locked, and the lock covers only the counting.
+#[derive(Debug)]
+pub struct Rules {
     counting: Counting,
-    /// The backends this deployable asks, by [`BackendId`]: the plan's bindings
-    /// in namespace order, or the one Redis connection.
-    backends: Vec<BackendEntry>,
     /// The backends of the built-in limits: a caller's, then an address's.
     subject_backends: [Option<BackendId>; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<RouteLimit>,
     /// Which of `routes` a request's canonical path meets.
     route_table: RouteTable,
+}
+
+/// The request-time state of one deployable in one isolate (or process).
+///
+/// Inputs and outputs, in order, for each request: [`Rules::checks`] (also
+/// [`Limiter::checks`]), [`Limiter::asks`], then (after asking the
+/// backends) [`Limiter::conclude`]. Requests may interleave between them:
+/// each call is self-contained.
+pub struct Limiter {
+    rules: Arc<Rules>,
+    /// The backends this deployable asks, by [`BackendId`]: the plan's bindings
+    /// in namespace order, or the one Redis connection.
+    backends: Vec<BackendEntry>,
     memory: WindowCounter,
 }
 
@@ -520,11 +608,13 @@ impl Limiter {
                 .map(|(index, route)| (index, route.path.as_str())),
         );
         Limiter {
-            counting: plan.counting,
+            rules: Arc::new(Rules {
+                counting: plan.counting,
+                subject_backends: plan.subject_backends,
+                routes: plan.routes,
+                route_table,
+            }),
             backends,
-            subject_backends: plan.subject_backends,
-            routes: plan.routes,
-            route_table,
             memory: WindowCounter::with_budget(
                 DEFAULT_MAX_KEYS,
                 &route_limits,
@@ -532,6 +622,12 @@ impl Limiter {
                 seed,
             ),
         }
+    }
+
+    /// What this deployable limits: shared, for an embedding to make a
+    /// request's checks ([`Rules::checks`]) before it locks this limiter.
+    pub fn rules(&self) -> &Arc<Rules> {
+        &self.rules
     }
 
     /// Keys the in-memory counter's digest with `seed`, forgetting what it
@@ -543,7 +639,7 @@ impl Limiter {
 
     /// How this deployable counts.
     pub fn counting(&self) -> &Counting {
-        &self.counting
+        self.rules.counting()
     }
 
     /// The names of the backends this deployable asks, in [`BackendId`] order:
@@ -579,18 +675,13 @@ impl Limiter {
     /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
     /// then each route's path (its template, never a request's path).
     pub fn policy_names(&self) -> impl Iterator<Item = &str> {
-        PolicyId::SUBJECTS
-            .into_iter()
-            .chain(self.routes.iter().map(|r| r.path.as_str()))
+        self.rules.policy_names()
     }
 
     /// The policy name of `policy`, as the 429's `RateLimit-Policy` gives
     /// it (empty for an id of another limiter).
     pub fn policy_name(&self, policy: PolicyId) -> &str {
-        match policy.index().checked_sub(PolicyId::SUBJECTS.len()) {
-            None => PolicyId::SUBJECTS[policy.index()],
-            Some(route) => self.routes.get(route).map_or("", |r| &r.path),
-        }
+        self.rules.policy_name(policy)
     }
 
     /// The bytes the in-memory counter holds on the heap now.
@@ -603,49 +694,9 @@ impl Limiter {
         self.memory.bound().total()
     }
 
-    /// The limits that count a request from `subject` to `path`, in the order
-    /// to check them: the subject's built-in limit, then the own limits of
-    /// the routes `path` meets, as sent and however else it is spelt
-    /// ([`crate::routes`]: the router's route and the canonical path's, the most
-    /// specific template where several match). A deployable that
-    /// serves no API limits nothing. No two checks share both limit and
-    /// key, so no request is counted twice under one key.
-    pub fn checks(&self, subject: &Subject, path: &str) -> Vec<Check> {
-        if matches!(self.counting, Counting::NoApi) {
-            return Vec::new();
-        }
-        let subject_key = keys::subject(subject);
-        let (subject_backend, subject_policy) = match subject {
-            Subject::Caller(_) => (self.subject_backends[0], PolicyId(0)),
-            Subject::Address(_) => (self.subject_backends[1], PolicyId(1)),
-        };
-        let met = self.route_table.routes_met(path);
-        let routes = met
-            .iter()
-            .filter_map(|&index| Some((index, self.routes.get(index)?)));
-        let mut checks = Vec::with_capacity(1 + met.len());
-        // The subject's check first; its key is moved in once the route keys
-        // that contain it are built (no copy of it per request).
-        checks.push(Check {
-            limit: subject.limit(),
-            key: String::new(),
-            backend: subject_backend,
-            policy: subject_policy,
-            slot: Slot::NotAsked,
-            settled: None,
-        });
-        for (index, route) in routes {
-            checks.push(Check {
-                limit: route.limit,
-                key: keys::route(&route.path, &subject_key),
-                backend: route.backend,
-                policy: PolicyId::route(index),
-                slot: Slot::NotAsked,
-                settled: None,
-            });
-        }
-        checks[0].key = subject_key;
-        checks
+    /// [`Rules::checks`] of this limiter's rules.
+    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
+        self.rules.checks(subject, path)
     }
 
     /// Takes a request's checks and says which backends to ask now: none for
@@ -781,10 +832,86 @@ impl Limiter {
     }
 }
 
+impl Rules {
+    /// How this deployable counts.
+    pub fn counting(&self) -> &Counting {
+        &self.counting
+    }
+
+    /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
+    /// then each route's path (its template, never a request's path).
+    pub fn policy_names(&self) -> impl Iterator<Item = &str> {
+        PolicyId::SUBJECTS
+            .into_iter()
+            .chain(self.routes.iter().map(|r| r.path.as_str()))
+    }
+
+    /// The policy name of `policy`, as the 429's `RateLimit-Policy` gives
+    /// it (empty for an id of another limiter).
+    pub fn policy_name(&self, policy: PolicyId) -> &str {
+        match policy.index().checked_sub(PolicyId::SUBJECTS.len()) {
+            None => PolicyId::SUBJECTS[policy.index()],
+            Some(route) => self.routes.get(route).map_or("", |r| &r.path),
+        }
+    }
+
+    /// The limits that count a request from `subject` to `path`, in the order
+    /// to check them: the subject's built-in limit, then the own limits of
+    /// the routes `path` meets, as sent and however else it is spelt
+    /// ([`crate::routes`]: the router's route and the canonical path's, the
+    /// most specific template where several match). A deployable that
+    /// serves no API limits nothing. No two checks share both limit and
+    /// key, so no request is counted twice under one key.
+    ///
+    /// It reads only these rules, so it runs with no lock held; a path
+    /// longer than [`MAX_PATH_BYTES`] is [`PathTooLong`] from its length
+    /// alone (but for a deployable that limits nothing, which reads no path).
+    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
+        if matches!(self.counting, Counting::NoApi) {
+            return Ok(Vec::new());
+        }
+        if path.len() > MAX_PATH_BYTES {
+            return Err(PathTooLong { bytes: path.len() });
+        }
+        let subject_key = keys::subject(subject);
+        let (subject_backend, subject_policy) = match subject {
+            Subject::Caller(_) => (self.subject_backends[0], PolicyId(0)),
+            Subject::Address(_) => (self.subject_backends[1], PolicyId(1)),
+        };
+        let met = self.route_table.routes_met(path);
+        let routes = met
+            .iter()
+            .filter_map(|&index| Some((index, self.routes.get(index)?)));
+        let mut checks = Vec::with_capacity(1 + met.len());
+        // The subject's check first; its key is moved in once the route keys
+        // that contain it are built (no copy of it per request).
+        checks.push(Check {
+            limit: subject.limit(),
+            key: String::new(),
+            backend: subject_backend,
+            policy: subject_policy,
+            slot: Slot::NotAsked,
+            settled: None,
+        });
+        for (index, route) in routes {
+            checks.push(Check {
+                limit: route.limit,
+                key: keys::route(&route.path, &subject_key),
+                backend: route.backend,
+                policy: PolicyId::route(index),
+                slot: Slot::NotAsked,
+                settled: None,
+            });
+        }
+        checks[0].key = subject_key;
+        Ok(checks)
+    }
+}
+
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("counting", &self.counting)
+            .field("counting", &self.rules.counting)
             .field("backends", &self.backends)
             .field("tracked_keys", &self.memory.tracked_keys())
             .finish()

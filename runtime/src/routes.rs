@@ -161,7 +161,7 @@ pub fn canonical_template(template: &str) -> Result<String, TemplateError> {
     let mut out = String::with_capacity(template.len());
     for (index, part) in parts.iter().enumerate() {
         if template_segment(part) == Ok(Segment::CatchAll) && index + 1 < parts.len() {
-            return Err(TemplateError::CatchAllNotLast(part.clone()));
+            return Err(TemplateError::CatchAllNotLast(part.to_string()));
         }
         push_segment(&mut out, part);
     }
@@ -232,16 +232,20 @@ fn unreserved(b: u8) -> bool {
 
 /// The segments of `path` that remain: each with its escapes normalised
 /// (but those `as_written` says to keep, a template's parameters), empty
-/// and `.` ones dropped, a `..` taking the one before it away.
-fn segments(path: &str, as_written: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut kept: Vec<String> = Vec::new();
+/// and `.` ones dropped, a `..` taking the one before it away. A segment
+/// with nothing to normalise is borrowed, not copied: a path of many short
+/// segments costs one scan, not an allocation each (BENCHMARKS.md,
+/// "Hostile inputs").
+fn segments(path: &str, as_written: impl Fn(&str) -> bool) -> Vec<Cow<'_, str>> {
+    let mut kept: Vec<Cow<'_, str>> = Vec::new();
     for raw in path.split(['/', '\\']) {
-        let segment = if as_written(raw) {
-            raw.to_owned()
+        let plain = !raw.bytes().any(|b| b == b'%' || encoded_raw(b));
+        let segment = if plain || as_written(raw) {
+            Cow::Borrowed(raw)
         } else {
-            normalise_escapes(raw)
+            Cow::Owned(normalise_escapes(raw))
         };
-        match segment.as_str() {
+        match segment.as_ref() {
             "" | "." => {}
             ".." => {
                 kept.pop();

@@ -299,7 +299,9 @@ mod tests {
     fn ask_bindings_js_asks_with_the_keys_built_here_and_its_answers_decode() {
         let case = |routes, caller, path, behaviour| {
             let mut limiter = workers_limiter(routes);
-            let checks = limiter.checks(&Subject::of_request(Some(caller), None), path);
+            let checks = limiter
+                .checks(&Subject::of_request(Some(caller), None), path)
+                .expect("a short path");
             let pending = limiter.asks(checks, crate::limiter::Now::one_clock(0));
             Case {
                 limiter,

@@ -532,11 +532,14 @@ impl Gate {
             self.draw_seed()?;
         }
         let now_ms = self.clock.wall_ms();
-        let mut pending = {
-            let mut limiter = self.shared.limiter.borrow_mut();
-            let checks = limiter.checks(subject, path);
-            limiter.asks(checks, Now::one_clock(now_ms))
+        let Ok(checks) = self.shared.limiter.borrow().checks(subject, path) else {
+            return respond(Err(Refusal::path_too_long()));
         };
+        let mut pending = self
+            .shared
+            .limiter
+            .borrow_mut()
+            .asks(checks, Now::one_clock(now_ms));
         let list = AskList::of(&mut pending);
         if list.asks.is_empty() {
             return respond(self.shared.conclude(Some(env), pending, now_ms));
@@ -597,7 +600,10 @@ impl Gate {
         let now_ms = self.clock.wall_ms();
         let pending = {
             let limiter = self.shared.limiter.borrow();
-            limiter.asks_none(limiter.checks(subject, path))
+            let checks = limiter
+                .checks(subject, path)
+                .map_err(|_| Refusal::path_too_long())?;
+            limiter.asks_none(checks)
         };
         self.shared.conclude(Some(env), pending, now_ms)
     }
@@ -662,7 +668,7 @@ pub(crate) fn warm_up() -> Gate {
     for subject in &subjects {
         let mut pending = {
             let mut limiter = gate.shared.limiter.borrow_mut();
-            let checks = limiter.checks(subject, &path);
+            let checks = limiter.checks(subject, &path).unwrap_or_default();
             limiter.asks(checks, now)
         };
         let _ = AskList::of(&mut pending);
@@ -695,10 +701,10 @@ pub fn subject_of(headers: &web_sys::Headers, caller_id: Option<&str>) -> Subjec
     ))
 }
 
-/// The 429 response for a refusal.
+/// The response for a refusal: the 429 (or the 414 of a path too long).
 pub fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue> {
     let init = web_sys::ResponseInit::new();
-    init.set_status(Refusal::STATUS);
+    init.set_status(refusal.status());
     let response = web_sys::Response::new_with_opt_str_and_init(Some(&refusal.body()), &init)?;
     let headers = response.headers();
     for (name, value) in refusal.headers() {

@@ -177,13 +177,13 @@ impl Gate {
 }
 
 /// The 429 for a refusal, as a workers-rs response: `Retry-After`,
-/// `RateLimit-Policy` and the JSON body.
+/// `RateLimit-Policy` and the JSON body (or the 414 of a path too long).
 pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
     let headers = worker::Headers::new();
     for (name, value) in refusal.headers() {
         headers.set(name, &value)?;
     }
-    Ok(worker::Response::error(refusal.body(), Refusal::STATUS)?.with_headers(headers))
+    Ok(worker::Response::error(refusal.body(), refusal.status())?.with_headers(headers))
 }
 
 /// A tower layer limiting every request of the service it wraps, for axum

@@ -46,7 +46,9 @@ use crate::address::{
 };
 use crate::clock::Clock;
 use crate::config::{Application, Counting};
-use crate::limiter::{ADDRESS_HEADER, FallbackLog, Limiter, Refusal, UnknownDeployable};
+use crate::limiter::{
+    ADDRESS_HEADER, Check, FallbackLog, Limiter, PathTooLong, Refusal, Rules, UnknownDeployable,
+};
 use crate::subject::CallerId;
 use crate::subject::Subject;
 
@@ -113,8 +115,15 @@ pub struct NoPeerAddress;
 /// One process's limiter for one native deployable. Share it (`Arc`) among
 /// the server's tasks for the process's life: its memory is the fallback
 /// count and its Redis connection is the shared one.
+///
+/// Its one lock covers only the counting: a request's checks (its path
+/// made canonical, the route it meets, its keys) are made from the
+/// deployable's [`Rules`], outside the lock ([`NativeGate::checks`]).
 #[derive(Debug)]
 pub struct NativeGate {
+    /// What the deployable limits: read by every request with no lock.
+    rules: Arc<Rules>,
+    /// The counts, cool-offs and fallback lines: what requests share.
     limiter: Mutex<Limiter>,
     #[cfg(feature = "redis")]
     store: Option<RedisStore>,
@@ -130,6 +139,22 @@ pub struct NativeGate {
     /// The gate's series, registered on its first decision.
     #[cfg(feature = "metrics")]
     metrics: std::sync::OnceLock<self::metrics::GateMetrics>,
+    /// A test's hook, run by [`NativeGate::decide`] between making a
+    /// request's checks and locking the counts.
+    #[cfg(feature = "testing")]
+    checks_made: std::sync::OnceLock<ChecksMade>,
+}
+
+/// A hook of the `testing` feature, given a request's path length: where
+/// [`NativeGate::decide`] has made the request's checks and holds no lock.
+#[cfg(feature = "testing")]
+struct ChecksMade(Box<dyn Fn(usize) + Send + Sync>);
+
+#[cfg(feature = "testing")]
+impl std::fmt::Debug for ChecksMade {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChecksMade(..)")
+    }
 }
 
 impl NativeGate {
@@ -161,6 +186,7 @@ impl NativeGate {
             });
         }
         Ok(NativeGate {
+            rules: limiter.rules().clone(),
             limiter: Mutex::new(limiter),
             #[cfg(feature = "redis")]
             store,
@@ -172,6 +198,8 @@ impl NativeGate {
             deployable: deployable.to_owned(),
             #[cfg(feature = "metrics")]
             metrics: std::sync::OnceLock::new(),
+            #[cfg(feature = "testing")]
+            checks_made: std::sync::OnceLock::new(),
         })
     }
 
@@ -323,15 +351,40 @@ impl NativeGate {
     }
 
     /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to
-    /// send. Never fails for the store's sake: Redis trouble counts in memory.
+    /// send (or the 414 of a path longer than
+    /// [`crate::limiter::MAX_PATH_BYTES`], counted nowhere). Never fails for
+    /// the store's sake: Redis trouble counts in memory.
+    ///
+    /// The request's checks are made first, with no lock held
+    /// ([`NativeGate::checks`]); the lock is taken only to count them.
     pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
+        let checks = self
+            .checks(subject, path)
+            .map_err(|_| Refusal::path_too_long())?;
+        #[cfg(feature = "testing")]
+        if let Some(hook) = self.checks_made.get() {
+            (hook.0)(path.len());
+        }
+        self.decide_checks(checks).await
+    }
+
+    /// The checks of a request from `subject` to `path` ([`Rules::checks`]):
+    /// its path made canonical, the route it meets and its keys, made from
+    /// the deployable's rules alone, so with no lock held and nothing
+    /// counted. A path longer than [`crate::limiter::MAX_PATH_BYTES`] is
+    /// refused unread.
+    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
+        self.rules.checks(subject, path)
+    }
+
+    /// Decides a request by its `checks` ([`NativeGate::checks`]): the
+    /// limiter is locked to say which to ask and, once Redis answered, to
+    /// count them; nothing of the request is read under the lock but its
+    /// keys.
+    pub async fn decide_checks(&self, checks: Vec<Check>) -> Result<(), Refusal> {
         let now = self.clock.now();
-        let pending = {
-            let mut limiter = self.limiter();
-            let checks = limiter.checks(subject, path);
-            // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
-            limiter.asks(checks, now)
-        };
+        // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
+        let pending = self.limiter().asks(checks, now);
         #[cfg(feature = "redis")]
         let (pending, now) = self.ask_redis(pending, now).await;
         let decision = {
@@ -348,6 +401,21 @@ impl NativeGate {
             Some(refusal) => Err(refusal),
             None => Ok(()),
         }
+    }
+
+    /// Runs `hook` in every [`NativeGate::decide`] once the request's checks
+    /// are made, before the counts are locked, with the path's length: for
+    /// tests that hold a request there. Set once; a second hook is dropped.
+    #[cfg(feature = "testing")]
+    pub fn on_checks_made(&self, hook: impl Fn(usize) + Send + Sync + 'static) {
+        let _ = self.checks_made.set(ChecksMade(Box::new(hook)));
+    }
+
+    /// Locks the gate's counts until the guard is dropped: for tests that
+    /// prove what runs without the lock.
+    #[cfg(feature = "testing")]
+    pub fn lock_counts(&self) -> impl Drop + '_ {
+        self.limiter()
     }
 
     /// Asks Redis what `pending` asks (nothing without a Redis store), and
@@ -401,12 +469,12 @@ impl NativeGate {
 
     /// How this deployable counts.
     pub fn counting(&self) -> Counting {
-        self.limiter().counting().clone()
+        self.rules.counting().clone()
     }
 
     /// Whether this deployable serves an API.
     pub fn serves_api(&self) -> bool {
-        *self.limiter().counting() != Counting::NoApi
+        *self.rules.counting() != Counting::NoApi
     }
 }
 

@@ -416,7 +416,9 @@ mod tests {
         clock: &Clock,
         address: &str,
     ) -> (bool, Decision) {
-        let checks = limiter.checks(&Subject::of_request(None, Some(address)), "/api/items");
+        let checks = limiter
+            .checks(&Subject::of_request(None, Some(address)), "/api/items")
+            .expect("a short path");
         let mut pending = limiter.asks(checks, clock.now());
         let asked = pending.checks()[0].is_asked();
         store.ask(&mut pending, clock).await;
@@ -465,7 +467,9 @@ mod tests {
             "the first request finds Redis failing"
         );
         // Redis refused 192.0.2.2 earlier in its window: the store remembers it.
-        let refused = limiter.checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items");
+        let refused = limiter
+            .checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items")
+            .expect("a short path");
         let now = clock.wall_ms();
         store
             .state()

@@ -14,7 +14,9 @@ fn key(header: Option<&str>) -> String {
     )
     .expect("valid");
     let limiter = Limiter::new(&app, "edge", 1).expect("edge");
-    let checks = limiter.checks(&Subject::of_request(None, header), "/api/items");
+    let checks = limiter
+        .checks(&Subject::of_request(None, header), "/api/items")
+        .expect("a short path");
     checks[0].key().to_owned()
 }
 

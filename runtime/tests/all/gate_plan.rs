@@ -54,7 +54,7 @@ fn both(
     now_ms: u64,
 ) -> [Decision; 2] {
     limiters.each_mut().map(|limiter| {
-        let checks = limiter.checks(subject, path);
+        let checks = limiter.checks(subject, path).expect("a short path");
         let mut pending = limiter.asks(checks, Now::one_clock(now_ms));
         if let Some(answer) = answer {
             for ask in pending.asks() {

@@ -24,6 +24,7 @@ mod cool_off;
 mod counter;
 mod floods;
 mod gate_plan;
+mod hostile;
 mod limiter;
 mod memory;
 mod metrics;

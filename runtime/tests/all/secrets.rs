@@ -272,7 +272,9 @@ fn shown_decision() -> Shown {
     };
     let now = Now::one_clock(1_800_000_000_000);
     let mut limiter = Limiter::new(&app, "server", 7).expect("limiter");
-    let checks = limiter.checks(&address, "/api/search");
+    let checks = limiter
+        .checks(&address, "/api/search")
+        .expect("a short path");
     let check = checks[0].clone();
     let mut pending = limiter.asks(checks, now);
     let ask = format!("{:?}", pending.asks().next().expect("an ask to Redis"));
@@ -280,7 +282,9 @@ fn shown_decision() -> Shown {
     let decision = limiter.conclude(pending, now);
     let mut refused = None;
     for _ in 0..4 {
-        let checks = limiter.checks(&caller, "/api/search");
+        let checks = limiter
+            .checks(&caller, "/api/search")
+            .expect("a short path");
         let pending = limiter.asks(checks, now);
         refused = Some(limiter.conclude(pending, now));
     }
@@ -323,6 +327,15 @@ fn shown_decision() -> Shown {
         ("limiter::Decision", format!("{decision:?} {refused:?}")),
         ("limiter::FallbackLog", format!("{:?}", decision.logs)),
         ("limiter::Limiter", format!("{limiter:?}")),
+        ("limiter::Rules", format!("{:?}", limiter.rules())),
+        (
+            "limiter::PathTooLong",
+            format!("{:?}", runtime::limiter::PathTooLong { bytes: 9000 }),
+        ),
+        (
+            "limiter::Refused",
+            format!("{:?}", runtime::limiter::Refusal::path_too_long()),
+        ),
         ("limiter::Now", format!("{now:?}")),
         ("limiter::Pending", pending_shown),
         ("limiter::Policy", format!("{:?}", refusal.policies)),
