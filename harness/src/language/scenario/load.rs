@@ -25,6 +25,24 @@ pub const DIFFERENTIAL_FILE: &str = "differential.toml";
 /// Reads every scenario of one file. `display_path` is how the file is named
 /// in trial names and errors (relative to the scenarios directory's parent).
 pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, ScenarioError> {
+    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        place: Place {
+            file: display_path.to_owned(),
+            location: Location { line: 1, column: 1 },
+        },
+        message: format!("cannot read: {e}"),
+    })?;
+    load_text(&text, path.parent().unwrap_or(Path::new(".")), display_path)
+}
+
+/// Reads every scenario of a file's `text`, as [`load_file`] does; an
+/// application named by its file is read relative to `base`. The reader
+/// apart from the file system, for the fuzz target (`fuzz/`).
+pub fn load_text(
+    text: &str,
+    base: &Path,
+    display_path: &Path,
+) -> Result<Vec<Prepared>, ScenarioError> {
     let at_start = |message: String| ScenarioError {
         place: Place {
             file: display_path.to_owned(),
@@ -32,27 +50,23 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
         },
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| at_start(format!("cannot read: {e}")))?;
-    let file: ScenarioFile = toml::from_str(&text).map_err(|e| ScenarioError {
+    let file: ScenarioFile = toml::from_str(text).map_err(|e| ScenarioError {
         place: Place {
             file: display_path.to_owned(),
-            location: e.span().map_or(Location { line: 1, column: 1 }, |s| {
-                Location::of_offset(&text, s.start)
-            }),
+            location: Location::of_toml_error(text, &e),
         },
         message: e.message().trim().to_owned(),
     })?;
     if file.scenario.is_empty() {
         return Err(at_start("the file has no [[scenario]]".to_owned()));
     }
-    let base = path.parent().unwrap_or(Path::new("."));
     let mut names = BTreeSet::new();
     let mut prepared = Vec::new();
     let (default_app, default_deployable) = (file.application.clone(), file.deployable.clone());
     for scenario in file.scenario {
         let source = Arc::new(ScenarioSource {
             file: display_path.to_owned(),
-            text: text.clone(),
+            text: text.to_owned(),
             scenario,
         });
         let span = source.scenario.span();
