@@ -72,11 +72,10 @@ impl ListFile {
             return Ok(None);
         };
         let file = ListFile { path, text };
-        let parsed = toml::from_str(&file.text).map_err(|e| {
-            file.error(
-                e.span().map_or(0, |s| s.start),
-                e.message().trim().to_owned(),
-            )
+        let parsed = toml::from_str(&file.text).map_err(|e| ListError {
+            file: file.path.clone(),
+            location: Location::of_toml_error(&file.text, &e),
+            message: e.message().trim().to_owned(),
         })?;
         Ok(Some((file, parsed)))
     }

@@ -406,6 +406,46 @@ fn not_toml_at_all_is_a_located_error() {
     assert!(error.starts_with("scenarios/bad.toml:1:"), "{error}");
 }
 
+/// The TOML reader's own limits are located in a scenario file as
+/// everywhere: a dotted key of more parts than the reader nests (an error
+/// it gives no span, once placed at 1:1) at its first part past the limit
+/// (the 81st, column 161 of `k.k.…`), and inline tables and arrays nested
+/// past its depth at the first one past it. An inline application's are
+/// the application's diagnostics, placed in it.
+#[test]
+fn the_toml_readers_own_limits_are_located_in_a_scenario_file() {
+    let key = vec!["k"; 100_000].join(".");
+    let error = malformed(&format!("[[scenario]]\nname = \"a\"\n{key} = 1\n"));
+    assert_eq!(error, "scenarios/bad.toml:3:161: recursion limit");
+    let error = malformed(&format!("[[scenario]]\nname = \"a\"\n[scenario.{key}]\n"));
+    assert_eq!(error, "scenarios/bad.toml:3:169: recursion limit");
+    for (open, close) in [("{ a = ", " }"), ("[", "]")] {
+        let value = format!("{}1{}", open.repeat(1_000), close.repeat(1_000));
+        let error = malformed(&format!("[[scenario]]\nname = \"a\"\nx = {value}\n"));
+        let column = "x = ".len() + 80 * open.len() + 1;
+        assert!(
+            error.starts_with(&format!("scenarios/bad.toml:3:{column}: ")),
+            "{error}"
+        );
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ok.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[[scenario]]\nname = \"a\"\nexpect_diagnostics = [\"application.invalid_toml\"]\n\
+             application_inline = \"\"\"\n[rate_limits]\n{key} = 1\n\"\"\"\n"
+        ),
+    )
+    .expect("write");
+    let prepared = load_file(&path, Path::new("ok.toml")).unwrap_or_else(|e| panic!("{e}"));
+    let diagnostics = prepared[0].application.as_ref().expect_err("too deep");
+    assert_eq!(
+        diagnostics.render("app.toml"),
+        "application.invalid_toml: app.toml:2:161: recursion limit\n"
+    );
+}
+
 #[test]
 fn a_missing_application_file_is_named_at_its_application_line_once() {
     let error = malformed(

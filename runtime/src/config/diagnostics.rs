@@ -144,6 +144,107 @@ impl Location {
     }
 }
 
+impl Location {
+    /// Where the TOML reader's `error` is in `source`. The reader gives most
+    /// errors a span; the one it gives none, a dotted key of more parts than
+    /// it nests (`a.b.c...`, a table header's included), is placed at the
+    /// first part past that limit. Only an error the reader gives no span
+    /// and no key explains is placed at the document's start.
+    pub fn of_toml_error(source: &str, error: &toml::de::Error) -> Location {
+        let offset = error
+            .span()
+            .map(|span| span.start)
+            .or_else(|| key_past_nesting_limit(source))
+            .unwrap_or(0);
+        Location::of_offset(source, offset)
+    }
+}
+
+/// The most parts a dotted key may have in the TOML reader (toml 1.x's
+/// `de::parser::LIMIT`, private there): one more is its spanless
+/// `recursion limit` error. A test pins the figure to the reader's.
+pub const TOML_KEY_NESTING_LIMIT: usize = 80;
+
+/// The byte offset of the first key part past [`TOML_KEY_NESTING_LIMIT`]
+/// in `source`, read with the TOML reader's own event parser, so every
+/// spelling of a key (quoted parts, whitespace around the dots, table
+/// headers, inline tables) counts as the reader counts it.
+fn key_past_nesting_limit(source: &str) -> Option<usize> {
+    use toml_parser::parser::{EventReceiver, parse_document};
+    use toml_parser::{ErrorSink, Span, decoder::Encoding};
+
+    /// Counts the parts of the key being read; any event but a part, a dot
+    /// or whitespace ends it.
+    #[derive(Default)]
+    struct Parts {
+        parts: usize,
+        after_dot: bool,
+        found: Option<usize>,
+    }
+    impl Parts {
+        fn end_key(&mut self) {
+            self.parts = 0;
+            self.after_dot = false;
+        }
+    }
+    impl EventReceiver for Parts {
+        fn simple_key(&mut self, span: Span, _: Option<Encoding>, _: &mut dyn ErrorSink) {
+            self.parts = if self.after_dot { self.parts + 1 } else { 1 };
+            self.after_dot = false;
+            if self.parts == TOML_KEY_NESTING_LIMIT + 1 && self.found.is_none() {
+                self.found = Some(span.start());
+            }
+        }
+        fn key_sep(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.after_dot = true;
+        }
+        fn std_table_open(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn std_table_close(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn array_table_open(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn array_table_close(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn inline_table_open(&mut self, _: Span, _: &mut dyn ErrorSink) -> bool {
+            self.end_key();
+            true
+        }
+        fn inline_table_close(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn array_open(&mut self, _: Span, _: &mut dyn ErrorSink) -> bool {
+            self.end_key();
+            true
+        }
+        fn key_val_sep(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn scalar(&mut self, _: Span, _: Option<Encoding>, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn value_sep(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn newline(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+        fn error(&mut self, _: Span, _: &mut dyn ErrorSink) {
+            self.end_key();
+        }
+    }
+
+    let source = toml_parser::Source::new(source);
+    let tokens = source.lex().into_vec();
+    let mut parts = Parts::default();
+    parse_document(&tokens, &mut parts, &mut ());
+    parts.found
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.line, self.column)

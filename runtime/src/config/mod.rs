@@ -15,7 +15,9 @@ mod model;
 mod raw;
 mod validate;
 
-pub use diagnostics::{Code, Diagnostic, Diagnostics, FileError, Location, UnknownCode};
+pub use diagnostics::{
+    Code, Diagnostic, Diagnostics, FileError, Location, TOML_KEY_NESTING_LIMIT, UnknownCode,
+};
 pub use model::{
     Application, BINDING_WINDOWS, Counting, Deployable, MAX_NAMESPACE_ID, RedisEndpoint, Route,
     Store, StoreDriver, Target, redacted_url,
@@ -27,13 +29,10 @@ impl Application {
     /// Parses and validates a description, returning every diagnostic if it is invalid.
     pub fn from_toml(source: &str) -> Result<Application, Diagnostics> {
         let raw: RawApplication = toml::from_str(source).map_err(|error| {
-            let location = error
-                .span()
-                .map(|span| Location::of_offset(source, span.start));
             Diagnostics(vec![Diagnostic {
                 code: Code::InvalidToml,
                 message: error.message().trim().to_owned(),
-                location,
+                location: Some(Location::of_toml_error(source, &error)),
             }])
         })?;
         validate::validate(source, raw)

@@ -774,3 +774,72 @@ fn a_description_read_from_its_file_names_the_file_in_every_line() {
         "{missing:?}"
     );
 }
+
+/// A dotted key of `n` parts, `k.k.k`: two characters a part but the last.
+fn dotted(n: usize) -> String {
+    vec!["k"; n].join(".")
+}
+
+/// The TOML reader's own limits are diagnostics with a place like any other:
+/// its error for a dotted key of more parts than it nests has no span of its
+/// own, and was reported with no `line:col` (a 100,000-part key was
+/// `application.invalid_toml: app.toml: recursion limit`). Each is placed at
+/// the part past the limit (the 81st: column 161 of `k.k.…`), however the key
+/// is written: a key, a table header, an array of tables' header, a key of an
+/// inline table, quoted parts with whitespace around the dots.
+#[test]
+fn a_key_nested_past_the_toml_readers_limit_is_placed_at_its_first_part_past_it() {
+    use runtime::config::TOML_KEY_NESTING_LIMIT;
+    // The figure is the reader's: a key of the limit's parts is read, one more is not.
+    let within = format!("{} = 1\n", dotted(TOML_KEY_NESTING_LIMIT));
+    assert!(toml::from_str::<toml::Table>(&within).is_ok());
+    let past = format!("{} = 1\n", dotted(TOML_KEY_NESTING_LIMIT + 1));
+    let error = toml::from_str::<toml::Table>(&past).expect_err("past the limit");
+    assert_eq!((error.message(), error.span()), ("recursion limit", None));
+    let quoted = vec!["\"k\""; 100].join(" . ");
+    for (source, at) in [
+        (format!("[rate_limits]\n{} = 1\n", dotted(100_000)), "2:161"),
+        (format!("[rate_limits]\n{} = 1\n", dotted(81)), "2:161"),
+        (format!("{WORKERS_API}\n[{}]\n", dotted(100)), "7:162"),
+        (format!("[[{}]]\nx = 1\n", dotted(100)), "1:163"),
+        (
+            format!(
+                "[[routes]]\npath = \"/a\"\nrate_limit = {{ {} = 1 }}\n",
+                dotted(90)
+            ),
+            "3:176",
+        ),
+        (format!("x = 1\n{quoted} = 2\n"), "2:481"),
+    ] {
+        let d = diagnostics(&source);
+        assert_eq!(d.codes(), [Code::InvalidToml]);
+        assert_eq!(d.0[0].message, "recursion limit");
+        let line = d.render("app.toml");
+        assert_eq!(
+            line,
+            format!("application.invalid_toml: app.toml:{at}: recursion limit\n"),
+        );
+    }
+}
+
+/// Inline tables and arrays nested past the reader's depth are placed at
+/// the first one past it, every other diagnostic of the file too.
+#[test]
+fn values_nested_past_the_toml_readers_depth_are_placed() {
+    for (open, close) in [("{ a = ", " }"), ("[", "]")] {
+        let value = format!("{}1{}", open.repeat(10_000), close.repeat(10_000));
+        let source = format!("{WORKERS_API}[connections.c]\ndriver = \"redis\"\nx = {value}\n");
+        let d = diagnostics(&source);
+        assert_eq!(d.codes(), [Code::InvalidToml], "{open}");
+        assert!(d.0.iter().all(|d| d.location.is_some()), "{d:?}");
+        let at = d.0[0].location.expect("placed");
+        // The 81st `{` or `[`: past the 80 the reader nests.
+        let column = "x = ".len() + 80 * open.len() + 1;
+        assert_eq!(
+            (at.line, at.column),
+            (8, column),
+            "{open}: {}",
+            d.0[0].message
+        );
+    }
+}

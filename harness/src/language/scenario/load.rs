@@ -45,14 +45,26 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
             message: format!("cannot read: {e}"),
         }])
     })?;
+    load_text(&text, path.parent().unwrap_or(Path::new(".")), display_path)
+}
+
+/// Reads every scenario of a file's `text`, as [`load_file`] does; the file
+/// is in the folder `base` (its application files and its `#:schema` line
+/// are read from there). The reader apart from the file system, for the
+/// fuzz target (`fuzz/`).
+pub fn load_text(
+    text: &str,
+    base: &Path,
+    display_path: &Path,
+) -> Result<Vec<Prepared>, ScenarioErrors> {
     let mut reader = FileReader {
         file: display_path,
-        base: path.parent().unwrap_or(Path::new(".")),
-        text: &text,
+        base,
+        text,
         errors: Vec::new(),
         reported_applications: BTreeSet::new(),
     };
-    if let Some((at, message)) = super::schema::wrong_schema_line(&text, path) {
+    if let Some((at, message)) = super::schema::wrong_schema_line(text, base) {
         reader.error(at..at, message);
     }
     let (head, scenarios) = reader.parse();
@@ -61,7 +73,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
     for scenario in scenarios {
         let source = Arc::new(ScenarioSource {
             file: display_path.to_owned(),
-            text: text.clone(),
+            text: text.to_owned(),
             scenario,
         });
         let s = source.scenario.get_ref();
@@ -141,8 +153,15 @@ impl FileReader<'_> {
         let root = match DeTable::parse(self.text) {
             Ok(root) => root,
             Err(e) => {
-                let span = e.span().unwrap_or(0..0);
-                self.error(span, e.message().trim().to_owned());
+                // The reader's own limits (a key nested past them) have no
+                // span: `of_toml_error` finds their place.
+                self.errors.push(ScenarioError {
+                    place: Place {
+                        file: self.file.to_owned(),
+                        location: Location::of_toml_error(self.text, &e),
+                    },
+                    message: e.message().trim().to_owned(),
+                });
                 return (empty, Vec::new());
             }
         };

@@ -35,7 +35,7 @@ pub use expect::{
     Deadline, FallbackExpectation, FallbackReasonName, FinalExpectations, Latency, RedisCalls,
     SendExpectations,
 };
-pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, scenario_files};
+pub use load::{DIFFERENTIAL_FILE, EXPECTED_FAILURES_FILE, load_file, load_text, scenario_files};
 pub use metrics::{
     DataPointsBinding, DataPointsWarning, DataPointsWarningReason, MetricName, MetricSelector,
     MetricSource, MetricValue, MetricsTable, SelectorError,

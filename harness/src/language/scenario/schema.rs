@@ -60,11 +60,11 @@ pub fn schema_file() -> PathBuf {
 }
 
 /// A scenario file's `#:schema` line, if it has one, checked: it must lead
-/// an editor from the file's folder to this repository's schema (or to a
+/// an editor from the file's `folder` to this repository's schema (or to a
 /// copy of it as it is now). `None` when it does (or there is none);
 /// otherwise the line's offset and what to write instead, so a file
 /// written in any folder gets its editor's help.
-pub fn wrong_schema_line(text: &str, file: &Path) -> Option<(usize, String)> {
+pub fn wrong_schema_line(text: &str, folder: &Path) -> Option<(usize, String)> {
     let mut offset = 0;
     let line = text.split_inclusive('\n').find_map(|line| {
         let at = offset;
@@ -77,7 +77,6 @@ pub fn wrong_schema_line(text: &str, file: &Path) -> Option<(usize, String)> {
     if written.contains("://") {
         return None;
     }
-    let folder = file.parent().unwrap_or(Path::new("."));
     let schema = schema_file();
     let current = std::fs::read(&schema).ok()?;
     if std::fs::read(folder.join(written)).is_ok_and(|found| found == current) {
