@@ -91,6 +91,7 @@ async fn shown() -> Shown {
     shown.extend(shown_decision());
     shown.extend(shown_native().await);
     shown.extend(shown_data_points());
+    shown.extend(shown_file_errors());
     shown
 }
 
@@ -101,6 +102,25 @@ fn shown_data_points() -> Shown {
         dataset: "rate_limits".into(),
     };
     vec![("bindings::DatasetEntry", format!("{entry:?}"))]
+}
+
+/// A description file's errors, alone and as the native gate's.
+fn shown_file_errors() -> Shown {
+    let invalid = Application::from_toml(&invalid_applications()[0]).expect_err("invalid");
+    let file_errors = [
+        runtime::config::FileError::Invalid {
+            file: "app.toml".into(),
+            diagnostics: invalid,
+        },
+        Application::from_file("/nonexistent/app.toml").expect_err("no file"),
+    ];
+    let shown = format!("{file_errors:?} {}", file_errors[0]);
+    let [invalid, _] = file_errors;
+    let gate = GateError::File(invalid);
+    vec![(
+        "config::diagnostics::FileError",
+        format!("{shown} {gate:?} {gate}"),
+    )]
 }
 
 /// The description's types, its plan's, and its diagnostics'.
@@ -120,19 +140,8 @@ fn shown_description() -> Shown {
     let plan = Bindings::for_deployable(&app, &deployable);
     let invalid = Application::from_toml(&invalid_applications()[0]).expect_err("invalid");
     let diagnostic = invalid.0[0].clone();
-    let file_errors = [
-        runtime::config::FileError::Invalid {
-            file: "app.toml".into(),
-            diagnostics: invalid.clone(),
-        },
-        runtime::config::Application::from_file("/nonexistent/app.toml").expect_err("no file"),
-    ];
     let gate_errors = [
         GateError::Invalid(invalid.clone()),
-        GateError::File(runtime::config::FileError::Invalid {
-            file: "app.toml".into(),
-            diagnostics: invalid.clone(),
-        }),
         GateError::UnknownDeployable(UnknownDeployable("server".into())),
         GateError::RedisNotBuilt {
             connection: "cache".into(),
@@ -170,10 +179,6 @@ fn shown_description() -> Shown {
         (
             "config::diagnostics::Diagnostics",
             format!("{invalid:?} {invalid} {}", invalid.render("app.toml")),
-        ),
-        (
-            "config::diagnostics::FileError",
-            format!("{file_errors:?} {}", file_errors[0]),
         ),
         (
             "config::diagnostics::Location",
