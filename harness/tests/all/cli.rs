@@ -83,10 +83,70 @@ fn check_says_ok_and_the_memory_bound_for_a_valid_description() {
         )
     );
     // A sketch for each built-in limit and each distinct route limit: two
-    // routes of one limit share one sized for both.
-    assert_eq!(stdout.matches(" keys ").count(), 2 + 2, "{stdout}");
+    // routes of one limit share one sized for both (and the line ends with
+    // the keys a route's sketch gets).
+    assert_eq!(stdout.matches(" keys ").count(), 2 + 2 + 1, "{stdout}");
     assert!(
         stdout.contains(" + 20 per 60 s for 600000 keys "),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn check_prints_each_deployables_bound_within_its_budget_and_refuses_what_cannot_fit() {
+    // 300 routes on Workers: 160 MiB unshared, within 32 MiB shared; a
+    // native deployable beside it with a budget of its own.
+    let routes: String = (0..300)
+        .map(|i| {
+            format!(
+                "[[routes]]\npath = \"/r/{i}\"\nrate_limit = {{ requests = {}, window = 60 }}\n",
+                1 + i
+            )
+        })
+        .collect();
+    let native = "[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\
+                  memory_budget_mib = 64\n";
+    let (code, workers, _) = harness(&["validate"], &format!("{VALID}{routes}"));
+    assert_eq!(code, Some(0), "{workers}");
+    let (code, native_out, _) = harness(&["validate"], &format!("{native}{routes}"));
+    assert_eq!(code, Some(0), "{native_out}");
+    let lines: Vec<&str> = workers.lines().chain(native_out.lines()).collect();
+    assert_eq!(lines.len(), 4, "{workers}{native_out}");
+    assert!(
+        lines[1].starts_with("memory of `edge` (per isolate counting in memory): at most "),
+        "{workers}"
+    );
+    assert!(lines[1].contains(" of a 33554432 B budget = "), "{workers}");
+    assert!(lines[1].contains(" more sketches "), "{workers}");
+    assert!(
+        lines[3].starts_with("memory of `api` (per process counting in memory): at most "),
+        "{native_out}"
+    );
+    assert!(
+        lines[3].contains(" of a 67108864 B budget = "),
+        "{native_out}"
+    );
+    for line in [lines[1], lines[3]] {
+        let total: usize = line
+            .split(": at most ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("a total");
+        let budget: usize = line
+            .split(" of a ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .expect("a budget");
+        assert!(total <= budget, "{line}");
+    }
+    // A budget too small for its routes is refused at its place.
+    let small = native.replace("= 64", "= 5");
+    let (code, stdout, _) = harness(&["validate"], &format!("{small}{routes}"));
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.starts_with("rate_limits.memory_over_budget: app.toml:5:21: deployable `api` "),
         "{stdout}"
     );
 }
