@@ -41,11 +41,15 @@ pub enum Code {
     RoutePathInvalid,
     /// `rate_limits.data_points` is no Workers Analytics Engine dataset name.
     DataPointsInvalid,
+    /// The application's `name` is missing where a deployable counts in
+    /// Redis (which other applications may share), or is no name its keys
+    /// can hold.
+    ApplicationNameInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 15] = [
+    pub const ALL: [Code; 16] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -61,6 +65,7 @@ impl Code {
         Code::ClientAddressInvalid,
         Code::RoutePathInvalid,
         Code::DataPointsInvalid,
+        Code::ApplicationNameInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -81,6 +86,7 @@ impl Code {
             Code::ClientAddressInvalid => "rate_limits.client_address_invalid",
             Code::RoutePathInvalid => "rate_limits.route_path_invalid",
             Code::DataPointsInvalid => "rate_limits.data_points_invalid",
+            Code::ApplicationNameInvalid => "application.name_invalid",
         }
     }
 

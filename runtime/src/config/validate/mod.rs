@@ -4,8 +4,9 @@
 //! `connections.rs` (each connection, and the store), `deployables.rs`
 //! (each deployable, its store and its client address), `routes.rs` (each
 //! route's path and limit), the namespace ids (`connections.rs`), which
-//! depend on the routes too, and last the data points' dataset
-//! (`data_points.rs`).
+//! depend on the routes too, the data points' dataset (`data_points.rs`),
+//! and last the application's name (`name.rs`), which the deployables'
+//! counting requires.
 
 use std::ops::Range;
 
@@ -15,11 +16,13 @@ use super::{Application, Code, Diagnostic, Diagnostics, Location};
 mod connections;
 mod data_points;
 mod deployables;
+mod name;
 mod routes;
 
 use connections::{validate_connections, validate_namespace_ids, validate_store};
 use data_points::validate_data_points;
 use deployables::validate_deployables;
+use name::validate_name;
 use routes::validate_routes;
 
 /// Collects diagnostics with their places while the rules run.
@@ -54,11 +57,13 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
     let routes = validate_routes(&mut report, &raw.routes, binding_store);
     validate_namespace_ids(&mut report, &connections, &routes);
     let data_points = validate_data_points(&mut report, &raw);
+    let name = validate_name(&mut report, &raw, &store, &deployables);
 
     if !report.diagnostics.is_empty() {
         return Err(Diagnostics(report.diagnostics));
     }
     Ok(Application {
+        name,
         store: store.to_store(),
         deployables,
         routes,
