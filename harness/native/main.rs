@@ -15,9 +15,11 @@
 //! - `/api/...`: through [`RateLimitLayer`]: 200 `{"ok":true}`, or the 429.
 //!   404 (counted as refused) when the deployable serves no API.
 //! - `POST /clock` with `x-harness-control: TOKEN` and `{"offset_ms":N}`
+//!   (and `"wall_step_ms":M` to step the wall clock alone by M)
 //!   (only with a control token): the scenario clock, as the Workers
-//!   fixture's control channel sets it; the gate's windows, Redis keys and
-//!   cool-off all read it. Answers `{"offset_ms":N}`.
+//!   fixture's control channel sets it; the gate's windows (Redis's too: its
+//!   script adds the offset to Redis's clock) and cool-off all read it.
+//!   Answers `{"offset_ms":N}`.
 //! - `GET /metrics` with `x-harness-control: TOKEN` (only with a control
 //!   token): the gate's `metrics` series in the Prometheus text format, from
 //!   the `metrics-exporter-prometheus` recorder installed as the global
@@ -93,17 +95,21 @@ impl Service<http::Request<Incoming>> for Api {
 /// The header carrying the harness's control token (the Workers fixture's too).
 const CONTROL_HEADER: &str = "x-harness-control";
 
-/// `POST /clock`: sets the gate's clock offset, for the harness only.
+/// `POST /clock`: sets the gate's clock offset, and with `wall_step_ms`
+/// steps its wall clock alone by that much (as NTP would), for the harness only.
 async fn set_clock(gate: &NativeGate, request: http::Request<Incoming>) -> Response {
     let Ok(body) = request.into_body().collect().await else {
         return json(400, &serde_json::json!({ "error": "unreadable body" }));
     };
-    let offset = serde_json::from_slice::<serde_json::Value>(&body.to_bytes())
-        .ok()
-        .and_then(|v| v["offset_ms"].as_i64());
+    let value = serde_json::from_slice::<serde_json::Value>(&body.to_bytes()).ok();
+    let offset = value.as_ref().and_then(|v| v["offset_ms"].as_i64());
+    let wall_step = value.as_ref().and_then(|v| v["wall_step_ms"].as_i64());
     match offset {
         Some(offset_ms) => {
             gate.clock().set_offset_ms(offset_ms);
+            if let Some(step_ms) = wall_step {
+                gate.clock().step_wall_ms(step_ms);
+            }
             json(200, &serde_json::json!({ "offset_ms": offset_ms }))
         }
         None => json(

@@ -14,10 +14,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use crate::limiter::Now;
 
-/// The instance's two clocks ([`Now`]): the wall clock, which windows, the
-/// Redis keys and the fallback counter read so they agree on which window is
-/// running, and a monotonic one ([`Instant`]), which cool-offs read so a
-/// wall clock stepped back cannot stretch them. Both are shifted by an
+/// The instance's two clocks ([`Now`]): the wall clock, which the windows of
+/// the in-memory count read, and a monotonic one ([`Instant`]), which
+/// cool-offs and the Redis store's refused-keys cache read so a wall clock
+/// stepped back cannot stretch them. In Redis, Redis's own clock decides
+/// the window (`native::scripts::COUNT_ALL`), so instances whose wall clocks
+/// differ count one window together. Both are shifted by an
 /// offset that is zero in production (the harness's scenario clock moves
 /// it, with the `testing` feature).
 #[cfg(not(target_arch = "wasm32"))]
@@ -66,6 +68,16 @@ impl Clock {
     pub fn monotonic_ms(&self) -> u64 {
         let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// The scenario clock's offset: zero in production. The Redis store
+    /// adds it to Redis's own clock, which decides the windows there, so a
+    /// scenario moves Redis's windows as it moves the gate's; a step of the
+    /// wall clock alone (`step_wall_ms`) is this instance's own
+    /// error and never reaches Redis.
+    #[cfg(feature = "redis")]
+    pub(crate) fn scenario_offset_ms(&self) -> i64 {
+        self.offset_ms.load(Ordering::Relaxed)
     }
 
     /// Shifts both clocks by `offset_ms` (as time passing would): a test

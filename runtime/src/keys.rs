@@ -7,9 +7,12 @@
 //!   id longer than [`MAX_CALLER_ID_BYTES`] by its 128-bit digest,
 //!   `caller#:HEX`, so no key is longer than a route's path and 300 bytes;
 //! - a route's own limit: `PATH|caller:ID` or `PATH|address:IP`;
-//! - in Redis: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, one of the keys above
-//!   in the window `INDEX` = `floor(now / window)`, `TAG` a digest of the
-//!   request's subject key so all its keys share one cluster slot.
+//! - in Redis: `rl:APP:{TAG}:REQUESTS/WINDOW:KEY`, one of the keys above
+//!   counted for one limit of the application named `APP` (its description's
+//!   `name`, so two applications on one Redis count apart), `TAG` a digest
+//!   of the request's subject key so all its keys share one cluster slot.
+//!   The key names no window: Redis's own clock decides which one is running
+//!   (`crate::native::scripts::COUNT_ALL`).
 //!
 //! On Workers the keys of a request cross into JavaScript as one string, cut
 //! by the lengths [`utf16_units`] gives (`ask-bindings.js` slices the
@@ -92,19 +95,18 @@ pub fn redis_tag(subject_key: &str) -> String {
     format!("{:016x}", hasher.finish())
 }
 
-/// The Redis key counting `key` for `limit` in the window running at `now_ms`,
-/// and when that window ends: `rl:{TAG}:REQUESTS/WINDOW:INDEX:KEY`, the window
-/// `floor(now / window)` on the instance's clock, as the in-memory counter
-/// aligns it (so Redis's own clock never decides a window).
+/// The Redis key counting `key` for `limit` in the application named
+/// `application`: `rl:APP:{TAG}:REQUESTS/WINDOW:KEY`. It names no window:
+/// the script reads the running one off Redis's own clock, so no
+/// instance's clock decides a window (`crate::native::scripts::COUNT_ALL`).
+/// The name has no `:`, `{` or `}` (the description's rule), so a key
+/// names one application and the tag is the key's hash tag.
 #[cfg(feature = "redis")]
-pub fn redis_window(tag: &str, limit: crate::Limit, key: &str, now_ms: u64) -> (String, u64) {
-    let window_ms = u64::from(limit.window_seconds).max(1) * 1000;
-    let index = now_ms / window_ms;
-    let redis_key = format!(
-        "rl:{{{tag}}}:{}/{}:{index}:{key}",
+pub fn redis_key(application: &str, tag: &str, limit: crate::Limit, key: &str) -> String {
+    format!(
+        "rl:{application}:{{{tag}}}:{}/{}:{key}",
         limit.requests, limit.window_seconds
-    );
-    (redis_key, (index + 1) * window_ms)
+    )
 }
 
 #[cfg(test)]
@@ -171,12 +173,12 @@ mod tests {
 
     #[cfg(feature = "redis")]
     #[test]
-    fn a_redis_key_names_its_window_and_its_requests_tag() {
+    fn a_redis_key_names_its_application_its_limit_and_its_requests_tag() {
         let limit = crate::Limit::new(120, 60);
         let tag = redis_tag("address:192.0.2.1");
         assert_eq!(tag.len(), 16);
-        let (key, ends) = redis_window(&tag, limit, "address:192.0.2.1", 125_000);
-        assert_eq!(key, format!("rl:{{{tag}}}:120/60:2:address:192.0.2.1"));
-        assert_eq!(ends, 180_000);
+        let key = redis_key("shop", &tag, limit, "address:192.0.2.1");
+        assert_eq!(key, format!("rl:shop:{{{tag}}}:120/60:address:192.0.2.1"));
+        assert_ne!(key, redis_key("blog", &tag, limit, "address:192.0.2.1"));
     }
 }

@@ -30,8 +30,9 @@
 //! these three and nothing else, so the decision exists once.
 //!
 //! Time comes in as two clocks ([`Now`]), as quinn-proto passes an `Instant`
-//! for its timers beside the wall time: the wall clock aligns windows
-//! (`floor(now / window)`, as the binding and Redis keys align them), and a
+//! for its timers beside the wall time: the wall clock aligns the in-memory
+//! count's windows (`floor(now / window)`, as the binding aligns them; in
+//! Redis, Redis's own clock aligns them inside the script), and a
 //! monotonic clock runs the cool-offs and probe leases, so a wall clock
 //! stepped back (NTP, a VM resumed) cannot stretch a cool-off.
 

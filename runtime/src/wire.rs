@@ -262,6 +262,7 @@ mod tests {
     /// limits on `/api/ß😀` (built by hand: a checked description has at most one).
     fn workers_limiter(routes: u32) -> Limiter {
         let app = Application {
+            name: None,
             store: Some(Store {
                 connection: "limits".into(),
                 driver: StoreDriver::CloudflareRateLimits { namespace: 1 },

@@ -95,7 +95,7 @@ const READY_ADDRESS: &str = "203.0.113.9";
 fn app(store: Option<&str>) -> String {
     let store = match store {
         Some(url) => format!(
-            "[connections.cache]\ndriver = \"redis\"\nurl = \"{url}\"\n\n[rate_limits]\nstore = \"cache\"\n"
+            "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"{url}\"\n\n[rate_limits]\nstore = \"cache\"\n"
         ),
         None => String::new(),
     };

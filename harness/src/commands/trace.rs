@@ -69,7 +69,8 @@ impl Lanes {
 pub enum StepKind {
     /// `send`: its requests are the marks.
     Send,
-    /// `set_bindings` or `set_redis`: a behaviour change, a labelled marker.
+    /// `set_bindings`, `set_redis` or `step_wall_clock` (one instance's
+    /// wall clock, not the scenario's): a behaviour change, a labelled marker.
     Behaviour,
     /// `wait_for_window`, `wait_for_room`, `advance_clock`: the clock moved.
     Clock,
@@ -578,6 +579,10 @@ fn describe(action: &Action<'_>) -> (StepKind, String) {
             format!("wait_for_room {} s in {} s", room.seconds, room.window),
         ),
         Action::AdvanceClock(seconds) => (StepKind::Clock, format!("advance_clock {seconds} s")),
+        Action::StepWallClock(step) => (
+            StepKind::Behaviour,
+            format!("step_wall_clock {} ms (isolate {})", step.ms, step.isolate),
+        ),
         Action::RestartIsolate(isolate) => (StepKind::Other, format!("restart_isolate {isolate}")),
         Action::SleepMs(ms) => (StepKind::Sleep, format!("sleep_ms {ms}")),
         Action::Limit(call) => (StepKind::Other, format!("limit {}", call.binding)),

@@ -111,6 +111,7 @@ async fn run_step(
         Ok(Action::SetRedis(_)) => return Err(not_here("`set_redis`")),
         Ok(Action::AdvanceClock(_)) => return Err(not_here("`advance_clock`")),
         Ok(Action::RestartIsolate(_)) => return Err(not_here("`restart_isolate`")),
+        Ok(Action::StepWallClock(_)) => return Err(not_here("`step_wall_clock`")),
         Ok(Action::Limit(_)) => return Err(not_here("`limit`")),
         Err(_) => return Err(not_here("a step that is no step")),
     }

@@ -263,7 +263,7 @@ fn check_writes_no_plan_for_an_invalid_description_nor_a_deployable_without_one(
         )
     );
 
-    let redis = "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
+    let redis = "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
                  [rate_limits]\nstore = \"cache\"\n\
                  [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n";
     std::fs::write(dir.path().join("app.toml"), redis).expect("write");

@@ -214,6 +214,8 @@ fn a_panic_while_workerd_runs_leaves_no_workerd() {
 }
 
 const NATIVE_APP: &str = r#"
+name = "shop"
+
 [connections.cache]
 driver = "redis"
 url = "redis://127.0.0.1:1"

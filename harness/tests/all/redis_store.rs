@@ -422,3 +422,303 @@ async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
     assert_eq!(logs.len(), 1, "{logs:?}");
     assert_eq!(logs[0]["reason"], "timed_out");
 }
+
+/// A native API on `store` whose routes' limits span the windows and sizes
+/// a description accepts natively: the route's own 5 per 2 s, 20 per 10 s,
+/// 3 per 60 s, and the address's built-in 120 per 60 s (`/api/items`).
+fn windows_app(name: &str, store: &str) -> String {
+    format!(
+        r#"
+name = "{name}"
+
+[connections.cache]
+driver = "redis"
+{store}
+
+[rate_limits]
+store = "cache"
+
+[[deployables]]
+name = "api"
+target = "native"
+serves_api = true
+client_address = {{ cloudflare_via = ["127.0.0.1"] }}
+
+[[routes]]
+path = "/api/burst"
+rate_limit = {{ requests = 5, window = 2 }}
+
+[[routes]]
+path = "/api/search"
+rate_limit = {{ requests = 20, window = 10 }}
+
+[[routes]]
+path = "/api/export"
+rate_limit = {{ requests = 3, window = 60 }}
+"#
+    )
+}
+
+/// Each (path, limit, window in s) [`windows_app`] counts: the limit that
+/// binds first for a new address on that path.
+const WINDOWS: [(&str, usize, u64); 4] = [
+    ("/api/burst", 5, 2),
+    ("/api/search", 20, 10),
+    ("/api/export", 3, 60),
+    ("/api/items", 120, 60),
+];
+
+/// The real wall clock, in ms since the epoch.
+fn real_ms() -> u64 {
+    u64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis(),
+    )
+    .expect("in range")
+}
+
+/// Instances of one application sharing one scenario clock (which Redis's
+/// windows follow, as time passing would move them), each of whose wall
+/// clocks can be set apart from it as a skewed or stepped clock is.
+struct Fleet {
+    gates: Vec<NativeGate>,
+    /// The scenario clock's offset from the real clock.
+    offset_ms: i64,
+}
+
+impl Fleet {
+    fn new(app: &str, n: usize) -> Fleet {
+        let gates = (0..n)
+            .map(|_| NativeGate::from_toml(app, "api").expect("the application is valid"))
+            .collect();
+        Fleet {
+            gates,
+            offset_ms: 0,
+        }
+    }
+
+    /// The scenario clock (every instance's, and Redis's) to `at_ms` now.
+    fn at(&mut self, at_ms: u64) {
+        self.offset_ms = i64::try_from(at_ms).expect("ms") - i64::try_from(real_ms()).expect("ms");
+        for gate in &self.gates {
+            gate.clock().set_offset_ms(self.offset_ms);
+        }
+    }
+
+    /// The scenario clock `by_ms` later, at once.
+    fn advance(&mut self, by_ms: u64) {
+        self.offset_ms += i64::try_from(by_ms).expect("ms");
+        for gate in &self.gates {
+            gate.clock().set_offset_ms(self.offset_ms);
+        }
+    }
+}
+
+/// The beginning of a minute a little ahead: a boundary of every window of
+/// [`WINDOWS`] (2, 10 and 60 s all divide 60 s).
+fn a_minute_ahead() -> u64 {
+    (real_ms() / 60_000 + 2) * 60_000
+}
+
+/// Two instances whose wall clocks differ by `skew_ms` (the second's ahead
+/// when positive), up to more than a minute's window, each placed so that
+/// the two instances' clocks are on either side of a boundary of every
+/// window of [`WINDOWS`]: per window, exactly the limit passes over both,
+/// for three windows running.
+async fn skewed_instances_let_each_window_s_limit_through_once(store: &str, first_octet: u8) {
+    let skews: [i64; 4] = [-1_000, 1_900, -2_000, -61_500];
+    for (s, skew_ms) in skews.into_iter().enumerate() {
+        let mut fleet = Fleet::new(&windows_app("shop", store), 2);
+        fleet.gates[1].clock().step_wall_ms(skew_ms);
+        // Just after a boundary when the second is behind, just before one
+        // (with the second past it) when it is ahead.
+        let start = if skew_ms < 0 {
+            a_minute_ahead() + 100
+        } else {
+            a_minute_ahead() + 50 - skew_ms.unsigned_abs()
+        };
+        for (w, (path, limit, window_s)) in WINDOWS.into_iter().enumerate() {
+            let subject = address(&format!("{first_octet}.18.{s}.{w}"));
+            fleet.at(start);
+            for round in 0..3 {
+                // Sent in turn: each instance alone would let the limit through.
+                assert_eq!(
+                    passed(&fleet.gates, &subject, path, limit + 4).await,
+                    limit,
+                    "{path}: {limit} per {window_s} s, skew {skew_ms} ms, window {round}"
+                );
+                fleet.advance(window_s * 1000);
+            }
+        }
+    }
+}
+
+/// One instance's wall clock stepped back 1.5 s across a boundary of every
+/// window of [`WINDOWS`], after the window before it had let its limit
+/// through and the boundary had really passed (so a key that expired at
+/// that window's end is gone): nothing more passes.
+async fn a_clock_stepped_back_opens_no_window_again(store: &str, first_octet: u8) {
+    let mut fleet = Fleet::new(&windows_app("shop", store), 2);
+    let boundary = a_minute_ahead();
+    fleet.at(boundary - 1_500);
+    let started = Instant::now();
+    let subjects: Vec<Subject> = (0..WINDOWS.len())
+        .map(|w| address(&format!("{first_octet}.19.0.{w}")))
+        .collect();
+    // The window before the boundary lets each limit through.
+    for (subject, (path, limit, _)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(passed(&fleet.gates, subject, path, limit).await, limit);
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(1_400),
+        "the window before took {:?}: too long to judge",
+        started.elapsed()
+    );
+    // The boundary really passes.
+    tokio::time::sleep(Duration::from_millis(1_650).saturating_sub(started.elapsed())).await;
+    for (subject, (path, limit, window_s)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(
+            passed(&fleet.gates, subject, path, limit).await,
+            limit,
+            "{path}: {limit} per {window_s} s, the next window"
+        );
+    }
+    // One wall clock steps back 1.5 s, into the window before: nothing more.
+    fleet.gates[0].clock().step_wall_ms(-1_500);
+    for (subject, (path, limit, window_s)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(
+            passed(&fleet.gates[..1], subject, path, limit).await,
+            0,
+            "{path}: {limit} per {window_s} s, stepped back"
+        );
+        assert_eq!(passed(&fleet.gates, subject, path, 2).await, 0);
+    }
+}
+
+/// One instance's wall clock stepped forward into the next minute, after
+/// the other let each limit through: nothing more passes in the running
+/// window, and the next one lets each limit through once over both.
+async fn a_clock_stepped_forward_opens_no_window_early(store: &str, first_octet: u8) {
+    let mut fleet = Fleet::new(&windows_app("shop", store), 2);
+    let boundary = a_minute_ahead();
+    fleet.at(boundary + 100);
+    let subjects: Vec<Subject> = (0..WINDOWS.len())
+        .map(|w| address(&format!("{first_octet}.20.0.{w}")))
+        .collect();
+    for (subject, (path, limit, _)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(passed(&fleet.gates[1..], subject, path, limit).await, limit);
+    }
+    fleet.gates[0].clock().step_wall_ms(60_000);
+    for (subject, (path, limit, window_s)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(
+            passed(&fleet.gates[..1], subject, path, limit).await,
+            0,
+            "{path}: {limit} per {window_s} s, stepped forward"
+        );
+    }
+    // The next minute (a boundary of every window): each limit once, over both.
+    fleet.at(boundary + 60_100);
+    for (subject, (path, limit, window_s)) in subjects.iter().zip(WINDOWS) {
+        assert_eq!(
+            passed(&fleet.gates, subject, path, limit + 4).await,
+            limit,
+            "{path}: {limit} per {window_s} s, the next window"
+        );
+    }
+}
+
+#[tokio::test]
+async fn instances_whose_clocks_differ_let_each_window_s_limit_through_once() {
+    let server = RedisServer::start().await.expect("redis-server");
+    skewed_instances_let_each_window_s_limit_through_once(&url(&server), 10).await;
+}
+
+#[tokio::test]
+async fn a_wall_clock_stepped_back_or_forward_counts_no_window_twice() {
+    let server = RedisServer::start().await.expect("redis-server");
+    a_clock_stepped_back_opens_no_window_again(&url(&server), 10).await;
+    a_clock_stepped_forward_opens_no_window_early(&url(&server), 10).await;
+}
+
+#[tokio::test]
+async fn on_a_cluster_skewed_and_stepped_clocks_count_each_window_once() {
+    let cluster = RedisCluster::start(None)
+        .await
+        .expect("three masters and their replicas");
+    let nodes: Vec<String> = cluster.urls().iter().map(|u| format!("\"{u}\"")).collect();
+    let store = format!("nodes = [{}]", nodes.join(", "));
+    skewed_instances_let_each_window_s_limit_through_once(&store, 11).await;
+    a_clock_stepped_back_opens_no_window_again(&store, 11).await;
+    a_clock_stepped_forward_opens_no_window_early(&store, 11).await;
+}
+
+#[tokio::test]
+async fn a_refusal_is_remembered_for_what_redis_says_is_left_of_its_window() {
+    let server = RedisServer::start().await.expect("redis-server");
+    // The instance's wall clock is 1.5 s behind Redis's, 2 s before the
+    // minute ends on Redis's: it remembers a refusal for what Redis has left
+    // of the minute, not until its own minute ends (1.5 s later).
+    let mut fleet = Fleet::new(&windows_app("shop", &url(&server)), 1);
+    fleet.gates[0].clock().step_wall_ms(-1_500);
+    let minute = a_minute_ahead();
+    fleet.at(minute - 2_000);
+    let subject = address("192.0.2.40");
+    assert_eq!(passed(&fleet.gates, &subject, "/api/items", 120).await, 120);
+    let before = server.command_calls("evalsha").await.expect("info");
+    assert_eq!(passed(&fleet.gates, &subject, "/api/items", 10).await, 0);
+    let after = server.command_calls("evalsha").await.expect("info");
+    assert_eq!(after - before, 1, "one round trip, then the cache");
+    // Still Redis's minute: the cache answers.
+    fleet.at(minute - 400);
+    assert_eq!(passed(&fleet.gates, &subject, "/api/items", 3).await, 0);
+    assert_eq!(
+        server.command_calls("evalsha").await.expect("info"),
+        after,
+        "answered from the cache"
+    );
+    // Redis's next minute, the instance's still the one before: the
+    // refusal is not remembered past Redis's window.
+    fleet.at(minute + 300);
+    assert_eq!(passed(&fleet.gates, &subject, "/api/items", 121).await, 120);
+}
+
+#[tokio::test]
+async fn two_applications_on_one_redis_count_apart_and_one_application_s_instances_together() {
+    let server = RedisServer::start().await.expect("redis-server");
+    let store = url(&server);
+    let minute = a_minute_ahead() + 1_000;
+    let mut shop = Fleet::new(&windows_app("shop", &store), 2);
+    shop.at(minute);
+    // Another application, with the same deployable's name and routes.
+    let mut blog = Fleet::new(&windows_app("blog", &store), 1);
+    blog.at(minute);
+    for (w, (path, limit, window_s)) in WINDOWS.into_iter().enumerate() {
+        let subject = address(&format!("192.0.2.{}", 50 + w));
+        assert_eq!(passed(&shop.gates[..1], &subject, path, limit).await, limit);
+        // The same application's other instance: the same count.
+        assert_eq!(
+            passed(&shop.gates[1..], &subject, path, 2).await,
+            0,
+            "{path}: {limit} per {window_s} s, shop's other instance"
+        );
+        // The other application: a count of its own.
+        assert_eq!(
+            passed(&blog.gates, &subject, path, limit + 1).await,
+            limit,
+            "{path}: {limit} per {window_s} s, blog"
+        );
+    }
+    // Each application's keys are named by it.
+    let keys = server.list(&["KEYS", "rl:*"]).await.expect("KEYS");
+    assert!(
+        keys.iter().any(|k| k.starts_with("rl:shop:{"))
+            && keys.iter().any(|k| k.starts_with("rl:blog:{"))
+            && keys
+                .iter()
+                .all(|k| k.starts_with("rl:shop:{") || k.starts_with("rl:blog:{")),
+        "{} keys, not all named by an application",
+        keys.len()
+    );
+}

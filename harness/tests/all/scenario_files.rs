@@ -574,8 +574,9 @@ fn waiting_for_a_window_no_limit_has_is_refused_at_its_line_with_the_windows_the
     ));
 }
 
-/// A native API on Redis, inline, for the Redis scenario errors.
-const NATIVE_REDIS: &str = "application_inline = \'\'\'\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
+/// A native API on Redis, inline, for the Redis scenario errors (its name
+/// on the first line, so the lines after it are where they were without one).
+const NATIVE_REDIS: &str = "application_inline = \'\'\'name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n[[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n\'\'\'\ndeployable = \"api\"\n";
 
 #[test]
 fn an_unknown_redis_behaviour_names_file_line_and_column() {
@@ -635,6 +636,34 @@ fn redis_behaviours_only_where_they_make_sense() {
         ));
         assert!(at_start.contains("mid-run"), "{at_start}");
     }
+}
+
+#[test]
+fn a_wall_clock_steps_on_a_native_instance_that_exists_by_some_ms() {
+    let step = |step: &str| {
+        malformed(&format!(
+            "[[scenario]]\nname = \"a\"\n{NATIVE_REDIS}[[scenario.steps]]\nstep_wall_clock = {step}\n"
+        ))
+    };
+    for (bad, says) in [
+        ("{ ms = 0 }", "needs a step"),
+        ("{ ms = 86400001 }", "at most a day"),
+        ("{ isolate = 1, ms = -1000 }", "isolate 1 does not exist"),
+    ] {
+        let error = step(bad);
+        assert!(error.starts_with("scenarios/bad.toml:"), "{bad}: {error}");
+        assert!(error.contains(says), "{bad}: {error}");
+    }
+    // A Worker's one clock never goes back within its isolate.
+    let workers = "application_inline = \'\'\'\n[[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = false\n\'\'\'\n";
+    let error = malformed(&format!(
+        "[[scenario]]\nname = \"a\"\n{workers}[[scenario.steps]]\nstep_wall_clock = {{ ms = -1000 }}\n"
+    ));
+    assert!(error.starts_with("scenarios/bad.toml:9:"), "{error}");
+    assert!(
+        error.contains("`step_wall_clock` steps a native instance's wall clock"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -48,11 +48,15 @@ pub enum Code {
     /// The routes' limits cannot share a deployable's in-memory budget with
     /// each route's sketch sized for its fewest keys.
     MemoryOverBudget,
+    /// The application's `name` is missing where a deployable counts in
+    /// Redis (which other applications may share), or is no name its keys
+    /// can hold.
+    ApplicationNameInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 17] = [
+    pub const ALL: [Code; 18] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -70,6 +74,7 @@ impl Code {
         Code::DataPointsInvalid,
         Code::MemoryBudgetInvalid,
         Code::MemoryOverBudget,
+        Code::ApplicationNameInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -92,6 +97,7 @@ impl Code {
             Code::DataPointsInvalid => "rate_limits.data_points_invalid",
             Code::MemoryBudgetInvalid => "deployable.memory_budget_invalid",
             Code::MemoryOverBudget => "rate_limits.memory_over_budget",
+            Code::ApplicationNameInvalid => "application.name_invalid",
         }
     }
 

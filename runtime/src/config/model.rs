@@ -183,6 +183,11 @@ impl Counting {
 /// A validated application description.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Application {
+    /// The application's name (the description's top-level `name`): its
+    /// Redis keys are named by it, so two applications sharing a Redis count
+    /// apart and one application's instances together. Required when a
+    /// deployable counts in Redis; `None` only when none does.
+    pub name: Option<String>,
     /// The connection `rate_limits.store` names; `None` counts in memory.
     pub store: Option<Store>,
     /// Every deployable, in the description's order.

@@ -14,6 +14,9 @@ use super::Target;
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawApplication {
+    /// The application's name: what its Redis keys are named by.
+    #[serde(default)]
+    pub(super) name: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) connections: BTreeMap<String, Spanned<RawConnection>>,
     #[serde(default)]

@@ -176,7 +176,12 @@ impl NativeGate {
         let limiter = Limiter::new(app, deployable, seed)?;
         #[cfg(feature = "redis")]
         let store = match limiter.counting() {
-            Counting::Redis { endpoint, .. } => Some(RedisStore::new(endpoint)),
+            // A validated description names the application where it counts
+            // in Redis; one built by hand without a name counts under `rl::`.
+            Counting::Redis { endpoint, .. } => Some(RedisStore::new(
+                endpoint,
+                app.name.as_deref().unwrap_or_default(),
+            )),
             Counting::Binding { .. } | Counting::InMemory | Counting::NoApi => None,
         };
         #[cfg(not(feature = "redis"))]

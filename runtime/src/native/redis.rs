@@ -77,6 +77,8 @@ struct State {
 /// One Redis connection of a native deployable, shared by its requests.
 pub struct RedisStore {
     target: Target,
+    /// The application's name, which its keys are named by.
+    application: String,
     script: redis::Script,
     state: Mutex<State>,
     /// Connections attempted before one succeeded (a cluster's counted once).
@@ -112,13 +114,18 @@ fn is_tls_url(url: &str) -> bool {
     })
 }
 
-/// One ask to count in Redis in this round trip: the window's key, and when
-/// the window ends.
+/// One ask to count in Redis in this round trip, and its key.
 struct Count<'a> {
     ask: Ask<'a>,
     redis_key: String,
-    window_end_ms: u64,
-    ttl_ms: u64,
+}
+
+/// What Redis said of one limit: whether the request is within it (and was
+/// counted), and how many ms its window has left on Redis's clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    within: bool,
+    window_left_ms: u64,
 }
 
 /// Seeds the crypto provider's random generator now: its first use in a
@@ -132,10 +139,11 @@ fn warm_up_randomness() {
 }
 
 impl RedisStore {
-    /// The store for `endpoint`. Nothing connects yet, so a server starts
-    /// while Redis is down; [`RedisStore::connect`] or the first request
-    /// connects (within its deadline).
-    pub fn new(endpoint: &RedisEndpoint) -> RedisStore {
+    /// The store for `endpoint`, counting the keys of the application named
+    /// `application` (its description's `name`). Nothing connects yet, so a
+    /// server starts while Redis is down; [`RedisStore::connect`] or the
+    /// first request connects (within its deadline).
+    pub fn new(endpoint: &RedisEndpoint, application: &str) -> RedisStore {
         // The redis crate builds its TLS configuration on the process's
         // default provider, and a process with two (aws-lc-rs and ring, from
         // two dependencies) has none: for a TLS URL one is installed unless
@@ -180,6 +188,7 @@ impl RedisStore {
         };
         RedisStore {
             target,
+            application: application.to_owned(),
             script: redis::Script::new(scripts::COUNT_ALL),
             state: Mutex::new(State::default()),
             dials: AtomicU64::new(0),
@@ -204,7 +213,9 @@ impl RedisStore {
     /// a [`BackendAnswer::Unavailable`]. Returns how long the round trip
     /// took when one was made and Redis answered (for operators' metrics).
     pub async fn ask(&self, pending: &mut Pending, clock: &Clock) -> Option<Duration> {
-        let now_ms = clock.wall_ms();
+        // The refused-keys cache runs on the monotonic clock, which no step
+        // of the wall clock moves; Redis's own clock decides the windows.
+        let sent_ms = clock.monotonic_ms();
         let tag = pending
             .checks()
             .first()
@@ -214,18 +225,12 @@ impl RedisStore {
         {
             let state = self.state();
             for ask in pending.asks() {
-                if state.refused.is_refused(ask.limit(), ask.key(), now_ms) {
+                if state.refused.is_refused(ask.limit(), ask.key(), sent_ms) {
                     ask.answer(BackendAnswer::Remembered);
                     continue;
                 }
-                let (redis_key, window_end_ms) =
-                    keys::redis_window(&tag, ask.limit(), ask.key(), now_ms);
-                counts.push(Count {
-                    ask,
-                    redis_key,
-                    window_end_ms,
-                    ttl_ms: window_end_ms - now_ms,
-                });
+                let redis_key = keys::redis_key(&self.application, &tag, ask.limit(), ask.key());
+                counts.push(Count { ask, redis_key });
             }
             if counts.is_empty() {
                 return None;
@@ -233,26 +238,28 @@ impl RedisStore {
         }
 
         let started = tokio::time::Instant::now();
-        let result = match tokio::time::timeout(DEADLINE, self.count(&counts)).await {
+        let shift_ms = clock.scenario_offset_ms();
+        let result = match tokio::time::timeout(DEADLINE, self.count(&counts, shift_ms)).await {
             Ok(result) => result,
             Err(_) => Err(Trouble::Deadline),
         };
         let took = started.elapsed();
-        let done_ms = clock.wall_ms();
+        let done_ms = clock.monotonic_ms();
         let mut state = self.state();
         match result {
-            Ok(within) => {
+            Ok(answers) => {
                 state.ever_answered = true;
-                for (count, within) in counts.into_iter().zip(within) {
-                    if !within {
+                for (count, answer) in counts.into_iter().zip(answers) {
+                    if !answer.within {
+                        // Until the window's end at the latest: Redis read its
+                        // clock after the call was sent.
                         let (limit, key) = (count.ask.limit(), count.ask.key());
-                        state
-                            .refused
-                            .remember(limit, key, count.window_end_ms, done_ms);
+                        let until_ms = sent_ms.saturating_add(answer.window_left_ms);
+                        state.refused.remember(limit, key, until_ms, done_ms);
                     }
-                    count
-                        .ask
-                        .answer(BackendAnswer::Answered { success: within });
+                    count.ask.answer(BackendAnswer::Answered {
+                        success: answer.within,
+                    });
                 }
                 Some(took)
             }
@@ -270,14 +277,14 @@ impl RedisStore {
     /// NOSCRIPT (a restarted or flushed server, or a cluster node that never
     /// ran it, such as a promoted replica or a slot's new master), the same
     /// call again as EVAL, which also caches the script for the next EVALSHA.
-    async fn count(&self, counts: &[Count<'_>]) -> Result<Vec<bool>, Trouble> {
+    async fn count(&self, counts: &[Count<'_>], shift_ms: i64) -> Result<Vec<Counted>, Trouble> {
         if let Target::Nowhere(reason) = self.target {
             return Err(Trouble::Nowhere(reason));
         }
-        let sha = Self::call("EVALSHA", self.script.get_hash(), counts);
-        let within = match self.query(&sha).await {
+        let sha = Self::call("EVALSHA", self.script.get_hash(), counts, shift_ms);
+        let replies = match self.query(&sha).await {
             Err(error) if error.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
-                let eval = Self::call("EVAL", scripts::COUNT_ALL, counts);
+                let eval = Self::call("EVAL", scripts::COUNT_ALL, counts, shift_ms);
                 self.query(&eval).await
             }
             other => other,
@@ -285,25 +292,28 @@ impl RedisStore {
         .map_err(Trouble::Redis)?;
         // Not one answer per limit (a proxy or a server that is not Redis):
         // trouble, not limits silently left to memory.
-        if within.len() != counts.len() {
-            return Err(Trouble::Redis(RedisError::from((
+        answers(&replies, counts.len()).ok_or_else(|| {
+            Trouble::Redis(RedisError::from((
                 ErrorKind::Parse,
                 "not one answer per limit",
-            ))));
-        }
-        Ok(within)
+            )))
+        })
     }
 
     /// `command` (EVALSHA or EVAL) of `script` over every count's key, with
-    /// each one's limit and time to live.
-    fn call(command: &str, script: &str, counts: &[Count<'_>]) -> Cmd {
+    /// the scenario clock's shift (0 in production), and each one's limit
+    /// and window in ms.
+    fn call(command: &str, script: &str, counts: &[Count<'_>], shift_ms: i64) -> Cmd {
         let mut call = redis::cmd(command);
         call.arg(script).arg(counts.len());
         for count in counts {
             call.arg(&count.redis_key);
         }
+        call.arg(shift_ms);
         for count in counts {
-            call.arg(count.ask.limit().requests).arg(count.ttl_ms);
+            let limit = count.ask.limit();
+            let window_ms = u64::from(limit.window_seconds.max(1)) * 1000;
+            call.arg(limit.requests).arg(window_ms);
         }
         call
     }
@@ -352,13 +362,31 @@ impl RedisStore {
         }
     }
 
-    async fn query(&self, call: &Cmd) -> Result<Vec<bool>, RedisError> {
-        let replies: Vec<i64> = match self.connection().await? {
-            Connection::Single(manager) => call.query_async(&mut manager.clone()).await?,
-            Connection::Cluster(connection) => call.query_async(&mut connection.clone()).await?,
-        };
-        Ok(replies.into_iter().map(|reply| reply == 1).collect())
+    async fn query(&self, call: &Cmd) -> Result<Vec<i64>, RedisError> {
+        match self.connection().await? {
+            Connection::Single(manager) => call.query_async(&mut manager.clone()).await,
+            Connection::Cluster(connection) => call.query_async(&mut connection.clone()).await,
+        }
     }
+}
+
+/// The script's reply read as one [`Counted`] per limit: two numbers each,
+/// within (1 or 0) and the ms left of the window (at least 1). `None` when
+/// it is not that, for `limits` limits.
+fn answers(replies: &[i64], limits: usize) -> Option<Vec<Counted>> {
+    if replies.len() != 2 * limits {
+        return None;
+    }
+    replies
+        .chunks_exact(2)
+        .map(|pair| match *pair {
+            [within @ (0 | 1), left] if left >= 1 => Some(Counted {
+                within: within == 1,
+                window_left_ms: u64::try_from(left).ok()?,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A made connection, to one server or to a cluster.
@@ -404,7 +432,7 @@ mod tests {
     /// A native API on Redis. Its store is built from a URL that does not
     /// parse (which validation refuses, so it is given to the store
     /// directly): every round trip fails.
-    const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
+    const APP: &str = "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
         [rate_limits]\nstore = \"cache\"\n\
         [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n";
 
@@ -449,6 +477,28 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_reply_is_two_numbers_per_limit_or_no_answer() {
+        let counted = |within, window_left_ms| Counted {
+            within,
+            window_left_ms,
+        };
+        assert_eq!(
+            answers(&[1, 1_500, 0, 59_000], 2),
+            Some(vec![counted(true, 1_500), counted(false, 59_000)])
+        );
+        // One number per limit (the reply before Redis's clock decided), a
+        // window with nothing left, or a within that is neither 0 nor 1.
+        for reply in [
+            &[1, 0][..],
+            &[1, 1_500, 0][..],
+            &[1, 0, 0, 5][..],
+            &[2, 5, 0, 5][..],
+        ] {
+            assert_eq!(answers(reply, 2), None, "{reply:?}");
+        }
+    }
+
     #[tokio::test]
     async fn a_probe_answered_from_the_refused_cache_does_not_close_the_cool_off() {
         let app = Application::from_toml(APP).expect("valid");
@@ -457,9 +507,12 @@ mod tests {
             matches!(limiter.counting(), Counting::Redis { .. }),
             "a native API on Redis counts in Redis"
         );
-        let store = RedisStore::new(&RedisEndpoint::Single {
-            url: Some("not a url".into()),
-        });
+        let store = RedisStore::new(
+            &RedisEndpoint::Single {
+                url: Some("not a url".into()),
+            },
+            "shop",
+        );
         let clock = Clock::default();
         let (asked, failed) = request(&mut limiter, &store, &clock, "192.0.2.1").await;
         assert!(
@@ -470,7 +523,7 @@ mod tests {
         let refused = limiter
             .checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items")
             .expect("a short path");
-        let now = clock.wall_ms();
+        let now = clock.monotonic_ms();
         store
             .state()
             .refused

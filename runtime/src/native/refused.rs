@@ -3,7 +3,14 @@
 //!
 //! It can never let through what Redis would refuse: it only ever answers
 //! "refused", and a window's count only grows, so a key Redis refused stays
-//! refused until its window ends (when the entry ends too). Its memory is
+//! refused until its window ends (when the entry ends too). It never
+//! outlives that window either: Redis says how long the window has left on
+//! its own clock, which decides it, and the entry lasts that long on the
+//! instance's monotonic clock counted from before the call was sent (so a
+//! little less than the window's rest), which no step of the wall clock
+//! moves. An entry is the (limit, key) pair, never the instance's view of
+//! the window, so an instance whose clock is off remembers exactly what
+//! Redis said. Its memory is
 //! bounded by [`MAX_REFUSED_KEYS`]: when full, entries whose window ended are
 //! swept, and if none has ended yet a new refusal is simply not cached (Redis
 //! answers it, exactly). A flood of distinct keys therefore never grows it,
@@ -17,8 +24,8 @@ use crate::limits::Limit;
 pub const MAX_REFUSED_KEYS: usize = 16_384;
 
 /// Keys Redis refused, each until its window's end (sans-IO: time passed in;
-/// `now_ms` is the instance's clock, the one windows are aligned to). Its
-/// `Debug` counts the keys and shows none.
+/// `now_ms` is the instance's monotonic clock, [`crate::Clock::monotonic_ms`]).
+/// Its `Debug` counts the keys and shows none.
 pub struct RefusedCache {
     entries: HashMap<(Limit, String), u64>,
     max: usize,
@@ -59,7 +66,9 @@ impl RefusedCache {
             .is_some_and(|&end_ms| now_ms < end_ms)
     }
 
-    /// Remembers that Redis refused `key` for `limit` until `window_end_ms`.
+    /// Remembers that Redis refused `key` for `limit` until `window_end_ms`
+    /// (on the monotonic clock: when the call was sent plus what Redis said
+    /// was left of the window).
     pub fn remember(&mut self, limit: Limit, key: &str, window_end_ms: u64, now_ms: u64) {
         if now_ms >= window_end_ms {
             return;

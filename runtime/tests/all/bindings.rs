@@ -62,7 +62,7 @@ fn a_route_sharing_a_built_in_limit_shares_its_binding() {
 #[test]
 fn no_bindings_without_the_cloudflare_store() {
     let app = Application::from_toml(
-        "[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
+        "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
          [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n",
     )
     .expect("valid");

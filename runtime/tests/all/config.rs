@@ -185,7 +185,9 @@ fn a_workers_api_on_redis_is_counted_in_memory_unless_declined() {
 
 #[test]
 fn a_native_deployable_on_redis_is_unaffected() {
-    assert_eq!(codes(&app("\"cache\"", NATIVE_API)), []);
+    // Named, as an application counting in Redis is.
+    let named = format!("name = \"shop\"\n{}", app("\"cache\"", NATIVE_API));
+    assert_eq!(codes(&named), []);
 }
 
 #[test]
@@ -842,4 +844,55 @@ fn values_nested_past_the_toml_readers_depth_are_placed() {
             d.0[0].message
         );
     }
+
+/// A native API on Redis, `name` (a line of TOML, or none) first.
+fn named_redis_app(name: &str) -> String {
+    format!(
+        "{name}\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
+         [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n"
+    )
+}
+
+#[test]
+fn an_application_counting_in_redis_names_itself_and_its_name_is_one_a_key_holds() {
+    let app = Application::from_toml(&named_redis_app("name = \"shop-eu.v2\"")).expect("valid");
+    assert_eq!(app.name.as_deref(), Some("shop-eu.v2"));
+    // No name: at `rate_limits.store`, which makes it count in Redis.
+    let d = diagnostics(&named_redis_app(""));
+    assert_eq!(d.codes(), [Code::ApplicationNameInvalid]);
+    assert_eq!(d.0[0].location, Some(Location { line: 5, column: 9 }));
+    assert!(
+        d.0[0].message.contains("name = \"shop\""),
+        "{}",
+        d.0[0].message
+    );
+    // A name a key cannot hold plainly, at its place.
+    for bad in [
+        "\"\"",
+        "\"shop:eu\"",
+        "\"{shop}\"",
+        "\"-shop\"",
+        "\"café\"",
+        "7",
+        "65 letters",
+    ] {
+        let bad = if bad == "65 letters" {
+            format!("\"{}\"", "a".repeat(65))
+        } else {
+            bad.to_owned()
+        };
+        let d = diagnostics(&named_redis_app(&format!("name = {bad}")));
+        assert_eq!(d.codes(), [Code::ApplicationNameInvalid], "{bad}");
+        assert_eq!(
+            d.0[0].location,
+            Some(Location { line: 1, column: 8 }),
+            "{bad}"
+        );
+    }
+    // Nothing counts in Redis: no name needed (a Worker counts in memory).
+    let workers = named_redis_app("").replace(
+        "target = \"native\"\nserves_api = true\n",
+        "target = \"workers\"\nserves_api = true\ndeclines = [\"rate_limits.counted_in_memory\"]\n",
+    );
+    assert_eq!(codes(&workers), []);
 }

@@ -188,7 +188,7 @@ fn a_wall_clock_stepped_back_stretches_no_cool_off() {
 #[test]
 fn a_redis_missing_from_the_start_is_asked_once_per_cool_off_and_logged_once() {
     let app = Application::from_toml(
-        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
+        "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:1\"\n\
          [rate_limits]\nstore = \"cache\"\n\
          [[deployables]]\nname = \"api\"\ntarget = \"native\"\nserves_api = true\n",
     )

@@ -207,6 +207,7 @@ proptest! {
         data_points in proptest::option::of("[A-Za-z][A-Za-z0-9_]{0,63}"),
     ) {
         let app = Application {
+            name: None,
             store: Some(Store {
                 connection: connection.clone(),
                 driver: StoreDriver::CloudflareRateLimits { namespace: 1 },

@@ -218,7 +218,7 @@ fn a_policy_name_is_a_structured_field_string() {
 /// A Redis store (memory mode) with a route whose window only memory can count.
 fn memory_app(route_limit: &str) -> Application {
     Application::from_toml(&format!(
-        "[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
+        "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\n[rate_limits]\nstore = \"cache\"\n\
          [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n\
          declines = [\"rate_limits.counted_in_memory\"]\n\
          [[routes]]\npath = \"/api/search\"\nrate_limit = {route_limit}\n"
@@ -335,6 +335,7 @@ fn a_route_listed_twice_counts_each_request_once() {
         rate_limit: Some(Limit::new(20, 10)),
     };
     let app = Application {
+        name: Some("shop".into()),
         store: Some(Store {
             connection: "cache".into(),
             driver: StoreDriver::Redis(RedisEndpoint::Single { url: None }),

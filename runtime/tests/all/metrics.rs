@@ -21,7 +21,7 @@ fn missing_redis_gate(deployable: &str) -> NativeGate {
         .expect("a free port")
         .port();
     let source = format!(
-        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
+        "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
          [rate_limits]\nstore = \"cache\"\n\
          [[deployables]]\nname = \"{deployable}\"\ntarget = \"native\"\nserves_api = true\n"
     );

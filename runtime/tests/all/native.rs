@@ -12,7 +12,7 @@ use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
 use tower_layer::Layer;
 use tower_service::Service;
 
-const REDIS_APP: &str = r#"
+const REDIS_APP: &str = r#"name = "shop"
 [connections.cache]
 driver = "redis"
 url = "redis://127.0.0.1:6379"
@@ -184,7 +184,7 @@ fn missing_redis_gate() -> NativeGate {
         .expect("a free port")
         .port();
     let source = format!(
-        "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
+        "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://127.0.0.1:{port}\"\n\
          [rate_limits]\nstore = \"cache\"\n\
          [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n"
     );

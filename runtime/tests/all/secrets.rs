@@ -36,6 +36,8 @@ const ADDRESS: &str = "203.0.113.77";
 fn application() -> String {
     format!(
         r#"
+name = "shop"
+
 [connections.cache]
 driver = "redis"
 url = "redis://admin:{PASSWORD}@127.0.0.1:1/0?protocol=resp3"
@@ -61,7 +63,7 @@ rate_limit = {{ requests = 2, window = 10 }}
 fn invalid_applications() -> Vec<String> {
     let connection = |settings: &str| {
         format!(
-            "[connections.cache]\ndriver = \"redis\"\n{settings}\n[rate_limits]\nstore = \"cache\"\n\
+            "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\n{settings}\n[rate_limits]\nstore = \"cache\"\n\
              [[deployables]]\nname = \"server\"\ntarget = \"native\"\nserves_api = true\n"
         )
     };
@@ -376,7 +378,7 @@ async fn shown_native() -> Shown {
     let limited = layer.clone().layer(());
     let app = Application::from_toml(&source).expect("valid");
     let counting = app.counting(app.deployable("server").expect("server"));
-    let redis = RedisStore::new(&redis_endpoint(&counting));
+    let redis = RedisStore::new(&redis_endpoint(&counting), "shop");
     let peer = PeerAddr(format!("{ADDRESS}:4000").parse().expect("addr"));
     // Its Redis (whose URL holds the password) is nowhere to be reached.
     let unreachable = match gate.connect().await {

@@ -39,7 +39,7 @@ fn application(redis: Option<&str>) -> String {
     let mut text = String::new();
     if let Some(url) = redis {
         text.push_str(&format!(
-            "[connections.cache]\ndriver = \"redis\"\nurl = \"{url}\"\n"
+            "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"{url}\"\n"
         ));
         text.push_str("[rate_limits]\nstore = \"cache\"\n");
     }

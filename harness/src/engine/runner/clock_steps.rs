@@ -1,12 +1,13 @@
 //! The clock every process of a scenario reads: started at a minute's
 //! beginning (or, on the wall clock, with room left in the minute), and
-//! moved by `wait_for_window`, `wait_for_room` and `advance_clock`.
+//! moved by `wait_for_window`, `wait_for_room` and `advance_clock`; and a
+//! step of one native instance's wall clock alone, `step_wall_clock`.
 
 use std::time::Duration;
 
 use super::{ControlRequest, EngineError, MINUTE_ROOM, Runner, SharedCount, WALL_MARGIN, wall_ms};
 use crate::engine::clock::{self, ScenarioClock};
-use crate::language::scenario::{ClockKind, WaitForRoom};
+use crate::language::scenario::{ClockKind, StepWallClock, WaitForRoom};
 
 impl Runner<'_> {
     /// Starts the clock: the scenario clock at the beginning of the next
@@ -75,6 +76,24 @@ impl Runner<'_> {
     /// `advance_clock`: the scenario clock jumps `seconds` ahead.
     pub(super) async fn advance_clock(&mut self, seconds: u32) -> Result<(), EngineError> {
         self.move_clock(u64::from(seconds) * 1000).await
+    }
+
+    /// `step_wall_clock`: one native instance's wall clock alone steps by
+    /// `step.ms` (`POST /clock` with `wall_step_ms`), as NTP or a resumed VM
+    /// steps it; the scenario clock, the other instances' and Redis's stay.
+    /// Steps add up; a restarted instance starts with none.
+    pub(super) async fn step_wall_clock(&self, step: StepWallClock) -> Result<(), EngineError> {
+        let url = self.isolates[step.isolate].process.url();
+        let body = serde_json::json!({
+            "offset_ms": self.clock.offset_ms,
+            "wall_step_ms": step.ms,
+        });
+        self.control(
+            ControlRequest::SetClock,
+            self.client.post(format!("{url}/clock")).json(&body),
+        )
+        .await?;
+        Ok(())
     }
 
     /// Tells every isolate and the count server the scenario clock's offset

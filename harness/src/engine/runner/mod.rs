@@ -361,6 +361,7 @@ impl<'a> Runner<'a> {
             Action::WaitForWindow(seconds) => self.wait_for_window(seconds).await,
             Action::WaitForRoom(room) => self.wait_for_room(room).await,
             Action::AdvanceClock(seconds) => self.advance_clock(seconds).await,
+            Action::StepWallClock(step) => self.step_wall_clock(step).await,
             Action::RestartIsolate(isolate) => self.restart(isolate).await,
             Action::SleepMs(ms) => {
                 tokio::time::sleep(Duration::from_millis(ms)).await;

@@ -45,5 +45,5 @@ pub use prepared::Prepared;
 pub use schema::json_schema;
 pub use source::{Place, ScenarioError, ScenarioErrors, ScenarioSource};
 pub use statuses::{Run, expand_statuses, parse_statuses};
-pub use step::{Action, AdvanceClock, SendRequests, Step, WaitForRoom};
+pub use step::{Action, AdvanceClock, SendRequests, Step, StepWallClock, WaitForRoom};
 pub use validate::cloudflare_obstacle;

@@ -13,8 +13,8 @@ use super::bounds::one;
 use super::expect::SendExpectations;
 
 /// One step. Exactly one action: `send`, `set_bindings`, `set_redis`,
-/// `wait_for_window`, `wait_for_room`, `advance_clock`, `restart_isolate`,
-/// `sleep_ms` or `limit`.
+/// `wait_for_window`, `wait_for_room`, `advance_clock`, `step_wall_clock`,
+/// `restart_isolate`, `sleep_ms` or `limit`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
@@ -42,6 +42,10 @@ pub struct Step {
     /// Move the scenario clock forward, at once (not with `clock = "wall"`).
     #[serde(default)]
     pub advance_clock: Option<AdvanceClock>,
+    /// Step one native instance's wall clock alone, as NTP or a resumed VM
+    /// steps it (the scenario clock, and Redis's, stay where they are).
+    #[serde(default)]
+    pub step_wall_clock: Option<StepWallClock>,
     /// Restart this isolate (0-based): a new workerd process, with empty memory.
     #[serde(default)]
     pub restart_isolate: Option<usize>,
@@ -66,6 +70,17 @@ pub struct AdvanceClock {
     pub seconds: u32,
 }
 
+/// A step of one native instance's wall clock.
+#[derive(Debug, Clone, Copy, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepWallClock {
+    /// The native instance (0-based).
+    #[serde(default)]
+    pub isolate: usize,
+    /// Milliseconds to step it by: negative steps it back.
+    pub ms: i64,
+}
+
 /// What one validated step does: exactly one action, matched exhaustively by
 /// the engine, so a new kind of step cannot be forgotten there.
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +102,8 @@ pub enum Action<'a> {
     WaitForRoom(WaitForRoom),
     /// Move the scenario clock forward by this many seconds.
     AdvanceClock(u32),
+    /// Step one native instance's wall clock alone.
+    StepWallClock(StepWallClock),
     /// Restart this isolate.
     RestartIsolate(usize),
     /// Pause this many ms of real time.
@@ -137,6 +154,7 @@ impl Step {
             wait_for_window,
             wait_for_room,
             advance_clock,
+            step_wall_clock,
             restart_isolate,
             sleep_ms,
             limit,
@@ -154,6 +172,7 @@ impl Step {
             wait_for_window.map(Action::WaitForWindow),
             wait_for_room.map(Action::WaitForRoom),
             advance_clock.map(|a| Action::AdvanceClock(a.seconds)),
+            step_wall_clock.map(Action::StepWallClock),
             restart_isolate.map(Action::RestartIsolate),
             sleep_ms.map(Action::SleepMs),
             limit.as_ref().map(Action::Limit),
@@ -162,7 +181,7 @@ impl Step {
         .flatten();
         let (Some(action), None) = (actions.next(), actions.next()) else {
             return Err(
-                "a step does exactly one of: send, set_bindings, set_redis, wait_for_window, wait_for_room, advance_clock, restart_isolate, sleep_ms, limit",
+                "a step does exactly one of: send, set_bindings, set_redis, wait_for_window, wait_for_room, advance_clock, step_wall_clock, restart_isolate, sleep_ms, limit",
             );
         };
         if expect.is_some() && send.is_none() {

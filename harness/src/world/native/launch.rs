@@ -122,7 +122,7 @@ pub fn with_store(source: &str, address: &StoreAddress) -> Result<String, String
 mod tests {
     use super::*;
 
-    const APP: &str = "[connections.cache]\ndriver = \"redis\"\nurl = \"redis://old\"\n\
+    const APP: &str = "name = \"shop\"\n[connections.cache]\ndriver = \"redis\"\nurl = \"redis://old\"\n\
         [rate_limits]\nstore = \"cache\"\n";
 
     #[test]

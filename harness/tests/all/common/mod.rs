@@ -60,6 +60,8 @@ fn live_processes(wanted: impl Fn(u32) -> bool) -> Vec<u32> {
 pub fn native_redis_app(store: &str) -> String {
     format!(
         r#"
+name = "shop"
+
 [connections.cache]
 driver = "redis"
 {store}

@@ -5,8 +5,9 @@
 //! (each deployable, its store and its client address), `routes.rs` (each
 //! route's path and limit), the namespace ids (`connections.rs`), which
 //! depend on the routes too, each deployable's memory budget against the
-//! routes' limits (`memory.rs`), and last the data points' dataset
-//! (`data_points.rs`).
+//! routes' limits (`memory.rs`), the data points' dataset
+//! (`data_points.rs`), and last the application's name (`name.rs`), which
+//! the deployables' counting requires.
 
 use std::ops::Range;
 
@@ -17,12 +18,14 @@ mod connections;
 mod data_points;
 mod deployables;
 mod memory;
+mod name;
 mod routes;
 
 use connections::{validate_connections, validate_namespace_ids, validate_store};
 use data_points::validate_data_points;
 use deployables::validate_deployables;
 use memory::validate_memory;
+use name::validate_name;
 use routes::validate_routes;
 
 /// Collects diagnostics with their places while the rules run.
@@ -58,11 +61,13 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
     validate_namespace_ids(&mut report, &connections, &routes);
     validate_memory(&mut report, &raw.deployables, &mut deployables, &routes);
     let data_points = validate_data_points(&mut report, &raw);
+    let name = validate_name(&mut report, &raw, &store, &deployables);
 
     if !report.diagnostics.is_empty() {
         return Err(Diagnostics(report.diagnostics));
     }
     Ok(Application {
+        name,
         store: store.to_store(),
         deployables,
         routes,

@@ -102,6 +102,7 @@ pub fn cloudflare_obstacle(s: &Scenario, native: bool) -> Option<(Option<Range<u
                 "`advance_clock`: Cloudflare has no scenario clock (window steps wait real time there)"
             }
             Ok(Action::RestartIsolate(_)) => "`restart_isolate`: Cloudflare's isolates are its own",
+            Ok(Action::StepWallClock(_)) => "`step_wall_clock`: Cloudflare's clocks are its own",
             Ok(Action::Limit(_)) => "`limit`: the Worker on Cloudflare has no control endpoint",
             Ok(Action::Send { send, .. }) if send.isolate.is_some() => {
                 "a `send` to one isolate: Cloudflare's isolates are its own"

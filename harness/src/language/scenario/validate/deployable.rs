@@ -82,6 +82,10 @@ pub(super) fn validate_for_deployable(prepared: &Prepared) -> Result<(), Scenari
                  `CF-Connecting-IP` (`address`)"
             )),
             Ok(Action::SetRedis(_)) if !redis => Some(format!("`set_redis` {no_redis}")),
+            Ok(Action::StepWallClock(_)) if !native => Some(format!(
+                "`step_wall_clock` steps a native instance's wall clock; `{deployable}` is a \
+                 Workers deployable, whose one clock (`Date.now()`) never goes back within an isolate"
+            )),
             Ok(Action::SetBindings(_)) if native => Some(format!("`set_bindings` {no_bindings}")),
             Ok(Action::Limit(_)) if native => Some(format!("`limit` {no_bindings}")),
             Ok(Action::Send {

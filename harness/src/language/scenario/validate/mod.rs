@@ -211,6 +211,9 @@ fn validate_binding_names(prepared: &Prepared) -> Result<(), ScenarioError> {
 }
 
 /// One step's own sense; the error's span is `None` for the whole step.
+/// The longest step of a wall clock a scenario may take, either way: a day.
+const MAX_WALL_STEP_MS: u64 = 86_400_000;
+
 fn validate_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range<usize>>, String)> {
     let whole = |m: &str| Err((None, m.to_owned()));
     let isolate_exists = |isolate: usize| {
@@ -239,6 +242,13 @@ fn validate_action(s: &Scenario, action: Action<'_>) -> Result<(), (Option<Range
         ),
         Action::AdvanceClock(0) => whole("`advance_clock` needs at least 1 second"),
         Action::RestartIsolate(isolate) => isolate_exists(isolate),
+        Action::StepWallClock(step) if step.ms == 0 => {
+            whole("`step_wall_clock` needs a step: `ms` is not 0")
+        }
+        Action::StepWallClock(step) if step.ms.unsigned_abs() > MAX_WALL_STEP_MS => whole(
+            &format!("`step_wall_clock` steps at most a day ({MAX_WALL_STEP_MS} ms) either way"),
+        ),
+        Action::StepWallClock(step) => isolate_exists(step.isolate),
         Action::SetRedis(behaviour) => validate_redis_change(s, behaviour).map_err(|m| (None, m)),
         Action::Limit(call) => isolate_exists(call.isolate),
         Action::Send { send, expect } => {
