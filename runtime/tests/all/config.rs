@@ -844,6 +844,7 @@ fn values_nested_past_the_toml_readers_depth_are_placed() {
             d.0[0].message
         );
     }
+}
 
 /// A native API on Redis, `name` (a line of TOML, or none) first.
 fn named_redis_app(name: &str) -> String {
