@@ -125,6 +125,7 @@ impl Action<'_> {
             Action::RestartIsolate(_) => "restart_isolate",
             Action::SleepMs(_) => "sleep_ms",
             Action::Limit(_) => "limit",
+            Action::StepWallClock(_) => "step_wall_clock",
         }
     }
 
@@ -139,7 +140,8 @@ impl Action<'_> {
             | Action::AdvanceClock(_)
             | Action::RestartIsolate(_)
             | Action::SleepMs(_)
-            | Action::Limit(_) => None,
+            | Action::Limit(_)
+            | Action::StepWallClock(_) => None,
         }
     }
 }
