@@ -846,7 +846,9 @@ fn workers_app(n: usize) -> Application {
 /// One request with every binding asked failing: counted in memory.
 /// Whether it was refused.
 fn request_binding_failing(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> bool {
-    let checks = limiter.checks(subject, path).expect("a path within the bound");
+    let checks = limiter
+        .checks(subject, path)
+        .expect("a path within the bound");
     let mut pending = limiter.asks(checks, Now::one_clock(now));
     for ask in pending.asks() {
         ask.answer(BackendAnswer::Unavailable(FallbackReason::Failed));

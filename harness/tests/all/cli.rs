@@ -111,7 +111,9 @@ fn check_prints_each_deployables_bound_within_its_budget_and_refuses_what_cannot
     let (code, native_out, _) = harness(&["validate"], &format!("{native}{routes}"));
     assert_eq!(code, Some(0), "{native_out}");
     let lines: Vec<&str> = workers.lines().chain(native_out.lines()).collect();
-    assert_eq!(lines.len(), 4, "{workers}{native_out}");
+    // Workers: ok, its memory, its bindings; native: ok, its memory.
+    assert_eq!(lines.len(), 5, "{workers}{native_out}");
+    assert!(lines[2].starts_with("bindings of `edge`: "), "{workers}");
     assert!(
         lines[1].starts_with("memory of `edge` (per isolate counting in memory): at most "),
         "{workers}"
@@ -119,14 +121,14 @@ fn check_prints_each_deployables_bound_within_its_budget_and_refuses_what_cannot
     assert!(lines[1].contains(" of a 33554432 B budget = "), "{workers}");
     assert!(lines[1].contains(" more sketches "), "{workers}");
     assert!(
-        lines[3].starts_with("memory of `api` (per process counting in memory): at most "),
+        lines[4].starts_with("memory of `api` (per process counting in memory): at most "),
         "{native_out}"
     );
     assert!(
-        lines[3].contains(" of a 67108864 B budget = "),
+        lines[4].contains(" of a 67108864 B budget = "),
         "{native_out}"
     );
-    for line in [lines[1], lines[3]] {
+    for line in [lines[1], lines[4]] {
         let total: usize = line
             .split(": at most ")
             .nth(1)

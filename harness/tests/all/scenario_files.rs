@@ -1279,31 +1279,3 @@ fn a_dataset_s_binding_and_warning_agree() {
         "{error}"
     );
 }
-
-#[test]
-fn a_schema_line_that_leads_nowhere_from_its_folder_is_refused_with_the_line_that_does() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let qa = dir.path().join("qa/new");
-    std::fs::create_dir_all(&qa).expect("dir");
-    let body = "[[scenario]]\nname = \"a\"\napplication_inline = ''\n[[scenario.steps]]\nsend = { requests = 1 }\n";
-    let path = qa.join("first.toml");
-    // The line the README shows, copied into a folder of QA's own.
-    std::fs::write(&path, format!("#:schema ./scenario.schema.json\n{body}")).expect("write");
-    let error = load_file(&path, Path::new("qa/new/first.toml"))
-        .expect_err("the line leads nowhere")
-        .to_string();
-    assert!(error.starts_with("qa/new/first.toml:1:10: "), "{error}");
-    let suggested = error
-        .split("write `")
-        .nth(1)
-        .and_then(|rest| rest.strip_suffix('`'))
-        .expect("the line to write");
-    // The line it says to write leads to the schema: the file loads.
-    std::fs::write(&path, format!("{suggested}\n{body}")).expect("write");
-    let schema = qa.join(suggested.trim_start_matches("#:schema "));
-    assert_eq!(
-        std::fs::read(&schema).expect("the schema, from the file's folder"),
-        std::fs::read(schema_path()).expect("the checked-in schema")
-    );
-    load_file(&path, Path::new("qa/new/first.toml")).unwrap_or_else(|e| panic!("{e}"));
-}

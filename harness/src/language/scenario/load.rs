@@ -49,8 +49,7 @@ pub fn load_file(path: &Path, display_path: &Path) -> Result<Vec<Prepared>, Scen
 }
 
 /// Reads every scenario of a file's `text`, as [`load_file`] does; the file
-/// is in the folder `base` (its application files and its `#:schema` line
-/// are read from there). The reader apart from the file system, for the
+/// is in the folder `base` (its application files are read from there). The reader apart from the file system, for the
 /// fuzz target (`fuzz/`).
 pub fn load_text(
     text: &str,
@@ -64,9 +63,6 @@ pub fn load_text(
         errors: Vec::new(),
         reported_applications: BTreeSet::new(),
     };
-    if let Some((at, message)) = super::schema::wrong_schema_line(text, base) {
-        reader.error(at..at, message);
-    }
     let (head, scenarios) = reader.parse();
     let mut names = BTreeSet::new();
     let mut prepared = Vec::new();

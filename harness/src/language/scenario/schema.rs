@@ -2,8 +2,6 @@
 //! their doc comments (checked in as `scenarios/scenario.schema.json`), so
 //! an editor validates a file as the harness reads it.
 
-use std::path::{Path, PathBuf};
-
 use schemars::Schema;
 
 use super::model::ScenarioFile;
@@ -52,51 +50,4 @@ pub fn json_schema() -> String {
         .into_generator();
     let schema = generator.into_root_schema_for::<ScenarioFile>();
     serde_json::to_string_pretty(&schema).unwrap_or_default() + "\n"
-}
-
-/// The checked-in schema, `scenarios/scenario.schema.json` of this repository.
-pub fn schema_file() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios/scenario.schema.json")
-}
-
-/// A scenario file's `#:schema` line, if it has one, checked: it must lead
-/// an editor from the file's `folder` to this repository's schema (or to a
-/// copy of it as it is now). `None` when it does (or there is none);
-/// otherwise the line's offset and what to write instead, so a file
-/// written in any folder gets its editor's help.
-pub fn wrong_schema_line(text: &str, folder: &Path) -> Option<(usize, String)> {
-    let mut offset = 0;
-    let line = text.split_inclusive('\n').find_map(|line| {
-        let at = offset;
-        offset += line.len();
-        line.trim_end()
-            .strip_prefix("#:schema ")
-            .map(|path| (at, path.trim()))
-    });
-    let (at, written) = line?;
-    if written.contains("://") {
-        return None;
-    }
-    let schema = schema_file();
-    let current = std::fs::read(&schema).ok()?;
-    if std::fs::read(folder.join(written)).is_ok_and(|found| found == current) {
-        return None;
-    }
-    let absolute = |p: &Path| std::fs::canonicalize(p).ok();
-    let relative = absolute(&schema)
-        .zip(absolute(folder))
-        .and_then(|(schema, folder)| pathdiff::diff_paths(schema, folder))
-        .unwrap_or(schema);
-    let relative = relative.display().to_string();
-    let relative = if relative.starts_with('.') || relative.starts_with('/') {
-        relative
-    } else {
-        format!("./{relative}")
-    };
-    Some((
-        at + "#:schema ".len(),
-        format!(
-            "`#:schema {written}` leads an editor to no scenario schema from this file's folder: write `#:schema {relative}`"
-        ),
-    ))
 }
