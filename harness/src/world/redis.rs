@@ -286,6 +286,13 @@ impl RedisServer {
                 // 5 s for more replicas to share the transfer.
                 "--repl-diskless-sync-delay",
                 "0",
+                // A replica fails over however long its master's link has
+                // been down: with the default factor (10 node timeouts
+                // and a ping period, 20 s here) a machine too loaded to
+                // gossip the failure in time left the replica refusing to
+                // be elected, and the failover waited out its 60 s.
+                "--cluster-replica-validity-factor",
+                "0",
             ]);
             if self.tls.is_some() {
                 // The bus and the replication links speak TLS too, and
