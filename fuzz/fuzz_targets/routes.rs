@@ -26,15 +26,18 @@ const TEMPLATES: [&str; 7] = [
     "/api/{*rest}",
 ];
 
-/// The route templates a request to `path` is counted under.
-fn counted(limiter: &Limiter, path: &str) -> BTreeSet<String> {
+/// The route templates a request to `path` is counted under; `None` for a
+/// path longer than the gate reads, which it refuses (414) unserved.
+fn counted(limiter: &Limiter, path: &str) -> Option<BTreeSet<String>> {
     let subject = Subject::of_request(None, Some("192.0.2.7"));
-    limiter
-        .checks(&subject, path)
-        .iter()
-        .skip(1)
-        .map(|check| limiter.policy_name(check.policy()).to_owned())
-        .collect()
+    let checks = limiter.checks(&subject, path).ok()?;
+    Some(
+        checks
+            .iter()
+            .skip(1)
+            .map(|check| limiter.policy_name(check.policy()).to_owned())
+            .collect(),
+    )
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -60,8 +63,13 @@ fuzz_target!(|data: &[u8]| {
     let limiter = Limiter::new(&app, "api", 1).expect("api");
     let path = String::from_utf8_lossy(path);
 
-    let spelt = counted(&limiter, &path);
-    let canon = counted(&limiter, &canonical(&path));
+    // A path past the bound is refused whole: no handler serves it.
+    let Some(spelt) = counted(&limiter, &path) else {
+        return;
+    };
+    let Some(canon) = counted(&limiter, &canonical(&path)) else {
+        return;
+    };
     assert!(
         canon.is_subset(&spelt),
         "{path:?} is counted under {spelt:?}, its canonical form under {canon:?}"
