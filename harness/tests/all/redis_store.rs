@@ -427,30 +427,18 @@ async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
 /// a description accepts natively: the route's own 5 per 2 s, 20 per 10 s,
 /// 3 per 60 s, and the address's built-in 120 per 60 s (`/api/items`).
 fn windows_app(name: &str, store: &str) -> String {
+    // The common native API on Redis (its `/api/search` 20 per 10 s), named
+    // `name`, with a route of each other window.
+    let named = common::native_redis_app(store).replacen(
+        "name = \"shop\"",
+        &format!("name = \"{name}\""),
+        1,
+    );
     format!(
-        r#"
-name = "{name}"
-
-[connections.cache]
-driver = "redis"
-{store}
-
-[rate_limits]
-store = "cache"
-
-[[deployables]]
-name = "api"
-target = "native"
-serves_api = true
-client_address = {{ cloudflare_via = ["127.0.0.1"] }}
-
+        r#"{named}
 [[routes]]
 path = "/api/burst"
 rate_limit = {{ requests = 5, window = 2 }}
-
-[[routes]]
-path = "/api/search"
-rate_limit = {{ requests = 20, window = 10 }}
 
 [[routes]]
 path = "/api/export"
