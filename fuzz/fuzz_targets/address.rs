@@ -9,7 +9,7 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 use libfuzzer_sys::fuzz_target;
-use runtime::address::{
+use runtime::unstable_for_tools::address::{
     AddressHeaders, AddressSource, ClientAddress, CloudflarePeers, Resolved, TrustedProxies,
 };
 

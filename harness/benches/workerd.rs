@@ -1378,7 +1378,7 @@ async fn deadline(bench: &mut Bench) -> Result<(), Error> {
     .await;
     println!(
         "### A hanging binding (every binding hanging, `GET {API_PATH}`, one isolate; cool-off {} s)\n",
-        runtime::breaker::COOL_OFF_MS / 1000
+        runtime::unstable_for_tools::breaker::COOL_OFF_MS / 1000
     );
     println!(
         "| run | answered | statuses | errors | p50, ms | waited (>= 400 ms) | their min-max, ms | the others: p99, ms | their max, ms | wall, s |"

@@ -419,7 +419,7 @@ async fn main() -> ExitCode {
     };
     let gate = match NativeGate::from_toml(&source, deployable) {
         Ok(gate) => Arc::new(gate),
-        Err(runtime::native::GateError::Invalid(diagnostics)) => {
+        Err(runtime::native::NativeGateError::Invalid(diagnostics)) => {
             eprint!("{}", diagnostics.render(application));
             return ExitCode::from(2);
         }

@@ -34,8 +34,8 @@ use criterion::{
     BatchSize, BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main,
 };
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
-use runtime::counter::{DEFAULT_MAX_KEYS, WindowCounter};
-use runtime::limits::ADDRESS_LIMIT;
+use runtime::unstable_for_tools::counter::{DEFAULT_MAX_KEYS, WindowCounter};
+use runtime::unstable_for_tools::limits::ADDRESS_LIMIT;
 
 /// 300 ms before a minute window ends, in ms since the epoch: a flood of a
 /// million checks (1,000 ms on the counter's clock) crosses into the next
@@ -152,7 +152,7 @@ impl Check for Counter {
     #[inline(always)]
     fn check(&mut self, key: &String) -> bool {
         let now = self.1.now();
-        self.0.hit(ADDRESS_LIMIT, key, now) == runtime::counter::Verdict::Within
+        self.0.hit(ADDRESS_LIMIT, key, now) == runtime::unstable_for_tools::counter::Verdict::Within
     }
 }
 

@@ -66,12 +66,12 @@ use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use runtime::Subject;
-use runtime::backend::{BackendAnswer, FallbackReason};
-use runtime::counter::{
+use runtime::limiter::{BackendAnswer, FallbackReason};
+use runtime::limiter::{Limiter, Now, Refusal};
+use runtime::unstable_for_tools::counter::{
     DEFAULT_MAX_KEYS, MemoryBound, Verdict, WORKERS_MEMORY_BUDGET, WindowCounter,
 };
-use runtime::limiter::{Limiter, Now, Refusal};
-use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use runtime::unstable_for_tools::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 use runtime::{Application, ClientAddress};
 
 /// Counts the bytes live on the heap and the most that were at once.

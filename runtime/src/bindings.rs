@@ -96,11 +96,6 @@ impl Bindings {
         Bindings { bindings }
     }
 
-    /// The binding that counts `limit`.
-    pub fn binding_for(&self, limit: Limit) -> Option<&Binding> {
-        self.bindings.iter().find(|b| b.limit == limit)
-    }
-
     /// The `ratelimits` entries of a wrangler.jsonc, as a JSON object.
     pub fn wrangler_jsonc(&self) -> String {
         let file = WranglerFile {

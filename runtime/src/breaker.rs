@@ -119,11 +119,6 @@ impl Breaker {
         }
     }
 
-    /// Whether the backend is asked on every request (no cool-off or probe under way).
-    pub fn is_closed(&self) -> bool {
-        self.state == State::Closed
-    }
-
     /// Where the backend stands, as the last request left it (a cool-off
     /// that has run out is still `CoolingOff` until a request probes).
     pub fn state(&self) -> BackendState {
@@ -197,7 +192,7 @@ mod tests {
             assert_eq!(b.route(T0 + t), Route::Ask);
             b.record(Outcome::Answered, T0 + t);
         }
-        assert!(b.is_closed());
+        assert_eq!(b.state(), BackendState::Asked);
     }
 
     #[test]
@@ -211,7 +206,7 @@ mod tests {
         // Only one probe at a time: the others keep counting in memory.
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 1), Route::CoolingOff);
         b.record(Outcome::Answered, T0 + 500 + COOL_OFF_MS + 3);
-        assert!(b.is_closed());
+        assert_eq!(b.state(), BackendState::Asked);
         assert_eq!(b.route(T0 + 500 + COOL_OFF_MS + 4), Route::Ask);
     }
 

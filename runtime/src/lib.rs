@@ -4,19 +4,16 @@
 //!
 //! Build time: [`config`] validates the application's rate-limit settings
 //! (with stable diagnostic codes), [`bindings`] turns its limits into
-//! Cloudflare bindings ([`names`]) and Wrangler entries, and [`gate_plan`]
-//! writes what one deployable's gate needs, so a Worker builds it without
-//! the description's parser. Request time:
-//! [`limiter`] decides each request without doing I/O, under the [`keys`]
-//! of its [`subject`] (an [`address`] or a signed-in caller) and its
-//! [`limits`], asking the [`backend`]s the I/O layer reaches, counting in
-//! [`counter`] when a store can't be asked, and leaving a troubled store
-//! alone for a cool-off ([`breaker`]). The I/O layers: on wasm32,
-//! `workers` asks Cloudflare's bindings inside workerd (and, with the
-//! `workers-rs` feature, `workers_rs` gives it to workers-rs Workers and
-//! axum on Workers); with the `native` feature, `native` limits a tokio
-//! server (and with `redis`, counts in Redis). Each module's own
-//! documentation says the rest.
+//! Cloudflare bindings and Wrangler entries, and [`gate_plan`] writes what
+//! one deployable's gate needs, so a Worker builds it without the
+//! description's parser. Request time: [`limiter`] decides each request
+//! without doing I/O, matching its path in [`routes`]. The I/O layers: on
+//! wasm32, `workers` asks Cloudflare's bindings inside workerd (and, with
+//! the `workers-rs` feature, gives the gate to workers-rs Workers and axum
+//! on Workers); with the `native` feature, `native` limits a tokio server
+//! (and with `redis`, counts in Redis). The items a framework names most
+//! are re-exported here, grouped as the sections above present them. Each
+//! module's own documentation says the rest.
 
 #[cfg(all(feature = "native", target_arch = "wasm32"))]
 compile_error!(
@@ -30,38 +27,101 @@ compile_error!(
      `[target.'cfg(target_arch = \"wasm32\")'.dependencies]`"
 );
 
-pub mod address;
-pub mod backend;
+// The product's modules: a framework engineer's API (docs/runtime.md lists
+// every public item; `runtime/public-api.txt` is the checked list).
 pub mod bindings;
-pub mod breaker;
-pub mod clock;
 pub mod config;
-pub mod counter;
 pub mod gate_plan;
-pub mod keys;
 pub mod limiter;
-pub mod limits;
-pub mod names;
 #[cfg(feature = "native")]
 pub mod native;
-#[cfg(any(target_arch = "wasm32", test))]
-mod parked;
 pub mod routes;
-pub mod subject;
-#[cfg(feature = "testing")]
-pub mod testing;
-#[cfg(any(target_arch = "wasm32", test))]
-mod wire;
 #[cfg(target_arch = "wasm32")]
 pub mod workers;
-#[cfg(all(feature = "workers-rs", target_arch = "wasm32"))]
-pub mod workers_rs;
 
-pub use address::{AddressSource, ClientAddress};
-pub use bindings::Bindings;
-pub use clock::Clock;
-pub use config::{Application, Code, Counting, Diagnostic, Diagnostics};
-pub use gate_plan::GatePlan;
-pub use limiter::Limiter;
+// How it is built: private, their few public items re-exported above or
+// below, the rest reached by the harness through `unstable_for_tools`.
+mod address;
+mod backend;
+mod breaker;
+mod clock;
+mod counter;
+mod keys;
+mod limits;
+mod names;
+#[cfg(any(target_arch = "wasm32", test))]
+mod parked;
+mod subject;
+#[cfg(feature = "testing")]
+mod testing;
+#[cfg(any(target_arch = "wasm32", test))]
+mod wire;
+#[cfg(all(feature = "workers-rs", target_arch = "wasm32"))]
+mod workers_rs;
+
+// Validating an application description.
+pub use config::{Application, Code, Diagnostic, Diagnostics, FileError, Location};
+// The bindings, one per limit, and their Wrangler entries.
+pub use bindings::{Binding, Bindings, DatasetEntry, WranglerEntry};
 pub use limits::Limit;
+// A deployable's gate, planned at build time.
+pub use gate_plan::{GatePlan, PlanError};
+// Whom a request is counted for, and from where its address is read.
+pub use address::{AddressSource, ClientAddress};
 pub use subject::{CallerId, Subject};
+// The decision, with no I/O inside, and the clock a gate reads.
+pub use clock::Clock;
+pub use limiter::{Decision, Limiter, Now, Refusal};
+// The gates: the native gate and its tower layer, the Workers gate.
+#[cfg(feature = "native")]
+pub use native::{NativeGate, NativeGateError};
+#[cfg(target_arch = "wasm32")]
+pub use workers::{WorkersGate, WorkersGateError};
+
+/// Not API: what the project's own tools (the conformance harness, the
+/// benchmarks, the fuzz targets, `runtime`'s integration tests) reach
+/// beyond the public API, to drive and measure the limiter's parts one by
+/// one. Nothing here is stable; it changes with any release, and a
+/// framework never needs it (docs/runtime.md lists what a framework does).
+#[doc(hidden)]
+pub mod unstable_for_tools {
+    /// The client's address, from the socket's peer or the proxies' headers.
+    pub mod address {
+        pub use crate::address::*;
+    }
+    /// The deadline and a backend's answer.
+    pub mod backend {
+        pub use crate::backend::*;
+    }
+    /// A backend's cool-off and probe.
+    pub mod breaker {
+        pub use crate::breaker::*;
+    }
+    /// The in-memory counter and its memory bound.
+    pub mod counter {
+        pub use crate::counter::*;
+    }
+    /// The keys a request is counted under.
+    pub mod keys {
+        pub use crate::keys::*;
+    }
+    /// The built-in limits.
+    pub mod limits {
+        pub use crate::limits::*;
+    }
+    /// The bindings' names.
+    pub mod names {
+        pub use crate::names::*;
+    }
+    /// The Redis store and the refused-key cache.
+    #[cfg(feature = "redis")]
+    pub mod redis {
+        pub use crate::native::redis::*;
+        pub use crate::native::refused::*;
+    }
+    /// The harness's Worker fixtures' hooks (the `testing` feature).
+    #[cfg(feature = "testing")]
+    pub mod testing {
+        pub use crate::testing::*;
+    }
+}

@@ -39,7 +39,8 @@
 use std::fmt;
 use std::sync::Arc;
 
-use crate::backend::{BackendAnswer, BackendId, FallbackReason};
+/// What the I/O layer answers each ask with, and why a check fell back.
+pub use crate::backend::{BackendAnswer, BackendId, FallbackReason};
 use crate::breaker::{BackendState, Breaker, Outcome, Route};
 use crate::config::{Application, Counting};
 use crate::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};

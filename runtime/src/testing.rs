@@ -41,8 +41,30 @@ pub fn set_clock_offset_ms(
     offset_ms: f64,
     env: &wasm_bindgen::JsValue,
 ) -> Result<(), wasm_bindgen::JsValue> {
-    let gate = crate::workers::isolate_gate(env)
-        .map_err(|e| wasm_bindgen::JsValue::from_str(&e.to_string()))?;
+    let gate = crate::workers::WorkersGate::of_isolate(env)?;
     gate.clock().set_offset_ms(offset_ms as i64);
     Ok(())
+}
+
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    /// What the `LIMITING` text binding says (see [`limiting_off`]).
+    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// Whether the text binding `LIMITING` says `off`: the benchmarks' switch
+/// (`harness/benches/workerd.rs`, `IsolateConfig::limiting_off`) that has
+/// each harness Worker answer its API without asking the gate. Read on the
+/// first request and kept. A harness hook, outside the gate.
+#[cfg(target_arch = "wasm32")]
+pub fn limiting_off(env: &wasm_bindgen::JsValue) -> bool {
+    if let Some(off) = LIMITING_OFF.with(Cell::get) {
+        return off;
+    }
+    let off = js_sys::Reflect::get(env, &wasm_bindgen::JsValue::from_str("LIMITING"))
+        .ok()
+        .and_then(|v| v.as_string())
+        .is_some_and(|v| v == "off");
+    LIMITING_OFF.with(|l| l.set(Some(off)));
+    off
 }

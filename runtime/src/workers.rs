@@ -8,7 +8,17 @@
 //! could not be asked ([`DataPoints`]): an isolate's counters die with it,
 //! so operators count these instead.
 //!
-//! No Rust future is suspended on the way: [`Gate::decide`] runs
+//! One gate, [`WorkersGate`], whichever way the Worker is written: made
+//! once per isolate by [`WorkersGate::of_isolate`] (and built ahead by
+//! [`start`]), deciding with a callback from a wasm-bindgen Worker
+//! ([`WorkersGate::decide`]) or, with the `workers-rs` feature, with a
+//! future from a workers-rs Worker (`WorkersGate::decide_async`, with the
+//! subject and path of a `worker::Request` or `http::Request`: `Limited`)
+//! and as `RateLimitLayer`, a tower layer for axum on Workers. A refusal
+//! is answered with [`refusal_response`] (or, as an `http::Response`,
+//! `Refusal::to_http`).
+//!
+//! No Rust future is suspended on the way: [`WorkersGate::decide`] runs
 //! synchronously, and when a binding has to be waited for, JavaScript awaits
 //! it and calls back into wasm once with every answer. Awaiting a promise
 //! from wasm (wasm-bindgen-futures' `JsFuture`, its task queue's
@@ -309,9 +319,10 @@ impl Shared {
     }
 }
 
-/// One isolate's limiter for one deployable. Keep it for the isolate's
-/// lifetime (a `thread_local!`): its memory is the fallback count.
-pub struct Gate {
+/// One isolate's gate for one deployable: its limiter, whose memory is the
+/// fallback count, and its bindings. There is one per isolate, made by
+/// [`WorkersGate::of_isolate`] and kept for the isolate's life.
+pub struct WorkersGate {
     shared: Rc<Shared>,
     /// The limiter's bindings, by [`crate::backend::BackendId`], as
     /// `ask-bindings.js` looks them up in `env` (`bindingKeys`).
@@ -321,35 +332,36 @@ pub struct Gate {
     resume: Resume,
     deployable: String,
     /// Whether the in-memory counter's digest is keyed by a random seed yet
-    /// (drawn on the first decision: see [`Gate::new`]).
+    /// (drawn on the first decision: see [`WorkersGate::new`]).
     seeded: Cell<bool>,
-    /// The clock its decisions read (see [`Gate::clock`]).
+    /// The clock its decisions read (see [`WorkersGate::clock`]).
     clock: Clock,
 }
 
 pub use crate::gate_plan::PLAN_BINDING;
+#[cfg(feature = "workers-rs")]
+pub use crate::workers_rs::{Limited, Limiting, RateLimitLayer, RateLimited};
 
-/// Why a Worker has no gate: its plan could not be read.
+/// Why a Worker has no gate ([`WorkersGate::of_isolate`]): its plan could
+/// not be read. Nothing else fails a Workers gate: its bindings' troubles
+/// fall back to memory, and a decision that finds no random seed for the
+/// in-memory counter (Web Crypto's `crypto.getRandomValues` failed) throws
+/// that reason as the Worker's error.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanBindingError {
+pub enum WorkersGateError {
     /// The `PLAN` text binding is absent, or not text.
     #[error("the text binding {PLAN_BINDING} is missing")]
-    Missing,
+    PlanMissing,
     /// It holds no plan this runtime reads.
     #[error("the text binding {PLAN_BINDING}: {0}")]
-    Invalid(#[from] PlanError),
+    PlanInvalid(#[from] PlanError),
 }
 
-/// Why a Workers gate could not decide a request: only its first decision
-/// draws anything from the platform, the in-memory counter's seed (its
-/// bindings' troubles fall back to memory, and its plan's are
-/// [`PlanBindingError`] when it is built).
-#[derive(Debug, thiserror::Error)]
-pub enum GateError {
-    /// Web Crypto's `crypto.getRandomValues` failed, so the in-memory
-    /// counter's digest could not be keyed unpredictably.
-    #[error("no random seed for the in-memory counter: {0}")]
-    NoRandomness(String),
+/// A wasm-bindgen Worker's error: the message.
+impl From<WorkersGateError> for JsValue {
+    fn from(error: WorkersGateError) -> JsValue {
+        JsValue::from_str(&error.to_string())
+    }
 }
 
 /// The error of a decision that found no random seed for the counter.
@@ -357,22 +369,14 @@ pub enum GateError {
 #[inline(never)]
 fn no_randomness(error: JsValue) -> JsValue {
     let reason = error.as_string().unwrap_or_else(|| format!("{error:?}"));
-    JsValue::from_str(&GateError::NoRandomness(reason).to_string())
+    JsValue::from_str(&format!(
+        "no random seed for the in-memory counter: {reason}"
+    ))
 }
 
 thread_local! {
-    /// The isolate's gate (see [`isolate_gate`]).
-    static ISOLATE_GATE: RefCell<Option<Rc<Gate>>> = const { RefCell::new(None) };
-}
-
-/// The isolate's gate: built by [`start`] in the global scope, or else on the
-/// isolate's first request from that request's `env`, then kept for the
-/// isolate's life. Its plan is the [`PLAN_BINDING`] text binding.
-pub fn isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
-    match ISOLATE_GATE.with(|g| g.borrow().clone()) {
-        Some(gate) => Ok(gate),
-        None => build_isolate_gate(env),
-    }
+    /// The isolate's gate (see [`WorkersGate::of_isolate`]).
+    static ISOLATE_GATE: RefCell<Option<Rc<WorkersGate>>> = const { RefCell::new(None) };
 }
 
 /// Builds the isolate's gate, once: out of line, so the code of every
@@ -380,41 +384,19 @@ pub fn isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
 /// carries none of it.
 #[cold]
 #[inline(never)]
-fn build_isolate_gate(env: &JsValue) -> Result<Rc<Gate>, PlanBindingError> {
+fn build_isolate_gate(env: &JsValue) -> Result<Rc<WorkersGate>, WorkersGateError> {
     let plan = js_sys::Reflect::get(env, &JsValue::from_str(PLAN_BINDING))
         .ok()
         .and_then(|plan| plan.as_string())
-        .ok_or(PlanBindingError::Missing)?;
-    let gate = Rc::new(Gate::new(GatePlan::from_text(&plan)?));
+        .ok_or(WorkersGateError::PlanMissing)?;
+    let gate = Rc::new(WorkersGate::new(GatePlan::from_text(&plan)?));
     ISOLATE_GATE.with(|g| *g.borrow_mut() = Some(gate.clone()));
     Ok(gate)
 }
 
-#[cfg(feature = "testing")]
-thread_local! {
-    /// What the `LIMITING` text binding says (see [`limiting_off`]).
-    static LIMITING_OFF: Cell<Option<bool>> = const { Cell::new(None) };
-}
-
-/// Whether the text binding `LIMITING` says `off`: the benchmarks' switch
-/// (`harness/benches/workerd.rs`, `IsolateConfig::limiting_off`) that has
-/// each harness Worker answer its API without asking the gate. Read on the
-/// first request and kept. A harness hook, so only with the `testing` feature.
-#[cfg(feature = "testing")]
-pub fn limiting_off(env: &JsValue) -> bool {
-    if let Some(off) = LIMITING_OFF.with(Cell::get) {
-        return off;
-    }
-    let off = js_sys::Reflect::get(env, &JsValue::from_str("LIMITING"))
-        .ok()
-        .and_then(|v| v.as_string())
-        .is_some_and(|v| v == "off");
-    LIMITING_OFF.with(|l| l.set(Some(off)));
-    off
-}
-
 /// What a Worker's start function calls (`#[wasm_bindgen(start)]`,
-/// workers-rs's `#[event(start)]`), in the global scope: [`warm_up`], then
+/// workers-rs's `#[event(start)]`), in the global scope: [`warm_up`] (and,
+/// with the `workers-rs` feature, the adapter's own path run once), then
 /// the isolate's gate built from the plan in `env` as `cloudflare:workers`
 /// gives it there. Cloudflare pre-warms a Worker while the TLS handshake of
 /// its first request is under way (its blog, "Eliminating cold starts with
@@ -423,33 +405,41 @@ pub fn limiting_off(env: &JsValue) -> bool {
 /// Without a readable plan here, the first request builds the gate and
 /// reports why it could not.
 pub fn start() {
-    drop(warm_up());
-    build_isolate_gate_in_global_scope();
-}
-
-/// The second half of [`start`]: the isolate's gate from the plan in the
-/// global scope's `env`, when there is one.
-pub(crate) fn build_isolate_gate_in_global_scope() {
+    let gate = warm_up();
+    #[cfg(feature = "workers-rs")]
+    crate::workers_rs::warm_up_decide(&gate);
+    drop(gate);
     let env = WORKER_ENV.with(JsValue::clone);
     if !env.is_undefined() {
-        let _ = isolate_gate(&env);
+        let _ = WorkersGate::of_isolate(&env);
     }
 }
 
-impl Gate {
-    /// Builds the gate of a deployable's plan: in production the text the
-    /// build step wrote ([`GatePlan::from_text`]), so no description parser
-    /// is linked; a test may plan from the description ([`GatePlan::new`]).
-    /// It may be built in the global scope (see [`start`]): the seed of its
-    /// in-memory counter, from `crypto.getRandomValues`, which the global
-    /// scope refuses, is drawn on its first decision.
-    pub fn new(plan: GatePlan) -> Gate {
-        Gate::build(plan, None, true)
+impl WorkersGate {
+    /// The isolate's gate: built by [`start`] in the global scope, or else
+    /// on the isolate's first request from that request's `env` (a
+    /// wasm-bindgen Worker's `JsValue`, a workers-rs `worker::Env`), then
+    /// kept for the isolate's life and shared. Its plan is the
+    /// [`PLAN_BINDING`] text binding, the text the build step wrote
+    /// ([`GatePlan::to_text`]), so no description parser is linked.
+    pub fn of_isolate(env: &impl AsRef<JsValue>) -> Result<Rc<WorkersGate>, WorkersGateError> {
+        match ISOLATE_GATE.with(|g| g.borrow().clone()) {
+            Some(gate) => Ok(gate),
+            None => build_isolate_gate(env.as_ref()),
+        }
+    }
+
+    /// Builds the gate of a deployable's plan. It may be built in the global
+    /// scope (see [`start`]): the seed of its in-memory counter, from
+    /// `crypto.getRandomValues`, which the global scope refuses, is drawn on
+    /// its first decision.
+    fn new(plan: GatePlan) -> WorkersGate {
+        WorkersGate::build(plan, None, true)
     }
 
     /// The gate of `plan`, its in-memory count keyed by `seed`, or by one
     /// drawn on its first decision when `None`.
-    fn build(plan: GatePlan, seed: Option<u128>, writes_logs: bool) -> Gate {
+    fn build(plan: GatePlan, seed: Option<u128>, writes_logs: bool) -> WorkersGate {
         let deployable = plan.deployable().to_owned();
         let data_points = plan.data_points().map(str::to_owned);
         let limiter = Limiter::from_plan(plan, seed.unwrap_or(0));
@@ -466,7 +456,7 @@ impl Gate {
         let resume: Resume = Closure::new(move |ticket, codes, settled_at_ms| {
             resumed.resume(ticket, codes, settled_at_ms)
         });
-        Gate {
+        WorkersGate {
             shared,
             names,
             resume,
@@ -519,7 +509,7 @@ impl Gate {
         self.decide_boxed(env, subject, path, Box::new(respond))
     }
 
-    /// [`Gate::decide`], one function whatever `respond` is: the code
+    /// [`WorkersGate::decide`], one function whatever `respond` is: the code
     /// [`warm_up`] has V8 compile is the code every Worker's requests run.
     fn decide_boxed(
         &self,
@@ -587,7 +577,7 @@ impl Gate {
     }
 
     /// Decides a request by its limits in this isolate's memory alone,
-    /// asking no binding: for the workers-rs gate when [`Gate::decide`]
+    /// asking no binding: for `WorkersGate::decide_async` when [`WorkersGate::decide`]
     /// gave no verdict (its seed could not be drawn), so that no request
     /// passes unchecked.
     #[cfg(feature = "workers-rs")]
@@ -635,15 +625,15 @@ impl Gate {
 /// it calls while the Worker starts ([`start`]), not on its first request.
 ///
 /// It reads a request's headers and path, builds a gate, and decides for a
-/// caller and for an IPv4 and an IPv6 address: through [`Gate::decide`] with
+/// caller and for an IPv4 and an IPv6 address: through [`WorkersGate::decide`] with
 /// its binding missing (answered at once, as no timer can be set in the
 /// global scope), and through the limiter with the binding answering. The
 /// throw-away gate is keyed by a fixed seed (the global scope refuses random
 /// numbers) and writes no log line; the Worker's gate is untouched. The
 /// gate is returned for the workers-rs adapter's own warm-up.
-pub(crate) fn warm_up() -> Gate {
+fn warm_up() -> WorkersGate {
     let plan = GatePlan::warm_up();
-    let gate = Gate::build(plan, Some(0), false);
+    let gate = WorkersGate::build(plan, Some(0), false);
     let now_ms = gate.clock.wall_ms();
     let request = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up");
     let subjects = [

@@ -1,10 +1,11 @@
-//! The gate in a Worker written with workers-rs (the `worker` crate; the
-//! `workers-rs` feature, wasm32 only): [`Gate::decide`] from an
+//! The Workers gate in a Worker written with workers-rs (the `worker`
+//! crate; the `workers-rs` feature, wasm32 only), re-exported from
+//! [`crate::workers`]: [`WorkersGate::decide_async`] from an
 //! `#[event(fetch)]` handler, with a `worker::Request` or (workers-rs's
 //! `http` feature) an `http::Request`, and [`RateLimitLayer`], a tower layer
 //! for axum on Workers.
 //!
-//! It is the same gate as [`crate::workers`]: the same decision, the same
+//! It is the one [`WorkersGate`]: the same decision, the same
 //! fallback and 500 ms deadline, the same one log line per binding, the same
 //! 429. The bindings are still asked from JavaScript (`ask-bindings.js`, the
 //! fast path), not through `worker::RateLimiter`, whose every call goes
@@ -28,11 +29,9 @@ use wasm_bindgen::{JsCast, JsValue};
 use worker::send::{SendFuture, SendWrapper};
 
 use crate::address::{CLOUDFLARE_IPV6_HEADER, ClientAddress};
-use crate::clock::Clock;
-use crate::config::Counting;
 use crate::limiter::{ADDRESS_HEADER, Refusal};
 use crate::subject::{CallerId, Subject};
-use crate::workers::subject_of;
+use crate::workers::{WorkersGate, subject_of};
 
 /// A request the gate can limit: the path it is limited under, and its subject.
 pub trait Limited {
@@ -72,31 +71,20 @@ impl<B> Limited for http::Request<B> {
     }
 }
 
-/// The isolate's gate, as [`crate::workers::isolate_gate`] keeps it (built
-/// by [`crate::workers::start`] from the Worker's `#[event(start)]`, or else
-/// on the first request), for a workers-rs handler.
-pub fn isolate_gate(env: &worker::Env) -> worker::Result<Gate> {
-    crate::workers::isolate_gate(env.as_ref())
-        .map(|gate| Gate { gate })
-        .map_err(|e| worker::Error::RustError(e.to_string()))
+/// A workers-rs Worker's error: the message.
+impl From<crate::workers::WorkersGateError> for worker::Error {
+    fn from(error: crate::workers::WorkersGateError) -> worker::Error {
+        worker::Error::RustError(error.to_string())
+    }
 }
 
-/// What a workers-rs Worker's `#[event(start)]` calls, in the global scope:
-/// [`crate::workers::start`] (the gate's request path compiled, the
-/// isolate's gate built), and the adapter's own path run once on the
-/// throw-away gate: a `worker::Request` made from a request (workers-rs
-/// parses its URL then) and [`Gate::decide`] on it, so V8 compiles them
-/// there too and not on the first request.
-pub fn start() {
-    warm_up_decide(&Gate {
-        gate: Rc::new(crate::workers::warm_up()),
-    });
-    crate::workers::build_isolate_gate_in_global_scope();
-}
-
-/// [`Gate::decide`] once on `gate` with a `worker::Request`, its binding
-/// missing from `env`: ready at its first poll, so no waker is needed.
-fn warm_up_decide(gate: &Gate) {
+/// What [`crate::workers::start`] adds for a workers-rs Worker: the
+/// adapter's own path run once on the throw-away gate, a `worker::Request`
+/// made from a request (workers-rs parses its URL then) and
+/// [`WorkersGate::decide_async`] on it, its binding missing from `env`, so
+/// V8 compiles them there too and not on the first request. Ready at its
+/// first poll, so no waker is needed.
+pub(crate) fn warm_up_decide(gate: &WorkersGate) {
     let Ok(request) = web_sys::Request::new_with_str("https://warm-up.invalid/warm-up") else {
         return;
     };
@@ -104,27 +92,20 @@ fn warm_up_decide(gate: &Gate) {
     let env: worker::Env = js_sys::Object::new().unchecked_into();
     let subject = request.subject(None);
     let path = request.limited_path();
-    let decision = std::pin::pin!(gate.decide(&env, &subject, &path));
+    let decision = std::pin::pin!(gate.decide_async(&env, &subject, &path));
     let _ = decision.poll(&mut Context::from_waker(Waker::noop()));
 }
 
-/// The isolate's gate (see [`isolate_gate`]) for a workers-rs Worker: the
-/// same gate as [`crate::workers::Gate`], deciding with a future instead
-/// of a callback. Cloning it is cheap (a reference to the isolate's).
-#[derive(Clone)]
-pub struct Gate {
-    gate: Rc<crate::workers::Gate>,
-}
-
-impl Gate {
+impl WorkersGate {
     /// Decides one request to `path` for `subject` (see [`Limited`] for a
-    /// request's), asking the bindings of `env`: `Ok` to pass it on, `Err`
-    /// with the refusal to answer ([`refusal_response`], or
+    /// request's), asking the bindings of `env`, as [`WorkersGate::decide`]
+    /// does with a future instead of a callback: `Ok` to pass it on, `Err`
+    /// with the refusal to answer ([`crate::workers::refusal_response`], or
     /// [`Refusal::to_http`]). Never fails for the binding's sake: every
     /// binding problem falls back to memory. The future is ready at once
     /// unless a binding has to be waited for (at most the 500 ms deadline).
-    /// The time is the gate's [`Clock`].
-    pub async fn decide(
+    /// The time is the gate's clock.
+    pub async fn decide_async(
         &self,
         env: &worker::Env,
         subject: &Subject,
@@ -132,12 +113,10 @@ impl Gate {
     ) -> Result<(), Refusal> {
         let verdict = Rc::new(Cell::new(None));
         let decided = verdict.clone();
-        let outcome = self
-            .gate
-            .decide(env.as_ref(), subject, path, move |result| {
-                decided.set(Some(result));
-                Ok(JsValue::UNDEFINED)
-            });
+        let outcome = self.decide(env.as_ref(), subject, path, move |result| {
+            decided.set(Some(result));
+            Ok(JsValue::UNDEFINED)
+        });
         if let Ok(promise) = outcome
             && !promise.is_undefined()
         {
@@ -150,40 +129,9 @@ impl Gate {
             // randomness for its seed). As the wasm-bindgen gate's Worker
             // would see its error, the request is decided by the limits
             // alone in memory, never let through unchecked.
-            None => self.gate.decide_in_memory(env.as_ref(), subject, path),
+            None => self.decide_in_memory(env.as_ref(), subject, path),
         }
     }
-
-    /// The clock this gate's decisions read (with the `testing` feature, the
-    /// harness's scenario clock shifts it).
-    pub fn clock(&self) -> &Clock {
-        self.gate.clock()
-    }
-
-    /// The deployable this gate limits, as its plan names it.
-    pub fn deployable(&self) -> &str {
-        self.gate.deployable()
-    }
-
-    /// How this deployable counts: through the binding, in memory, or not at all (no API).
-    pub fn counting(&self) -> Counting {
-        self.gate.counting()
-    }
-
-    /// Whether this deployable serves an API.
-    pub fn serves_api(&self) -> bool {
-        self.gate.serves_api()
-    }
-}
-
-/// The 429 for a refusal, as a workers-rs response: `Retry-After`,
-/// `RateLimit-Policy` and the JSON body (or the 414 of a path too long).
-pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
-    let headers = worker::Headers::new();
-    for (name, value) in refusal.headers() {
-        headers.set(name, &value)?;
-    }
-    Ok(worker::Response::error(refusal.body(), refusal.status())?.with_headers(headers))
 }
 
 /// A tower layer limiting every request of the service it wraps, for axum
@@ -193,13 +141,13 @@ pub fn refusal_response(refusal: &Refusal) -> worker::Result<worker::Response> {
 /// never reaches the inner service.
 #[derive(Clone)]
 pub struct RateLimitLayer {
-    gate: SendWrapper<Gate>,
+    gate: SendWrapper<Rc<WorkersGate>>,
     env: worker::Env,
 }
 
 impl RateLimitLayer {
     /// The layer deciding through `gate` (the isolate's), asking the bindings of `env`.
-    pub fn new(gate: Gate, env: worker::Env) -> RateLimitLayer {
+    pub fn new(gate: Rc<WorkersGate>, env: worker::Env) -> RateLimitLayer {
         RateLimitLayer {
             gate: SendWrapper::new(gate),
             env,
@@ -254,7 +202,7 @@ where
             let verdict = layer
                 .gate
                 .0
-                .decide(&layer.env, &subject, &request.limited_path())
+                .decide_async(&layer.env, &subject, &request.limited_path())
                 .await;
             match verdict {
                 Ok(()) => inner.call(request).await,

@@ -12,7 +12,7 @@ use std::str::FromStr;
 use runtime::GatePlan;
 use runtime::bindings::{Bindings, DatasetEntry};
 use runtime::config::{Application, StoreDriver, Target};
-use runtime::counter::{DEFAULT_MAX_KEYS, MemoryBound};
+use runtime::unstable_for_tools::counter::{DEFAULT_MAX_KEYS, MemoryBound};
 
 use crate::commands::error::CommandError;
 use crate::commands::wrangler_file::{self, WranglerEdit, Written};

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use jsonc_parser::ParseOptions;
 use jsonc_parser::cst::{CstInputValue, CstNode, CstObject, CstRootNode};
 use runtime::bindings::{DatasetEntry, WranglerEntry};
-use runtime::names::is_binding_name_of;
+use runtime::unstable_for_tools::names::is_binding_name_of;
 
 /// The key Wrangler reads Rate Limiting bindings from.
 const KEY: &str = "ratelimits";

@@ -163,7 +163,10 @@ async fn send_requests(
             // Sent as written; Cloudflare appends to it, and the Worker reads
             // CF-Connecting-IP only.
             let chain = send.chain().join(", ");
-            request = request.header(runtime::address::FORWARDED_FOR_HEADER, chain);
+            request = request.header(
+                runtime::unstable_for_tools::address::FORWARDED_FOR_HEADER,
+                chain,
+            );
         }
         let refused = refused.clone();
         tasks.push(tokio::spawn(async move {

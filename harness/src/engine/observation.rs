@@ -216,7 +216,7 @@ pub enum BindingOutcome {
 }
 
 /// Why a [`BindingCall`] troubled the deployable's gate (which then leaves
-/// the binding alone for a cool-off, `runtime::breaker`).
+/// the binding alone for a cool-off, `runtime::unstable_for_tools::breaker`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trouble {
     /// It threw.
@@ -244,10 +244,11 @@ impl Trouble {
 impl BindingOutcome {
     /// Why the deployable's gate found the binding troubled by this call:
     /// it threw, rejected, answered malformed, or did not answer within the
-    /// gate's deadline ([`runtime::backend::DEADLINE_MS`]); `None` for an
+    /// gate's deadline ([`runtime::unstable_for_tools::backend::DEADLINE_MS`]); `None` for an
     /// answer in time.
     pub fn trouble(self) -> Option<Trouble> {
-        let deadline = Duration::from_millis(u64::from(runtime::backend::DEADLINE_MS));
+        let deadline =
+            Duration::from_millis(u64::from(runtime::unstable_for_tools::backend::DEADLINE_MS));
         match self {
             BindingOutcome::Answered(after) if after < deadline => None,
             BindingOutcome::Malformed(after) if after < deadline => Some(Trouble::Malformed),

@@ -22,14 +22,14 @@ pub const WORKER_VARIABLE: &str = "HARNESS_WORKER";
 /// ways people write a Rust Worker, the same routes, the same gate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum WorkerChoice {
-    /// `harness/workers/wasm-bindgen`: raw wasm-bindgen, `runtime::workers::Gate::decide`.
+    /// `harness/workers/wasm-bindgen`: raw wasm-bindgen, `runtime::workers::WorkersGate::decide`.
     #[default]
     WasmBindgen,
     /// `harness/workers/workers-rs`: workers-rs's `#[event(fetch)]`,
-    /// `runtime::workers_rs` (`Gate::check`).
+    /// `runtime::workers::WorkersGate::decide_async`.
     WorkersRs,
     /// `harness/workers/axum`: an axum `Router` on Workers (workers-rs's
-    /// `http` feature), `runtime::workers_rs::RateLimitLayer`.
+    /// `http` feature), `runtime::workers::RateLimitLayer`.
     Axum,
 }
 

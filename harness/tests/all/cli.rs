@@ -8,8 +8,10 @@ use std::path::Path;
 use std::process::Command;
 
 use runtime::config::Application;
-use runtime::counter::{DEFAULT_MAX_KEYS, WORKERS_MEMORY_BUDGET, WindowCounter};
-use runtime::limits::Limit;
+use runtime::unstable_for_tools::counter::{
+    DEFAULT_MAX_KEYS, WORKERS_MEMORY_BUDGET, WindowCounter,
+};
+use runtime::unstable_for_tools::limits::Limit;
 
 fn harness(args: &[&str], app: &str) -> (Option<i32>, String, String) {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -27,6 +27,8 @@ mod edge_compat;
 mod fresh_checkout;
 mod lifetime;
 mod native_processes;
+mod product_builds;
+mod public_api;
 mod readme;
 mod redis_store;
 mod reference;

@@ -198,6 +198,14 @@ fn every_rust_block_of_every_page_is_an_excerpt_of_code_that_builds_or_a_doctest
                 "{}: an excerpt on a crate's documentation page would be a doctest too ({file})",
                 page.display()
             );
+            // A user's build has no harness hooks: an excerpt is a user's code.
+            if let Some(hook) = block.lines.iter().find(|line| is_harness_hook(line)) {
+                panic!(
+                    "{}'s block from {file} names a harness hook, which a user's build does not \
+                     have: {hook}",
+                    page.display()
+                );
+            }
             let source =
                 std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
             if let Err(why) = is_excerpt(&block.lines, &source) {
@@ -234,6 +242,12 @@ fn every_rust_block_of_every_page_is_an_excerpt_of_code_that_builds_or_a_doctest
     for worker in workers {
         build_worker(worker).unwrap_or_else(|e| panic!("{}: {e}", worker.name()));
     }
+}
+
+/// Whether a line of code names what only the harness's builds have: the
+/// hidden `runtime::unstable_for_tools` (its `testing` hooks among them).
+fn is_harness_hook(line: &str) -> bool {
+    line.contains("unstable_for_tools") || line.contains("runtime::testing")
 }
 
 /// A heading's anchor as GitHub makes it: lower case, spaces as `-`, and
@@ -386,6 +400,19 @@ fn every_link_leads_somewhere_and_every_part_is_two_links_from_the_readme() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn a_line_naming_a_harness_hook_is_found() {
+    assert!(is_harness_hook(
+        "        runtime::unstable_for_tools::testing::tally_refused();"
+    ));
+    assert!(is_harness_hook(
+        "            runtime::testing::tally_refused();"
+    ));
+    assert!(!is_harness_hook(
+        "        Err(refusal) => refusal_response(&refusal).map(JsValue::from),"
+    ));
 }
 
 #[test]

@@ -460,11 +460,6 @@ impl WindowCounter {
         self.tracked.len()
     }
 
-    /// The most keys this counter tracks one by one.
-    pub fn max_keys(&self) -> usize {
-        self.max_keys
-    }
-
     /// The bytes this counter holds on the heap now: the table, and the
     /// sketches allocated so far.
     pub fn heap_bytes(&self) -> usize {

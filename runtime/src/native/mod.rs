@@ -23,11 +23,11 @@
 #[cfg(feature = "metrics")]
 pub mod metrics;
 #[cfg(feature = "redis")]
-pub mod redis;
+pub(crate) mod redis;
 #[cfg(feature = "redis")]
-pub mod refused;
+pub(crate) mod refused;
 #[cfg(feature = "redis")]
-pub mod scripts;
+pub(crate) mod scripts;
 
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -59,7 +59,7 @@ use crate::subject::Subject;
 /// description read by [`NativeGate::from_file`]), so a `main` returning it
 /// with `?` prints what to fix.
 #[derive(thiserror::Error)]
-pub enum GateError {
+pub enum NativeGateError {
     /// The application description did not validate.
     #[error(transparent)]
     Invalid(#[from] crate::config::Diagnostics),
@@ -82,7 +82,7 @@ pub enum GateError {
     },
 }
 
-impl std::fmt::Debug for GateError {
+impl std::fmt::Debug for NativeGateError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         std::fmt::Display::fmt(self, f)
     }
@@ -163,8 +163,8 @@ impl NativeGate {
     /// a server starts while Redis is down, and its first request connects
     /// (or [`NativeGate::connect`], called before serving).
     /// A deployable counting in Redis needs the `redis` feature
-    /// ([`GateError::RedisNotBuilt`] without it).
-    pub fn new(app: &Application, deployable: &str) -> Result<NativeGate, GateError> {
+    /// ([`NativeGateError::RedisNotBuilt`] without it).
+    pub fn new(app: &Application, deployable: &str) -> Result<NativeGate, NativeGateError> {
         let addresses = app
             .deployable(deployable)
             .ok_or_else(|| UnknownDeployable(deployable.to_owned()))?
@@ -186,7 +186,7 @@ impl NativeGate {
         };
         #[cfg(not(feature = "redis"))]
         if let Counting::Redis { connection, .. } = limiter.counting() {
-            return Err(GateError::RedisNotBuilt {
+            return Err(NativeGateError::RedisNotBuilt {
                 connection: connection.clone(),
             });
         }
@@ -210,19 +210,22 @@ impl NativeGate {
 
     /// The gate from an application description's text: every diagnostic
     /// of the description (a bad trusted proxy's network among them, with
-    /// its place) is a [`GateError::Invalid`] at startup.
-    pub fn from_toml(application_toml: &str, deployable: &str) -> Result<NativeGate, GateError> {
+    /// its place) is a [`NativeGateError::Invalid`] at startup.
+    pub fn from_toml(
+        application_toml: &str,
+        deployable: &str,
+    ) -> Result<NativeGate, NativeGateError> {
         let app = Application::from_toml(application_toml)?;
         NativeGate::new(&app, deployable)
     }
 
     /// The gate from the application description in `file` (a path):
-    /// every diagnostic is a [`GateError::File`] naming the file, one
+    /// every diagnostic is a [`NativeGateError::File`] naming the file, one
     /// `CODE: FILE:line:col: message` line each.
     pub fn from_file(
         file: impl AsRef<std::path::Path>,
         deployable: &str,
-    ) -> Result<NativeGate, GateError> {
+    ) -> Result<NativeGate, NativeGateError> {
         let app = Application::from_file(file)?;
         NativeGate::new(&app, deployable)
     }

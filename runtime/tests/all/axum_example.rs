@@ -1,6 +1,6 @@
 //! The axum example (`examples/axum_service.rs`) over real HTTP on
 //! loopback, with each address source a deployable's `client_address` can
-//! name (`runtime::address::AddressSource`): its nested API is limited under
+//! name (`runtime::unstable_for_tools::address::AddressSource`): its nested API is limited under
 //! the whole path, by the address that source gives, and `/health` is not
 //! limited.
 
@@ -10,9 +10,9 @@ mod example;
 
 use std::sync::Arc;
 
-use runtime::address::AddressSource;
 use runtime::config::Application;
 use runtime::native::NativeGate;
+use runtime::unstable_for_tools::address::AddressSource;
 
 /// A native deployable counting in memory, with a route of its own under
 /// the nest, its address from `client_address` (a TOML value).

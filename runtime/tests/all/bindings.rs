@@ -3,8 +3,8 @@
 use proptest::prelude::*;
 use runtime::bindings::Bindings;
 use runtime::config::Application;
-use runtime::limits::Limit;
-use runtime::names::binding_name;
+use runtime::unstable_for_tools::limits::Limit;
+use runtime::unstable_for_tools::names::binding_name;
 
 fn app_with_routes(routes: &[(u32, u32)]) -> Application {
     let mut source = String::from(
@@ -135,7 +135,7 @@ proptest! {
 
 #[test]
 fn a_connections_binding_names_are_told_from_everyone_elses() {
-    use runtime::names::is_binding_name_of;
+    use runtime::unstable_for_tools::names::is_binding_name_of;
     for (name, ours) in [
         ("LIMITS_120_PER_60S", true),
         ("LIMITS_20_PER_10S", true),

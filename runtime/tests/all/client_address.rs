@@ -9,12 +9,12 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use crate::common::{Handler, Lines};
-use runtime::address::{
+use runtime::config::{Application, Code};
+use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
+use runtime::unstable_for_tools::address::{
     AddressHeaders, AddressSource, AddressUnknown, CLOUDFLARE_RANGES_FILE, CloudflarePeers,
     Resolved, TrustedProxies, cloudflare_ranges,
 };
-use runtime::config::{Application, Code};
-use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
 use runtime::{ClientAddress, Subject};
 use tower_layer::Layer;
 use tower_service::Service as _;
@@ -233,7 +233,7 @@ client_address = { cloudflare_via = ["10.0.0.1"], trusted_proxies = ["10.0.0.1"]
 fn a_bad_network_stops_the_gate_at_startup_with_its_place() {
     let source = app(Some(r#"{ trusted_proxies = ["10.0.0.0/33"] }"#));
     let error = NativeGate::from_toml(&source, "api").expect_err("refused at startup");
-    let runtime::native::GateError::Invalid(diagnostics) = error else {
+    let runtime::native::NativeGateError::Invalid(diagnostics) = error else {
         panic!("the description's diagnostics");
     };
     assert_eq!(diagnostics.codes(), [Code::ClientAddressInvalid]);

@@ -1,10 +1,10 @@
 //! The cool-off of a troubled binding (or Redis), driven through the real
 //! limiter (`checks`, `asks`, `conclude`) on clocks moved by hand.
 
-use runtime::backend::{BackendAnswer, FallbackReason};
-use runtime::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
 use runtime::config::Application;
+use runtime::limiter::{BackendAnswer, FallbackReason};
 use runtime::limiter::{Decision, Now, Pending};
+use runtime::unstable_for_tools::breaker::{COOL_OFF_MS, PROBE_LEASE_MS};
 use runtime::{Limiter, Subject};
 
 const T0: u64 = 1_800_000_000_000;
@@ -264,9 +264,9 @@ fn a_probe_answered_from_the_stores_own_cache_leaves_the_cool_off_to_a_real_prob
 /// data points report.
 #[test]
 fn every_settled_check_says_where_it_was_counted_and_the_state_follows_the_cool_off() {
-    use runtime::breaker::BackendState;
-    use runtime::counter::Verdict;
     use runtime::limiter::{Counted, InMemory};
+    use runtime::unstable_for_tools::breaker::BackendState;
+    use runtime::unstable_for_tools::counter::Verdict;
     let mut l = limiter();
     let store = ask(&mut l, "192.0.2.40", T0).checks()[0]
         .backend()

@@ -7,8 +7,10 @@ use std::collections::HashMap;
 
 use crate::sweep::{HOUR, WINDOWS, every_limit, step};
 use proptest::prelude::*;
-use runtime::counter::{BUILT_IN_FLOOD_KEYS, ROUTE_FLOOD_KEYS, Verdict, WindowCounter};
-use runtime::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use runtime::unstable_for_tools::counter::{
+    BUILT_IN_FLOOD_KEYS, ROUTE_FLOOD_KEYS, Verdict, WindowCounter,
+};
+use runtime::unstable_for_tools::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
 
 /// How many of `n` hits of `key` at `now` were let through.
 fn within(c: &mut WindowCounter, limit: Limit, key: &str, now: u64, n: u32) -> u32 {

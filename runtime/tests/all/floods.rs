@@ -11,9 +11,9 @@ use proptest::prelude::*;
 use runtime::ClientAddress;
 use runtime::Subject;
 use runtime::config::Application;
-use runtime::counter::DEFAULT_MAX_KEYS;
 use runtime::limiter::{Limiter, Now, Refusal};
-use runtime::limits::Limit;
+use runtime::unstable_for_tools::counter::DEFAULT_MAX_KEYS;
+use runtime::unstable_for_tools::limits::Limit;
 
 /// A path no route limits: only the built-in limit counts it.
 const ELSEWHERE: &str = "/elsewhere";

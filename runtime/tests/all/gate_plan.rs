@@ -9,11 +9,11 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use runtime::Subject;
-use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::config::{Application, Counting, Deployable, Route, Store, StoreDriver, Target};
 use runtime::gate_plan::{GatePlan, PlanError};
+use runtime::limiter::{BackendAnswer, FallbackReason};
 use runtime::limiter::{Decision, Limiter, Now};
-use runtime::limits::Limit;
+use runtime::unstable_for_tools::limits::Limit;
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -218,7 +218,7 @@ proptest! {
                 serves_api: true,
                 declines: Vec::new(),
                 client_address: Default::default(),
-                        memory_budget: runtime::counter::DEFAULT_MEMORY_BUDGET,
+                        memory_budget: runtime::unstable_for_tools::counter::DEFAULT_MEMORY_BUDGET,
 }],
             // A validated description's paths: canonical templates.
             routes: paths

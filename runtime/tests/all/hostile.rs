@@ -12,13 +12,13 @@ use std::time::Duration;
 
 use crate::common::Handler;
 use runtime::Subject;
-use runtime::address::{
+use runtime::limiter::{Limiter, MAX_PATH_BYTES, PathTooLong, Refusal, Refused};
+use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
+use runtime::unstable_for_tools::address::{
     AddressHeaders, AddressSource, AddressUnknown, MAX_ADDRESS_BYTES, MAX_FORWARDED_HOPS, Resolved,
     TrustedProxies,
 };
-use runtime::keys::{self, MAX_CALLER_ID_BYTES};
-use runtime::limiter::{Limiter, MAX_PATH_BYTES, PathTooLong, Refusal, Refused};
-use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
+use runtime::unstable_for_tools::keys::{self, MAX_CALLER_ID_BYTES};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -243,9 +243,9 @@ fn an_address_header_is_read_no_further_than_an_address_reaches() {
         proxies.resolve(peer, &headers)
     };
     let client: IpAddr = "203.0.113.9".parse().expect("ip");
-    let found = Ok(Resolved::Address(runtime::address::ClientAddress::of_ip(
-        client,
-    )));
+    let found = Ok(Resolved::Address(
+        runtime::unstable_for_tools::address::ClientAddress::of_ip(client),
+    ));
     assert_eq!(resolve(b"203.0.113.9"), found);
     // Whitespace up to the bound is an address still; past it, none.
     let padded = format!("{:<width$}", "203.0.113.9", width = MAX_ADDRESS_BYTES);
@@ -268,13 +268,21 @@ fn an_address_header_is_read_no_further_than_an_address_reaches() {
     let proxy: IpAddr = "10.0.0.1".parse().expect("ip");
     assert_eq!(
         resolve(hops.as_bytes()).map(Resolved::address),
-        Ok(runtime::address::ClientAddress::of_ip(proxy))
+        Ok(runtime::unstable_for_tools::address::ClientAddress::of_ip(
+            proxy
+        ))
     );
     let within = format!("203.0.113.9{}", ", 10.0.0.1".repeat(MAX_FORWARDED_HOPS - 1));
     assert_eq!(resolve(within.as_bytes()), found);
     // Cloudflare's header likewise.
-    let cloudflare = runtime::address::ClientAddress::from_header(Some(&long));
-    assert_eq!(cloudflare, runtime::address::ClientAddress::Unknown);
-    let short = runtime::address::ClientAddress::from_header(Some(&padded));
-    assert_eq!(short, runtime::address::ClientAddress::of_ip(client));
+    let cloudflare = runtime::unstable_for_tools::address::ClientAddress::from_header(Some(&long));
+    assert_eq!(
+        cloudflare,
+        runtime::unstable_for_tools::address::ClientAddress::Unknown
+    );
+    let short = runtime::unstable_for_tools::address::ClientAddress::from_header(Some(&padded));
+    assert_eq!(
+        short,
+        runtime::unstable_for_tools::address::ClientAddress::of_ip(client)
+    );
 }

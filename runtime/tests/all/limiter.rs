@@ -4,11 +4,11 @@ use std::net::Ipv4Addr;
 
 use runtime::ClientAddress;
 use runtime::Subject;
-use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::config::{Application, Counting};
 use runtime::config::{Deployable, RedisEndpoint, Route, Store, StoreDriver, Target};
+use runtime::limiter::{BackendAnswer, FallbackReason};
 use runtime::limiter::{Decision, FallbackLog, Limiter, Now, Policy, Refusal};
-use runtime::limits::{ADDRESS_LIMIT, Limit};
+use runtime::unstable_for_tools::limits::{ADDRESS_LIMIT, Limit};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -346,7 +346,7 @@ fn a_route_listed_twice_counts_each_request_once() {
             serves_api: true,
             declines: Vec::new(),
             client_address: runtime::AddressSource::CloudflareHeader(Default::default()),
-            memory_budget: runtime::counter::DEFAULT_MEMORY_BUDGET,
+            memory_budget: runtime::unstable_for_tools::counter::DEFAULT_MEMORY_BUDGET,
         }],
         routes: vec![route.clone(), route],
         data_points: None,

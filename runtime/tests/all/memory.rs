@@ -12,14 +12,14 @@ use crate::sweep::HOUR;
 use runtime::ClientAddress;
 use runtime::GatePlan;
 use runtime::Subject;
-use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::config::{Application, Code, Target};
-use runtime::counter::{
+use runtime::limiter::{BackendAnswer, FallbackReason};
+use runtime::limiter::{Limiter, Now};
+use runtime::unstable_for_tools::counter::{
     DEFAULT_MAX_KEYS, DEFAULT_MEMORY_BUDGET, MIN_ROUTE_FLOOD_KEYS, MemoryBound, ROUTE_FLOOD_KEYS,
     Verdict, WORKERS_MEMORY_BUDGET, WindowCounter,
 };
-use runtime::limiter::{Limiter, Now};
-use runtime::limits::{ADDRESS_LIMIT, Limit};
+use runtime::unstable_for_tools::limits::{ADDRESS_LIMIT, Limit};
 
 const MIB: usize = 1 << 20;
 

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
-use runtime::breaker::COOL_OFF_MS;
 use runtime::native::NativeGate;
 use runtime::native::metrics::{
     COUNTED_IN_MEMORY, DECISIONS, METRICS, STORE_ROUND_TRIP, STORE_STATE,
 };
+use runtime::unstable_for_tools::breaker::COOL_OFF_MS;
 
 use crate::common::metrics::{recorder, samples, total};
 

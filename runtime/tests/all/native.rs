@@ -6,9 +6,9 @@
 use std::sync::Arc;
 
 use crate::common::{self, Handler};
-use runtime::breaker::COOL_OFF_MS;
 use runtime::config::{Application, Code, Counting, RedisEndpoint};
 use runtime::native::{NativeGate, PeerAddr, RateLimitLayer};
+use runtime::unstable_for_tools::breaker::COOL_OFF_MS;
 use tower_layer::Layer;
 use tower_service::Service;
 

@@ -11,20 +11,20 @@ use std::path::Path;
 use std::sync::Arc;
 
 use runtime::CallerId;
-use runtime::address::{
-    AddressHeaders, AddressSource, AddressUnknown, CloudflarePeers, TrustedProxies,
-};
-use runtime::backend::{BackendAnswer, FallbackReason};
 use runtime::bindings::Bindings;
-use runtime::breaker::{Breaker, Outcome, Route as BreakerRoute};
 use runtime::config::{Application, Code, UnknownCode};
-use runtime::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
 use runtime::gate_plan::{GatePlan, UnknownDeployable};
 use runtime::limiter::Now;
-use runtime::native::GateError;
-use runtime::native::redis::RedisStore;
-use runtime::native::refused::RefusedCache;
+use runtime::limiter::{BackendAnswer, FallbackReason};
+use runtime::native::NativeGateError;
 use runtime::native::{NativeGate, NoPeerAddress, PeerAddr, RateLimitLayer};
+use runtime::unstable_for_tools::address::{
+    AddressHeaders, AddressSource, AddressUnknown, CloudflarePeers, TrustedProxies,
+};
+use runtime::unstable_for_tools::breaker::{Breaker, Outcome, Route as BreakerRoute};
+use runtime::unstable_for_tools::counter::{DEFAULT_MAX_KEYS, Verdict, WindowCounter};
+use runtime::unstable_for_tools::redis::RedisStore;
+use runtime::unstable_for_tools::redis::RefusedCache;
 use runtime::{Limit, Limiter, Subject};
 use tower_layer::Layer;
 
@@ -118,7 +118,7 @@ fn shown_file_errors() -> Shown {
     ];
     let shown = format!("{file_errors:?} {}", file_errors[0]);
     let [invalid, _] = file_errors;
-    let gate = GateError::File(invalid);
+    let gate = NativeGateError::File(invalid);
     vec![(
         "config::diagnostics::FileError",
         format!("{shown} {gate:?} {gate}"),
@@ -143,9 +143,9 @@ fn shown_description() -> Shown {
     let invalid = Application::from_toml(&invalid_applications()[0]).expect_err("invalid");
     let diagnostic = invalid.0[0].clone();
     let gate_errors = [
-        GateError::Invalid(invalid.clone()),
-        GateError::UnknownDeployable(UnknownDeployable("server".into())),
-        GateError::RedisNotBuilt {
+        NativeGateError::Invalid(invalid.clone()),
+        NativeGateError::UnknownDeployable(UnknownDeployable("server".into())),
+        NativeGateError::RedisNotBuilt {
             connection: "cache".into(),
         },
     ];
@@ -198,7 +198,10 @@ fn shown_description() -> Shown {
             "config::diagnostics::UnknownCode",
             format!("{0:?} {0}", UnknownCode("x".into())),
         ),
-        ("native::GateError", format!("{gate_errors:?} {errors:?}")),
+        (
+            "native::NativeGateError",
+            format!("{gate_errors:?} {errors:?}"),
+        ),
         (
             "gate_plan::UnknownDeployable",
             format!("{0:?} {0}", UnknownDeployable("x".into())),
@@ -306,7 +309,10 @@ fn shown_decision() -> Shown {
         ("breaker::Breaker", format!("{:?}", Breaker::new())),
         (
             "breaker::BackendState",
-            format!("{:?}", runtime::breaker::BackendState::VALUES),
+            format!(
+                "{:?}",
+                runtime::unstable_for_tools::breaker::BackendState::VALUES
+            ),
         ),
         ("breaker::Outcome", format!("{:?}", Outcome::Troubled)),
         ("breaker::Route", format!("{:?}", BreakerRoute::Probe)),
@@ -500,7 +506,7 @@ fn public_types() -> BTreeSet<String> {
 }
 
 /// Public types with no `Debug` to show here, and why.
-const NOT_SHOWN: [(&str, &str); 11] = [
+const NOT_SHOWN: [(&str, &str); 9] = [
     (
         "counter::WindowCounter",
         "has no Debug: it keeps digests of keys, never keys",
@@ -517,17 +523,12 @@ const NOT_SHOWN: [(&str, &str); 11] = [
         "wire::Code",
         "a private module (wasm32 and tests): answer codes, no key",
     ),
-    ("workers::Gate", "wasm32 only, and has no Debug"),
     ("workers::HeaderName", "wasm32 only, and has no Debug"),
+    ("workers::WorkersGate", "wasm32 only, and has no Debug"),
     (
-        "workers::PlanBindingError",
+        "workers::WorkersGateError",
         "wasm32 only: says the PLAN binding is missing or which plan line is wrong (a plan holds binding names and limits, no key or secret)",
     ),
-    (
-        "workers::GateError",
-        "wasm32 only: says crypto.getRandomValues failed, with its message (no key or secret)",
-    ),
-    ("workers_rs::Gate", "wasm32 only, and has no Debug"),
     (
         "workers_rs::RateLimitLayer",
         "wasm32 only, and has no Debug",

@@ -3,7 +3,7 @@
 //! steps that cross a window of each length.
 
 use proptest::prelude::*;
-use runtime::limits::Limit;
+use runtime::unstable_for_tools::limits::Limit;
 
 /// An hour boundary, so windows of 10, 60 and 3600 s all start here.
 pub const HOUR: u64 = 1_800_000_000_000;

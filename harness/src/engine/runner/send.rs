@@ -139,7 +139,10 @@ impl Runner<'_> {
         chain: &str,
     ) -> reqwest::RequestBuilder {
         if !chain.is_empty() {
-            request = request.header(runtime::address::FORWARDED_FOR_HEADER, chain);
+            request = request.header(
+                runtime::unstable_for_tools::address::FORWARDED_FOR_HEADER,
+                chain,
+            );
         }
         if let Some(caller) = &send.caller {
             request = request.header(CALLER_HEADER, caller);

@@ -698,18 +698,19 @@ mod tests {
             let ours: Vec<&str> = name.labels().iter().map(|(l, _)| *l).collect();
             assert_eq!(ours, wanted, "{name}");
         }
-        let states = runtime::breaker::BackendState::VALUES.map(|s| s.as_str());
+        let states = runtime::unstable_for_tools::breaker::BackendState::VALUES.map(|s| s.as_str());
         assert_eq!(
             MetricName::StoreState.label_values("state"),
             Some(&states[..])
         );
-        let unknown = runtime::address::AddressUnknown::VALUES.map(|r| r.as_str());
+        let unknown =
+            runtime::unstable_for_tools::address::AddressUnknown::VALUES.map(|r| r.as_str());
         assert_eq!(
             MetricName::AddressUnknown.label_values("reason"),
             Some(&unknown[..])
         );
-        use runtime::backend::FallbackReason;
         use runtime::limiter::InMemory;
+        use runtime::unstable_for_tools::backend::FallbackReason;
         let in_memory = [
             InMemory::Unavailable(FallbackReason::Missing),
             InMemory::Unavailable(FallbackReason::Failed),

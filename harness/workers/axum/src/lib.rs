@@ -1,6 +1,6 @@
 //! The harness's deployable as people write an axum service on Workers:
 //! workers-rs's `#[event(fetch)]` with its `http` feature hands an
-//! `http::Request` to an axum `Router`, and `runtime::workers_rs`'s
+//! `http::Request` to an axum `Router`, and `runtime::workers`'s
 //! [`RateLimitLayer`] limits the API routes. It serves the same routes as
 //! `harness/workers/wasm-bindgen`, so the corpus runs against it (`harness run
 //! --worker axum`):
@@ -24,8 +24,9 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use runtime::CallerId;
-use runtime::workers::limiting_off;
-use runtime::workers_rs::{Gate, RateLimitLayer, isolate_gate};
+use runtime::unstable_for_tools::testing::limiting_off;
+use runtime::workers::{RateLimitLayer, WorkersGate};
+use std::rc::Rc;
 use tower_service::Service;
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::send::SendWrapper;
@@ -45,7 +46,7 @@ pub fn set_clock_offset_ms(
     offset_ms: f64,
     env: wasm_bindgen::JsValue,
 ) -> std::result::Result<(), wasm_bindgen::JsValue> {
-    runtime::testing::set_clock_offset_ms(offset_ms, &env)
+    runtime::unstable_for_tools::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response {
@@ -70,17 +71,18 @@ async fn caller(mut request: Request, next: Next) -> Response {
     next.run(request).await
 }
 
-/// Counts the requests the layer refused (its 429s) in the isolate's tally (`runtime::testing`).
+/// Counts the requests the layer refused (its 429s) in the isolate's tally (`runtime::unstable_for_tools::testing`).
 async fn count_refusals(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if response.status() == StatusCode::TOO_MANY_REQUESTS {
-        runtime::testing::tally_refused();
+        runtime::unstable_for_tools::testing::tally_refused();
     }
     response
 }
 
 /// The routes, built per request (the layer asks this request's `env`).
-fn router(gate: Gate, env: Env, limited: bool) -> Router {
+fn router(gate: Rc<WorkersGate>, env: Env) -> Router {
+    let limited = !limiting_off(env.as_ref());
     let shared = SendWrapper::new(gate.clone());
     let api = Router::new().route(
         "/api/{*rest}",
@@ -90,7 +92,7 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
                 if gate.serves_api() {
                     json(StatusCode::OK, serde_json::json!({ "ok": true }))
                 } else {
-                    runtime::testing::tally_refused();
+                    runtime::unstable_for_tools::testing::tally_refused();
                     json(
                         StatusCode::NOT_FOUND,
                         serde_json::json!({ "error": "no_api" }),
@@ -114,7 +116,10 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
                 async move {
                     json(
                         StatusCode::OK,
-                        runtime::testing::health_report(gate.deployable(), &gate.counting()),
+                        runtime::unstable_for_tools::testing::health_report(
+                            gate.deployable(),
+                            &gate.counting(),
+                        ),
                     )
                 }
             }),
@@ -131,15 +136,14 @@ fn router(gate: Gate, env: Env, limited: bool) -> Router {
 }
 
 /// Compiles the request path and builds the isolate's gate while the
-/// Worker starts (see [`runtime::workers_rs::start`]).
+/// Worker starts (see [`runtime::workers::start`]).
 #[event(start)]
 fn start() {
-    runtime::workers_rs::start();
+    runtime::workers::start();
 }
 
 #[event(fetch)]
 async fn fetch(req: HttpRequest, env: Env, _ctx: Context) -> Result<axum::http::Response<Body>> {
-    let gate = isolate_gate(&env)?;
-    let limited = !limiting_off(env.as_ref());
-    Ok(router(gate, env, limited).call(req).await?)
+    let gate = WorkersGate::of_isolate(&env)?;
+    Ok(router(gate, env).call(req).await?)
 }

@@ -1,5 +1,5 @@
 //! The small deployable the harness runs inside workerd: limited API routes
-//! under `/api/`, and a health route, wrapping `runtime`'s [`Gate`].
+//! under `/api/`, and a health route, wrapping `runtime`'s [`WorkersGate`].
 //!
 //! It builds its gate from the text binding `PLAN`: the plan the harness
 //! wrote for the scenario's deployable (`GatePlan::to_text`), as a
@@ -27,9 +27,9 @@
 #![cfg(target_arch = "wasm32")]
 
 use js_sys::Reflect;
-use runtime::workers::{
-    Gate, HeaderName, isolate_gate, limiting_off, path_of, refusal_response, subject_of,
-};
+use runtime::Refusal;
+use runtime::unstable_for_tools::testing::limiting_off;
+use runtime::workers::{HeaderName, WorkersGate, path_of, subject_of};
 use wasm_bindgen::prelude::*;
 
 /// The header this fixture takes the signed-in caller's id from, so a
@@ -80,11 +80,20 @@ fn passed() -> Result<web_sys::Response, JsValue> {
 
 /// `GET /health`: the gate's state, counting the check.
 #[inline(never)]
-fn health(gate: &Gate) -> Result<JsValue, JsValue> {
+fn health(gate: &WorkersGate) -> Result<JsValue, JsValue> {
     json_response(
         200,
-        &runtime::testing::health_report(gate.deployable(), &gate.counting()),
+        &runtime::unstable_for_tools::testing::health_report(gate.deployable(), &gate.counting()),
     )
+}
+
+/// runtime's `refusal_response`, the refusal counted in the isolate's
+/// tally first (the fixture's `/health` reports it): so [`fetch`] reads as a
+/// user's Worker, which calls `runtime::workers::refusal_response` itself
+/// (README.md and docs/workers.md show its lines).
+fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue> {
+    runtime::unstable_for_tools::testing::tally_refused();
+    runtime::workers::refusal_response(refusal)
 }
 
 /// `404 {"error": error}`.
@@ -104,14 +113,14 @@ pub fn start() {
 /// /clock`, with the request's `env` (the isolate's gate is built from its plan).
 #[wasm_bindgen]
 pub fn set_clock_offset_ms(offset_ms: f64, env: JsValue) -> Result<(), JsValue> {
-    runtime::testing::set_clock_offset_ms(offset_ms, &env)
+    runtime::unstable_for_tools::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 /// The Worker's fetch handler, called by the JavaScript entry module. It
 /// returns the response, or a promise of it when the gate waits for a binding.
 #[wasm_bindgen]
 pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue> {
-    let gate = isolate_gate(&env).map_err(|e| JsValue::from_str(&e.to_string()))?;
+    let gate = WorkersGate::of_isolate(&env)?;
     let path = path_of(&request);
     if path == "/health" {
         return health(&gate);
@@ -120,7 +129,7 @@ pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        runtime::testing::tally_refused();
+        runtime::unstable_for_tools::testing::tally_refused();
         return not_found("no_api");
     }
     if limiting_off(&env) {
@@ -131,9 +140,6 @@ pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue
     let subject = subject_of(&headers, caller.as_deref());
     gate.decide(&env, &subject, &path, |verdict| match verdict {
         Ok(()) => passed().map(JsValue::from),
-        Err(refusal) => {
-            runtime::testing::tally_refused();
-            refusal_response(&refusal).map(JsValue::from)
-        }
+        Err(refusal) => refusal_response(&refusal).map(JsValue::from),
     })
 }

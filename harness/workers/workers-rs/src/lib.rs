@@ -1,7 +1,7 @@
 //! The harness's deployable written as people write a Rust Worker with
 //! workers-rs: an `#[event(fetch)]` handler taking a `worker::Request` and
-//! `worker::Env`, the gate asked through `runtime::workers_rs`
-//! ([`Gate::decide`]). It serves the same routes as `harness/workers/wasm-bindgen`, so
+//! `worker::Env`, the gate asked through `runtime::workers`
+//! ([`WorkersGate::decide_async`]). It serves the same routes as `harness/workers/wasm-bindgen`, so
 //! the whole scenario corpus runs against it (`harness run --worker
 //! workers-rs`):
 //!
@@ -18,8 +18,9 @@
 //! text binding `LIMITING = "off"` answers `/api/...` without the gate.
 #![cfg(target_arch = "wasm32")]
 
-use runtime::workers::{HeaderName, limiting_off};
-use runtime::workers_rs::{Gate, Limited, isolate_gate, refusal_response};
+use runtime::Refusal;
+use runtime::unstable_for_tools::testing::limiting_off;
+use runtime::workers::{HeaderName, Limited, WorkersGate};
 use wasm_bindgen::prelude::wasm_bindgen;
 use worker::{Context, Env, Request, Response, Result, event};
 
@@ -43,7 +44,7 @@ pub fn set_clock_offset_ms(
     offset_ms: f64,
     env: wasm_bindgen::JsValue,
 ) -> std::result::Result<(), wasm_bindgen::JsValue> {
-    runtime::testing::set_clock_offset_ms(offset_ms, &env)
+    runtime::unstable_for_tools::testing::set_clock_offset_ms(offset_ms, &env)
 }
 
 fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
@@ -51,21 +52,32 @@ fn json(status: u16, body: &serde_json::Value) -> Result<Response> {
 }
 
 /// Compiles the request path and builds the isolate's gate while the
-/// Worker starts (see [`runtime::workers_rs::start`]).
+/// Worker starts (see [`runtime::workers::start`]).
 #[event(start)]
 fn start() {
-    runtime::workers_rs::start();
+    runtime::workers::start();
 }
 
 /// `GET /health`: the gate's state, counting the check. Out of line, as is
 /// every answer but an API request's, so the first API request has V8
 /// compile the API path and no more (see `harness/workers/wasm-bindgen`).
 #[inline(never)]
-fn health(gate: &Gate) -> Result<Response> {
+fn health(gate: &WorkersGate) -> Result<Response> {
     json(
         200,
-        &runtime::testing::health_report(gate.deployable(), &gate.counting()),
+        &runtime::unstable_for_tools::testing::health_report(gate.deployable(), &gate.counting()),
     )
+}
+
+/// runtime's `refusal_response`, the refusal counted in the isolate's
+/// tally first (the fixture's `/health` reports it): so [`fetch`] reads as a
+/// user's Worker, which calls `runtime::workers::refusal_response` itself
+/// (README.md and docs/workers.md show its lines).
+fn refusal_response(
+    refusal: &Refusal,
+) -> std::result::Result<worker::web_sys::Response, wasm_bindgen::JsValue> {
+    runtime::unstable_for_tools::testing::tally_refused();
+    runtime::workers::refusal_response(refusal)
 }
 
 /// `404 {"error": error}`.
@@ -76,7 +88,7 @@ fn not_found(error: &str) -> Result<Response> {
 
 #[event(fetch)]
 async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let gate = isolate_gate(&env)?;
+    let gate = WorkersGate::of_isolate(&env)?;
     let path = req.path();
     if path == "/health" {
         return health(&gate);
@@ -85,7 +97,7 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
         return not_found("not_found");
     }
     if !gate.serves_api() {
-        runtime::testing::tally_refused();
+        runtime::unstable_for_tools::testing::tally_refused();
         return not_found("no_api");
     }
     if limiting_off(env.as_ref()) {
@@ -93,9 +105,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
     let caller = CALLER.with(|name| name.read(&req.headers().0));
     let subject = req.subject(caller.as_deref());
-    if let Err(refusal) = gate.decide(&env, &subject, &path).await {
-        runtime::testing::tally_refused();
-        return refusal_response(&refusal);
+    if let Err(refusal) = gate.decide_async(&env, &subject, &path).await {
+        return Ok(Response::from(refusal_response(&refusal)?));
     }
     json(200, &serde_json::json!({ "ok": true }))
 }

@@ -13,12 +13,12 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 
-use runtime::address::{
+use runtime::config::{Deployable, Target};
+use runtime::limiter::ADDRESS_HEADER;
+use runtime::unstable_for_tools::address::{
     AddressHeaders, AddressSource, AddressUnknown, CLOUDFLARE_IPV6_HEADER, ClientAddress,
     FORWARDED_FOR_HEADER, Resolved,
 };
-use runtime::config::{Deployable, Target};
-use runtime::limiter::ADDRESS_HEADER;
 
 use crate::language::scenario::step::SendRequests;
 

@@ -43,10 +43,9 @@ pub(super) fn validate_send(
             ),
         ));
     }
-    let forwarded_header = send
-        .headers
-        .keys()
-        .any(|name| name.eq_ignore_ascii_case(runtime::address::FORWARDED_FOR_HEADER));
+    let forwarded_header = send.headers.keys().any(|name| {
+        name.eq_ignore_ascii_case(runtime::unstable_for_tools::address::FORWARDED_FOR_HEADER)
+    });
     if forwarded_header && !send.chain().is_empty() {
         return Err((
             None,
