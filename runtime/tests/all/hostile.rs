@@ -277,4 +277,12 @@ fn an_address_header_is_read_no_further_than_an_address_reaches() {
     assert_eq!(cloudflare, runtime::address::ClientAddress::Unknown);
     let short = runtime::address::ClientAddress::from_header(Some(&padded));
     assert_eq!(short, runtime::address::ClientAddress::of_ip(client));
+    // One byte of whitespace more and it is no address (the address fuzz
+    // target's padding, on a value already at the bound).
+    let past = runtime::address::ClientAddress::from_header(Some(&format!(" {padded}")));
+    assert_eq!(past, runtime::address::ClientAddress::Unknown);
+    assert_eq!(
+        resolve(format!("{padded} ").as_bytes()),
+        Err(AddressUnknown::ForwardedForInvalid)
+    );
 }
