@@ -1,7 +1,8 @@
 //! What a native gate tells its operators (the `metrics` feature): every
 //! decision, every request counted in memory because its store could not be
 //! asked, the store's state, its round trips, the refused-keys cache's
-//! answers, the addresses that could not be known and the in-memory
+//! answers, the addresses that could not be known, the paths refused as
+//! too long and the in-memory
 //! counter's size against its bound, recorded through the [`metrics`]
 //! facade so the application picks the exporter (Prometheus's, say).
 //!
@@ -57,6 +58,10 @@ pub const REFUSED_CACHE_ANSWERS: &str = "rate_limits_refused_cache_answers_total
 /// Requests whose address could not be known, by deployable and reason (as
 /// `rate_limits.address_unknown` logs it).
 pub const ADDRESS_UNKNOWN: &str = "rate_limits_address_unknown_total";
+/// Requests refused 414 because their path is longer than
+/// [`crate::limiter::MAX_PATH_BYTES`] (decided from its length, counted
+/// under no limit), by deployable: never by path, which is a key.
+pub const PATHS_TOO_LONG: &str = "rate_limits_paths_too_long_total";
 /// The in-memory counter's bytes on the heap now, by deployable.
 pub const MEMORY_BYTES: &str = "rate_limits_memory_bytes";
 /// The most the in-memory counter can hold, by deployable: its stated bound.
@@ -65,13 +70,14 @@ pub const MEMORY_BOUND_BYTES: &str = "rate_limits_memory_bound_bytes";
 /// Every metric a native gate records, with its labels (beside
 /// `deployable`), for documentation and tests ([`STORE_ROUND_TRIP`] with
 /// the `redis` feature only).
-pub const METRICS: [(&str, &[&str]); 8] = [
+pub const METRICS: [(&str, &[&str]); 9] = [
     (DECISIONS, &["limit", "outcome"]),
     (COUNTED_IN_MEMORY, &["store", "reason"]),
     (STORE_STATE, &["store", "state"]),
     (STORE_ROUND_TRIP, &["store"]),
     (REFUSED_CACHE_ANSWERS, &["store"]),
     (ADDRESS_UNKNOWN, &["reason"]),
+    (PATHS_TOO_LONG, &[]),
     (MEMORY_BYTES, &[]),
     (MEMORY_BOUND_BYTES, &[]),
 ];
@@ -92,6 +98,7 @@ pub(super) struct GateMetrics {
     refused_cache: Vec<Counter>,
     /// By [`AddressUnknown::VALUES`].
     address_unknown: [Counter; 4],
+    paths_too_long: Counter,
     memory_bytes: Gauge,
     /// The value `memory_bytes` was last set to.
     memory_bytes_set: AtomicUsize,
@@ -171,6 +178,7 @@ impl GateMetrics {
             metrics::counter!(ADDRESS_UNKNOWN, "deployable" => deployable.clone(),
                 "reason" => reason.as_str())
         });
+        let paths_too_long = metrics::counter!(PATHS_TOO_LONG, "deployable" => deployable.clone());
         let memory_bytes = metrics::gauge!(MEMORY_BYTES, "deployable" => deployable.clone());
         let memory_bytes_set = limiter.memory_bytes();
         memory_bytes.set(memory_bytes_set as f64);
@@ -184,6 +192,7 @@ impl GateMetrics {
             round_trips,
             refused_cache,
             address_unknown,
+            paths_too_long,
             memory_bytes,
             memory_bytes_set: AtomicUsize::new(memory_bytes_set),
         }
@@ -254,6 +263,11 @@ impl GateMetrics {
             self.address_unknown[index].increment(1);
         }
     }
+
+    /// Records a request refused 414, its path too long to read.
+    pub(super) fn path_too_long(&self) {
+        self.paths_too_long.increment(1);
+    }
 }
 
 /// The metrics' help texts, given to the recorder (Prometheus's `# HELP`).
@@ -289,6 +303,10 @@ fn describe() {
     metrics::describe_counter!(
         ADDRESS_UNKNOWN,
         "Requests whose client address could not be known, by reason (counted under one shared key)"
+    );
+    metrics::describe_counter!(
+        PATHS_TOO_LONG,
+        "Requests refused 414, their path longer than the gate reads (counted under no limit)"
     );
     metrics::describe_gauge!(
         MEMORY_BYTES,

@@ -366,9 +366,11 @@ impl NativeGate {
     /// The request's checks are made first, with no lock held
     /// ([`NativeGate::checks`]); the lock is taken only to count them.
     pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
-        let checks = self
-            .checks(subject, path)
-            .map_err(|_| Refusal::path_too_long())?;
+        let Ok(checks) = self.checks(subject, path) else {
+            #[cfg(feature = "metrics")]
+            self.metrics_unlocked().path_too_long();
+            return Err(Refusal::path_too_long());
+        };
         #[cfg(feature = "testing")]
         if let Some(hook) = self.checks_made.get() {
             (hook.0)(path.len());

@@ -632,6 +632,59 @@ fn bytes_that_are_no_utf8_spoil_their_own_entry_of_x_forwarded_for_not_the_line(
     );
 }
 
+/// The address fuzz target's crash (`fuzz/fuzz_targets/address.rs`, CI on
+/// 2026-12-07): a header holding `ress` was "found" in the headers' `Debug`,
+/// in its name. What holds is stronger: the `Debug` depends only on which
+/// headers are present and how many lines, whatever they hold (addresses,
+/// words of the `Debug` itself, bytes that are not UTF-8).
+#[test]
+fn the_address_headers_debug_is_the_same_whatever_they_hold() {
+    let values: [&'static [u8]; 8] = [
+        b"203.0.113.7",
+        b"2001:db8::77",
+        b"ress",
+        b"None",
+        b"Some(\"..\")",
+        b"AddressHeaders { forwarded_for_lines: 9 }",
+        b"\xff\xfe, 5-OpyiEe",
+        b"",
+    ];
+    let shown = |ip: Option<&[u8]>, ipv6: Option<&[u8]>, lines: &[&[u8]]| {
+        format!(
+            "{:?}",
+            AddressHeaders {
+                cf_connecting_ip: ip,
+                cf_connecting_ipv6: ipv6,
+                forwarded_for: lines,
+            }
+        )
+    };
+    for value in values {
+        for lines in 0..3 {
+            let held = vec![value; lines];
+            let blank = vec![&b"x"[..]; lines];
+            for (ip, ipv6) in [(true, true), (true, false), (false, true), (false, false)] {
+                let pick = |present: bool, v: &'static [u8]| present.then_some(v);
+                assert_eq!(
+                    shown(pick(ip, value), pick(ipv6, value), &held),
+                    shown(pick(ip, b"x"), pick(ipv6, b"x"), &blank),
+                    "{:?}",
+                    String::from_utf8_lossy(value)
+                );
+            }
+        }
+    }
+    // The crash's input: `c0)` as the source, peer `1`, CF-Connecting-IP
+    // `5-OpyiEe`, X-Forwarded-For `ress`.
+    let shown_crash = shown(Some(b"5-OpyiEe"), Some(b""), &[b"ress"]);
+    assert!(!shown_crash.contains("OpyiEe"), "{shown_crash}");
+    assert_eq!(
+        shown_crash,
+        "AddressHeaders { cf_connecting_ip: Some(\"..\"), cf_connecting_ipv6: Some(\"..\"), \
+         forwarded_for_lines: 1 }"
+    );
+}
+
 fn request(peer: Option<SocketAddr>, forwarded_for: Option<&str>) -> http::Request<String> {
     let mut request = http::Request::new(String::new());
     *request.uri_mut() = "/api/items".parse().expect("uri");

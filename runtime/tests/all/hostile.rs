@@ -285,4 +285,17 @@ fn an_address_header_is_read_no_further_than_an_address_reaches() {
         short,
         runtime::unstable_for_tools::address::ClientAddress::of_ip(client)
     );
+    // One byte of whitespace more and it is no address (the address fuzz
+    // target's padding, on a value already at the bound).
+    let past = runtime::unstable_for_tools::address::ClientAddress::from_header(Some(&format!(
+        " {padded}"
+    )));
+    assert_eq!(
+        past,
+        runtime::unstable_for_tools::address::ClientAddress::Unknown
+    );
+    assert_eq!(
+        resolve(format!("{padded} ").as_bytes()),
+        Err(AddressUnknown::ForwardedForInvalid)
+    );
 }

@@ -5,9 +5,10 @@
 
 use std::sync::Arc;
 
+use runtime::limiter::MAX_PATH_BYTES;
 use runtime::native::NativeGate;
 use runtime::native::metrics::{
-    COUNTED_IN_MEMORY, DECISIONS, METRICS, STORE_ROUND_TRIP, STORE_STATE,
+    COUNTED_IN_MEMORY, DECISIONS, METRICS, PATHS_TOO_LONG, STORE_ROUND_TRIP, STORE_STATE,
 };
 use runtime::unstable_for_tools::breaker::COOL_OFF_MS;
 
@@ -146,6 +147,50 @@ rate_limit = { requests = 2, window = 60 }
         !text.contains("192.0.2.9") && !text.contains("10.1.0.7"),
         "{text}"
     );
+}
+
+/// A path longer than the gate reads is refused 414 and counted by
+/// deployable alone, at every length past the bound (hyper's longest
+/// included), and under no limit; a path at the bound is decided, not
+/// counted there. No series carries the path.
+#[tokio::test]
+async fn a_path_too_long_is_counted_by_deployable_and_never_named() {
+    let recorder = recorder();
+    let source = "[[deployables]]\nname = \"metrics-too-long\"\ntarget = \"native\"\nserves_api = true\n\
+                  [[routes]]\npath = \"/api/{*rest}\"\nrate_limit = { requests = 100, window = 60 }\n";
+    let gate = NativeGate::from_toml(source, "metrics-too-long").expect("gate");
+    let subject = runtime::Subject::of_request(None, Some("192.0.2.4"));
+    let path = |bytes: usize| {
+        format!("/api/{}", "toolongsegment/".repeat(bytes / 15 + 1))[..bytes].to_owned()
+    };
+    let ours = ("deployable", "metrics-too-long");
+    let decided = |text: &str| total(&samples(text), DECISIONS, &[ours]);
+    let too_long = |text: &str| total(&samples(text), PATHS_TOO_LONG, &[ours]);
+    assert!(gate.decide(&subject, &path(MAX_PATH_BYTES)).await.is_ok());
+    let text = recorder.render();
+    let route = ("limit", "/api/{*rest}");
+    let on_route = total(&samples(&text), DECISIONS, &[ours, route]);
+    assert_eq!((on_route, too_long(&text)), (1.0, 0.0), "{text}");
+    let decided_at_bound = decided(&text);
+    let lengths = [MAX_PATH_BYTES + 1, 2 * MAX_PATH_BYTES, 65_534];
+    for (n, bytes) in lengths.into_iter().enumerate() {
+        let refusal = gate
+            .decide(&subject, &path(bytes))
+            .await
+            .expect_err("too long");
+        assert_eq!(refusal.status(), 414, "{bytes} bytes");
+        let text = recorder.render();
+        assert_eq!(too_long(&text), (n + 1) as f64, "{bytes} bytes: {text}");
+        assert_eq!(
+            decided(&text),
+            decided_at_bound,
+            "counted under no limit: {text}"
+        );
+        assert!(
+            !text.contains("toolongsegment"),
+            "a path in a series: {text}"
+        );
+    }
 }
 
 /// Every metric the module lists is described to the recorder, so a

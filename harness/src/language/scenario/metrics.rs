@@ -45,6 +45,8 @@ pub enum MetricName {
     RefusedCacheAnswers,
     /// `rate_limits_address_unknown_total{reason}`: requests whose address could not be known.
     AddressUnknown,
+    /// `rate_limits_paths_too_long_total`: requests refused 414, their path too long to read.
+    PathsTooLong,
     /// `rate_limits_memory_bytes`: what the in-memory counter holds.
     MemoryBytes,
     /// `rate_limits_memory_bound_bytes`: the most it can hold.
@@ -86,13 +88,14 @@ type LabelSpec = (&'static str, Option<&'static [&'static str]>);
 
 impl MetricName {
     /// Every name, in the order an error lists them.
-    pub const ALL: [MetricName; 9] = [
+    pub const ALL: [MetricName; 10] = [
         MetricName::Decisions,
         MetricName::CountedInMemory,
         MetricName::StoreState,
         MetricName::StoreRoundTripSeconds,
         MetricName::RefusedCacheAnswers,
         MetricName::AddressUnknown,
+        MetricName::PathsTooLong,
         MetricName::MemoryBytes,
         MetricName::MemoryBoundBytes,
         MetricName::DataPoints,
@@ -107,6 +110,7 @@ impl MetricName {
             MetricName::StoreRoundTripSeconds => "store_round_trip_seconds",
             MetricName::RefusedCacheAnswers => "refused_cache_answers",
             MetricName::AddressUnknown => "address_unknown",
+            MetricName::PathsTooLong => "paths_too_long",
             MetricName::MemoryBytes => "memory_bytes",
             MetricName::MemoryBoundBytes => "memory_bound_bytes",
             MetricName::DataPoints => "data_points",
@@ -125,6 +129,7 @@ impl MetricName {
             MetricName::StoreRoundTripSeconds => native::STORE_ROUND_TRIP,
             MetricName::RefusedCacheAnswers => native::REFUSED_CACHE_ANSWERS,
             MetricName::AddressUnknown => native::ADDRESS_UNKNOWN,
+            MetricName::PathsTooLong => native::PATHS_TOO_LONG,
             MetricName::MemoryBytes => native::MEMORY_BYTES,
             MetricName::MemoryBoundBytes => native::MEMORY_BOUND_BYTES,
             MetricName::DataPoints => "data_points",
@@ -164,7 +169,9 @@ impl MetricName {
                 &[("store", None), DEPLOYABLE]
             }
             MetricName::AddressUnknown => &[("reason", Some(ADDRESS_UNKNOWN_REASONS)), DEPLOYABLE],
-            MetricName::MemoryBytes | MetricName::MemoryBoundBytes => &[DEPLOYABLE],
+            MetricName::PathsTooLong | MetricName::MemoryBytes | MetricName::MemoryBoundBytes => {
+                &[DEPLOYABLE]
+            }
             MetricName::DataPoints => &[
                 ("limit", None),
                 ("outcome", Some(OUTCOMES)),
