@@ -22,6 +22,10 @@
 //!     binding module inside the deployable's isolate (no store process);
 //!   - `on, memory`: the bindings missing, so the limiter counts in the
 //!     isolate's memory (`WindowCounter`) and asks nobody;
+//!   - `bare, binding once`: the config of `on, in-isolate binding` with
+//!     its entry module replaced by `bare-binding-worker.js`, whose fetch
+//!     calls the binding once and answers: the floor of the binding path
+//!     (issue 44), no gate logic;
 //!   - `JS gate, in-isolate binding`: the config of `on, in-isolate binding`
 //!     with its entry module replaced by `js-gate-worker.js`, a plain
 //!     JavaScript Worker asking the same binding with its own 500 ms race:
@@ -74,9 +78,10 @@
 //!   emulated binding's module, no other module), which is what a Worker
 //!   starts with before any gate. Started in turn round after round, one
 //!   process at a time; then how long the first request took (on a
-//!   connection made before it, as the warm ones are) beside the next
-//!   [`WARM_REQUESTS`] on the same connection; and the binding store's spawn
-//!   to listen.
+//!   connection made before it, as the warm ones are), ÷ each bare
+//!   Worker's first request in the same round (issue 44's floor of the
+//!   first request), beside the next [`WARM_REQUESTS`] on the same
+//!   connection; and the binding store's spawn to listen.
 //!
 //! Knobs (environment variables, defaults in brackets): `BENCH_ROUNDS` [6],
 //! `BENCH_SECONDS` [5], `BENCH_WARMUP_SECONDS` [1], `BENCH_CONCURRENCY` [8],
@@ -120,6 +125,8 @@ const API_PATH: &str = "/api/items";
 const ADDRESS_POOL: u64 = 50_000;
 const BARE_JS: &str = include_str!("bare-worker.js");
 const JS_GATE_JS: &str = include_str!("js-gate-worker.js");
+/// The floor of the binding path: one `limit()` call and an answer.
+const BARE_BINDING_JS: &str = include_str!("bare-binding-worker.js");
 const DATA_POINTS_STUB_JS: &str = include_str!("data-points-stub.js");
 /// The emulated dataset's module in a config, which the stub replaces.
 const DATA_POINTS_MODULE_FILE: &str = "data-points-binding.js";
@@ -569,6 +576,16 @@ const config :Workerd.Config = (
         Ok(config)
     }
 
+    /// The in-isolate deployable config with `bare-binding-worker.js` as
+    /// its entry module: the binding called once, no gate.
+    fn bare_binding_config(&mut self) -> Result<PathBuf, Error> {
+        let config =
+            self.deployable_config(WorkerChoice::WasmBindgen, &Behaviour::Healthy, None, false)?;
+        let dir = config.parent().ok_or("a config has a directory")?;
+        std::fs::write(dir.join("entry.js"), BARE_BINDING_JS)?;
+        Ok(config)
+    }
+
     async fn start(&self, config: &Path) -> Result<WorkerdProcess, Error> {
         Ok(WorkerdProcess::start(&self.env.workerd.path, config, Instant::now()).await?)
     }
@@ -759,6 +776,7 @@ async fn start_targets(bench: &mut Bench, store_port: u16) -> Result<Vec<Target>
             bench.deployable_config(WasmBindgen, &Missing, None, false)?,
         ),
         ("JS gate, in-isolate binding", bench.js_gate_config()?),
+        ("bare, binding once", bench.bare_binding_config()?),
         (
             "workers-rs off",
             bench.deployable_config(WorkersRs, &Healthy, None, true)?,
@@ -1600,32 +1618,34 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
         "### workerd start and the first request ({n} rounds, each config started once a round, one process at a time; median (min-max) over the rounds)\n"
     );
     println!(
-        "| config | spawn to listen, ms | spawn to first 200, ms | / bare, median of rounds (min-max) | / bare with the bindings, median of rounds (min-max) | first request, ms | warm request (median of the next {WARM_REQUESTS}), ms | first - warm, median of rounds, ms |"
+        "| config | spawn to listen, ms | spawn to first 200, ms | / bare, median of rounds (min-max) | / bare with the bindings, median of rounds (min-max) | first request, ms | first request / bare's, median of rounds (min-max) | first request / bare with the bindings', median of rounds (min-max) | warm request (median of the next {WARM_REQUESTS}), ms | first - warm, median of rounds, ms |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     let field = |c: usize, f: fn(&Start) -> Duration| -> Vec<f64> {
         starts[c].iter().map(|s| ms(f(s))).collect()
     };
     for (c, (name, _, _)) in configs.iter().enumerate() {
         let first = field(c, |s| s.first_200);
-        let ratio_to = |base: usize| -> (f64, f64, f64) {
-            let ratios: Vec<f64> = first
+        let ratio_to = |base: usize, f: fn(&Start) -> Duration| -> (f64, f64, f64) {
+            let ratios: Vec<f64> = field(c, f)
                 .iter()
-                .zip(field(base, |s| s.first_200))
+                .zip(field(base, f))
                 .map(|(a, b)| a / b)
                 .collect();
             let (lo, hi) = min_max(&ratios);
             (median(&ratios), lo, hi)
         };
-        let (to_bare, lo, hi) = ratio_to(bare);
-        let (to_bindings, blo, bhi) = ratio_to(bare_with_bindings);
+        let (to_bare, lo, hi) = ratio_to(bare, |s| s.first_200);
+        let (to_bindings, blo, bhi) = ratio_to(bare_with_bindings, |s| s.first_200);
+        let (request_to_bare, rlo, rhi) = ratio_to(bare, |s| s.first_request);
+        let (request_to_bindings, rblo, rbhi) = ratio_to(bare_with_bindings, |s| s.first_request);
         let extra: Vec<f64> = field(c, |s| s.first_request)
             .iter()
             .zip(field(c, |s| s.warm_request))
             .map(|(first, warm)| first - warm)
             .collect();
         println!(
-            "| {name} | {} | {} | **{to_bare:.3}** ({lo:.3}-{hi:.3}) | **{to_bindings:.3}** ({blo:.3}-{bhi:.3}) | {} | {} | **{:.2}** |",
+            "| {name} | {} | {} | **{to_bare:.3}** ({lo:.3}-{hi:.3}) | **{to_bindings:.3}** ({blo:.3}-{bhi:.3}) | {} | **{request_to_bare:.2}** ({rlo:.2}-{rhi:.2}) | **{request_to_bindings:.2}** ({rblo:.2}-{rbhi:.2}) | {} | **{:.2}** |",
             spread(&field(c, |s| s.listen)),
             spread(&first),
             spread(&field(c, |s| s.first_request)),
@@ -1634,7 +1654,7 @@ async fn starts(bench: &mut Bench) -> Result<(), Error> {
         );
     }
     println!(
-        "| binding store (listen only) | {} | - | - | - | - | - | - |",
+        "| binding store (listen only) | {} | - | - | - | - | - | - | - | - |",
         spread(&store_listen)
     );
     println!();

@@ -265,6 +265,15 @@ pub struct Pending {
 }
 
 impl Pending {
+    /// A request's checks, none of whose backends is asked: each is counted
+    /// in memory, as [`Limiter::asks_none`] leaves them. For checks that have
+    /// no backend (a deployable counting in memory) this is what
+    /// [`Limiter::asks`] gives, without the limiter: an embedding that
+    /// shares its limiter behind a lock need not take it to learn nothing.
+    pub fn unasked(checks: Vec<Check>) -> Pending {
+        Pending { checks }
+    }
+
     /// Every check of the request, asked or not, in order.
     pub fn checks(&self) -> &[Check] {
         &self.checks

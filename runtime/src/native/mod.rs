@@ -388,13 +388,19 @@ impl NativeGate {
     }
 
     /// Decides a request by its `checks` ([`NativeGate::checks`]): the
-    /// limiter is locked to say which to ask and, once Redis answered, to
-    /// count them; nothing of the request is read under the lock but its
+    /// limiter is locked to say which to ask (when any has a backend) and,
+    /// once Redis answered, to count them; nothing of the request is read under the lock but its
     /// keys.
     pub async fn decide_checks(&self, checks: Vec<Check>) -> Result<(), Refusal> {
         let now = self.clock.now();
-        // The limiter's cool-off says which to ask: a troubled Redis costs one wait.
-        let pending = self.limiter().asks(checks, now);
+        // The limiter's cool-off says which to ask: a troubled Redis costs
+        // one wait. Checks with no backend ask nobody, and take no lock to
+        // learn it: a request counted in memory locks the counts once.
+        let pending = if checks.iter().any(|check| check.backend().is_some()) {
+            self.limiter().asks(checks, now)
+        } else {
+            crate::limiter::Pending::unasked(checks)
+        };
         #[cfg(feature = "redis")]
         let (pending, now) = self.ask_redis(pending, now).await;
         let decision = {

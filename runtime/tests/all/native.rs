@@ -230,3 +230,74 @@ async fn a_wall_clock_stepped_back_does_not_stretch_the_cool_off() {
     assert!(gate.decide(&subject, "/api/items").await.is_ok());
     assert_eq!(gate.redis_dials(), 2, "the cool-off ended after 10 s");
 }
+
+/// A native API counting in memory whose catch-all route takes 50 an hour
+/// per address: within the 120 a minute of the address limit, so the
+/// route's limit alone decides how many of a key's requests pass.
+const FIFTY_AN_HOUR: &str = "[[deployables]]\nname = \"server\"\ntarget = \"native\"\n\
+serves_api = true\n\
+[[routes]]\npath = \"/api/{*rest}\"\nrate_limit = { requests = 50, window = 3600 }\n";
+
+/// Many threads deciding at once count every (limit, key) exactly: each
+/// key's passes are its route's limit, however many threads send, and
+/// whether they share their keys or each has its own.
+#[test]
+fn threads_deciding_at_once_count_every_key_exactly() {
+    const KEYS: u32 = 16;
+    const PER_KEY_AND_THREAD: u32 = 100;
+    const LIMIT: u64 = 50;
+    for threads in [2u32, 4, 8] {
+        for shared in [true, false] {
+            let gate = NativeGate::from_toml(FIFTY_AN_HOUR, "server").expect("gate");
+            // Half an hour into an hour on the gate's clock: the route's
+            // window cannot end while the test runs.
+            let into_hour = i64::try_from(gate.clock().wall_ms() % 3_600_000).expect("small");
+            gate.clock()
+                .set_offset_ms((1_800_000 - into_hour).rem_euclid(3_600_000));
+            let key = |thread: u32, k: u32| -> u32 { if shared { k } else { thread * KEYS + k } };
+            let passes: Vec<std::sync::atomic::AtomicU64> = (0..threads * KEYS)
+                .map(|_| std::sync::atomic::AtomicU64::new(0))
+                .collect();
+            std::thread::scope(|scope| {
+                for thread in 0..threads {
+                    let (gate, passes) = (&gate, &passes);
+                    scope.spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .build()
+                            .expect("a runtime");
+                        rt.block_on(async {
+                            for _ in 0..PER_KEY_AND_THREAD {
+                                for k in 0..KEYS {
+                                    let address = format!(
+                                        "198.51.{}.{}",
+                                        key(thread, k) / 256,
+                                        key(thread, k) % 256
+                                    );
+                                    let subject =
+                                        runtime::Subject::of_request(None, Some(&address));
+                                    if gate.decide(&subject, "/api/items").await.is_ok() {
+                                        passes[key(thread, k) as usize]
+                                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                    }
+                                }
+                            }
+                        });
+                    });
+                }
+            });
+            let keys_used = if shared { KEYS } else { threads * KEYS };
+            for k in 0..keys_used {
+                let passed = passes[k as usize].load(std::sync::atomic::Ordering::Relaxed);
+                assert_eq!(
+                    passed, LIMIT,
+                    "{threads} threads, keys shared: {shared}: key {k} passed {passed} times, not its limit"
+                );
+            }
+            let total: u64 = passes
+                .iter()
+                .map(|p| p.load(std::sync::atomic::Ordering::Relaxed))
+                .sum();
+            assert_eq!(total, u64::from(keys_used) * LIMIT);
+        }
+    }
+}
