@@ -28,10 +28,11 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::Instant;
 
 use harness::world::redis::RedisServer;
-use runtime::limits::ADDRESS_LIMIT;
 use runtime::native::NativeGate;
-use runtime::native::scripts::COUNT_ALL;
-use runtime::{ClientAddress, Subject, keys};
+use runtime::unstable_for_tools::keys;
+use runtime::unstable_for_tools::limits::ADDRESS_LIMIT;
+use runtime::unstable_for_tools::redis::COUNT_ALL;
+use runtime::{ClientAddress, Subject};
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -36,8 +36,8 @@ use std::time::{Duration, Instant};
 
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use runtime::Subject;
-use runtime::limits::ADDRESS_LIMIT;
 use runtime::native::NativeGate;
+use runtime::unstable_for_tools::limits::ADDRESS_LIMIT;
 
 /// Addresses per thread on distinct keys: two threads' together fill
 /// 16,384 of the counter's 28,672 table entries, so no check reaches a sketch.

@@ -118,6 +118,7 @@ pub mod unstable_for_tools {
     pub mod redis {
         pub use crate::native::redis::*;
         pub use crate::native::refused::*;
+        pub use crate::native::scripts::*;
     }
     /// The harness's Worker fixtures' hooks (the `testing` feature).
     #[cfg(feature = "testing")]
