@@ -21,7 +21,10 @@
 //!     and governor's quota is 10^9 a second, so both let nearly every
 //!     check through;
 //!   - *one hot key*: every thread the same address, at the address limit
-//!     (120 a minute) for both, so nearly every check is refused.
+//!     (120 a minute) for both, so nearly every check is refused;
+//!
+//!   and, as the control, a gate of each thread's own (nothing shared): the
+//!   most any split of the gate's state by key could reach on this machine.
 //! - **Floor**: the gate on distinct keys ÷ the bare count it cannot avoid,
 //!   the same keys counted in a `HashMap<String, u32>` under one `Mutex`
 //!   (an increment per check, no window, no limit), with 1 and 2 threads.
