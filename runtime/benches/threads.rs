@@ -310,7 +310,19 @@ fn across_threads(rounds: usize, seconds: f64) {
             );
         }
     }
+    println!("\nPer round, 2 threads ÷ 1:\n");
+    for (i, &(_, name)) in loads.iter().enumerate() {
+        for (j, limiter) in limiters.iter().enumerate() {
+            println!("- {name}, {limiter}: {}", per_round(&rates[i][j].scaling()));
+        }
+    }
     println!();
+}
+
+/// Each round's ratio, in order: `0.98, 1.02, ...`.
+fn per_round(ratios: &[f64]) -> String {
+    let ratios: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+    ratios.join(", ")
 }
 
 fn floor(rounds: usize, seconds: f64) {
@@ -355,6 +367,11 @@ fn floor(rounds: usize, seconds: f64) {
             rlo,
             rhi
         );
+    }
+    println!("\nPer round, gate ÷ bare count:\n");
+    for (threads, g, b) in [(1, &gates.one, &bare.one), (2, &gates.two, &bare.two)] {
+        let ratios: Vec<f64> = g.iter().zip(b).map(|(g, b)| g / b).collect();
+        println!("- {threads} thread(s): {}", per_round(&ratios));
     }
     println!();
 }
