@@ -21,7 +21,10 @@
 //!     and governor's quota is 10^9 a second, so both let nearly every
 //!     check through;
 //!   - *one hot key*: every thread the same address, at the address limit
-//!     (120 a minute) for both, so nearly every check is refused.
+//!     (120 a minute) for both, so nearly every check is refused;
+//!
+//!   and, as the control, a gate of each thread's own (nothing shared): the
+//!   most any split of the gate's state by key could reach on this machine.
 //! - **Floor**: the gate on distinct keys ÷ the bare count it cannot avoid,
 //!   the same keys counted in a `HashMap<String, u32>` under one `Mutex`
 //!   (an increment per check, no window, no limit), with 1 and 2 threads.
@@ -307,7 +310,19 @@ fn across_threads(rounds: usize, seconds: f64) {
             );
         }
     }
+    println!("\nPer round, 2 threads ÷ 1:\n");
+    for (i, &(_, name)) in loads.iter().enumerate() {
+        for (j, limiter) in limiters.iter().enumerate() {
+            println!("- {name}, {limiter}: {}", per_round(&rates[i][j].scaling()));
+        }
+    }
     println!();
+}
+
+/// Each round's ratio, in order: `0.98, 1.02, ...`.
+fn per_round(ratios: &[f64]) -> String {
+    let ratios: Vec<String> = ratios.iter().map(|r| format!("{r:.3}")).collect();
+    ratios.join(", ")
 }
 
 fn floor(rounds: usize, seconds: f64) {
@@ -352,6 +367,11 @@ fn floor(rounds: usize, seconds: f64) {
             rlo,
             rhi
         );
+    }
+    println!("\nPer round, gate ÷ bare count:\n");
+    for (threads, g, b) in [(1, &gates.one, &bare.one), (2, &gates.two, &bare.two)] {
+        let ratios: Vec<f64> = g.iter().zip(b).map(|(g, b)| g / b).collect();
+        println!("- {threads} thread(s): {}", per_round(&ratios));
     }
     println!();
 }
