@@ -600,6 +600,7 @@ impl WorkersGate {
 
     /// The clock this gate's decisions read (with the `testing` feature, the
     /// harness's scenario clock shifts it).
+    #[doc(hidden)]
     pub fn clock(&self) -> &Clock {
         &self.clock
     }

@@ -24,6 +24,46 @@ const BUILDS: [(&str, Option<&str>, &str); 2] = [
 
 const UPDATE: &str = "UPDATE_PUBLIC_API";
 
+/// The nightly toolchain and its wasm32 target, installed through rustup
+/// when missing (as `tools/fuzz` installs it), said on stderr.
+fn nightly_with_wasm32() {
+    let has = |args: &[&str]| {
+        Command::new("rustup")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+    };
+    if !has(&["run", "nightly", "rustc", "--version"]) {
+        eprintln!("public_api: installing the nightly toolchain (rustup) for rustdoc's JSON");
+        let status = Command::new("rustup")
+            .args(["toolchain", "install", "nightly", "--profile", "minimal"])
+            .status()
+            .expect("rustup runs");
+        assert!(status.success(), "rustup toolchain install nightly failed");
+    }
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed", "--toolchain", "nightly"])
+        .output()
+        .expect("rustup runs");
+    if !String::from_utf8_lossy(&installed.stdout).contains("wasm32-unknown-unknown") {
+        eprintln!("public_api: adding the wasm32 target to the nightly toolchain (rustup)");
+        let status = Command::new("rustup")
+            .args([
+                "target",
+                "add",
+                "wasm32-unknown-unknown",
+                "--toolchain",
+                "nightly",
+            ])
+            .status()
+            .expect("rustup runs");
+        assert!(
+            status.success(),
+            "rustup target add wasm32-unknown-unknown failed"
+        );
+    }
+}
+
 /// rustdoc's JSON description of `runtime` for one build.
 fn rustdoc_json(target_dir: &Path, target: Option<&str>, features: &str) -> Value {
     let mut command = Command::new("rustup");
@@ -356,6 +396,7 @@ fn listing(apis: &[(&str, BTreeSet<String>)]) -> String {
 fn the_public_api_is_the_checked_list_and_docs_runtime_names_every_item() {
     let here = CargoOutput::of_running_executable().expect("tests run from a target directory");
     let target_dir = here.target_dir.join("public-api");
+    nightly_with_wasm32();
     let apis: Vec<(&str, BTreeSet<String>)> = BUILDS
         .iter()
         .map(|(name, target, features)| (*name, api(&rustdoc_json(&target_dir, *target, features))))
@@ -388,7 +429,11 @@ fn the_public_api_is_the_checked_list_and_docs_runtime_names_every_item() {
     let unnamed: BTreeSet<String> = apis
         .iter()
         .flat_map(|(_, lines)| lines.iter())
-        .filter(|line| !line.starts_with("impl ") && !line.starts_with("mod "))
+        .filter(|line| {
+            !["impl ", "mod ", "variant ", "field "]
+                .iter()
+                .any(|kind| line.starts_with(kind))
+        })
         .filter_map(|line| {
             let path = line
                 .split(' ')
