@@ -143,9 +143,9 @@ impl<'a> Lister<'a> {
                 return;
             };
             if body["is_glob"] == true {
-                self.module(path, &target);
+                self.module(path, target);
             } else {
-                self.named(path, &target, body["name"].as_str());
+                self.named(path, target, body["name"].as_str());
             }
             return;
         }
@@ -176,63 +176,66 @@ impl<'a> Lister<'a> {
                 self.lines.insert(format!("trait {here}"));
                 for id in body["items"].as_array().into_iter().flatten() {
                     if let Some(member) = self.item(id) {
-                        self.member(&here, &member);
+                        self.member(&here, member);
                     }
                 }
             }
-            "struct" | "enum" | "union" => {
-                self.lines.insert(format!("{kind} {here}"));
-                let kind_body = &body["kind"];
-                let fields = kind_body["plain"]["fields"]
-                    .as_array()
-                    .or(kind_body["tuple"].as_array())
-                    .or(body["fields"].as_array());
-                for (i, id) in fields.into_iter().flatten().enumerate() {
-                    if let Some(field) = self.item(id) {
-                        let field_name =
-                            field["name"].as_str().map_or(i.to_string(), str::to_owned);
-                        if field["visibility"] == "public" {
-                            let line = format!(
-                                "field {here}::{field_name}: {}",
-                                ty(&field["inner"]["struct_field"])
-                            );
-                            self.lines.insert(line);
-                        }
-                    }
-                }
-                for id in body["variants"].as_array().into_iter().flatten() {
-                    if let Some(variant) = self.item(id) {
-                        let line = format!(
-                            "variant {here}::{}",
-                            variant["name"].as_str().unwrap_or("_")
-                        );
-                        self.lines.insert(line);
-                    }
-                }
-                for id in body["impls"].as_array().into_iter().flatten() {
-                    let Some(imp) = self.item(id) else { continue };
-                    let imp = &imp["inner"]["impl"];
-                    if imp["is_synthetic"] == true || !imp["blanket_impl"].is_null() {
-                        continue;
-                    }
-                    if imp["trait"].is_null() {
-                        for id in imp["items"].as_array().into_iter().flatten() {
-                            if let Some(member) = self.item(id)
-                                && member["visibility"] == "public"
-                            {
-                                self.member(&here, &member);
-                            }
-                        }
-                    } else {
-                        let line = format!("impl {} for {here}", path_of(&imp["trait"]));
-                        self.lines.insert(line);
-                    }
-                }
-            }
+            "struct" | "enum" | "union" => self.data_type(kind, &here, body),
             "macro" => {
                 self.lines.insert(format!("macro {here}"));
             }
             _ => {}
+        }
+    }
+
+    /// A struct, enum or union: its public fields, its variants, its
+    /// inherent methods and the traits it implements.
+    fn data_type(&mut self, kind: &str, here: &str, body: &Value) {
+        self.lines.insert(format!("{kind} {here}"));
+        let kind_body = &body["kind"];
+        let fields = kind_body["plain"]["fields"]
+            .as_array()
+            .or(kind_body["tuple"].as_array())
+            .or(body["fields"].as_array());
+        for (i, id) in fields.into_iter().flatten().enumerate() {
+            if let Some(field) = self.item(id) {
+                let field_name = field["name"].as_str().map_or(i.to_string(), str::to_owned);
+                if field["visibility"] == "public" {
+                    let line = format!(
+                        "field {here}::{field_name}: {}",
+                        ty(&field["inner"]["struct_field"])
+                    );
+                    self.lines.insert(line);
+                }
+            }
+        }
+        for id in body["variants"].as_array().into_iter().flatten() {
+            if let Some(variant) = self.item(id) {
+                let line = format!(
+                    "variant {here}::{}",
+                    variant["name"].as_str().unwrap_or("_")
+                );
+                self.lines.insert(line);
+            }
+        }
+        for id in body["impls"].as_array().into_iter().flatten() {
+            let Some(imp) = self.item(id) else { continue };
+            let imp = &imp["inner"]["impl"];
+            if imp["is_synthetic"] == true || !imp["blanket_impl"].is_null() {
+                continue;
+            }
+            if imp["trait"].is_null() {
+                for id in imp["items"].as_array().into_iter().flatten() {
+                    if let Some(member) = self.item(id)
+                        && member["visibility"] == "public"
+                    {
+                        self.member(here, member);
+                    }
+                }
+            } else {
+                let line = format!("impl {} for {here}", path_of(&imp["trait"]));
+                self.lines.insert(line);
+            }
         }
     }
 
