@@ -56,6 +56,7 @@ impl ClientAddress {
     /// address ([`is_pseudo_ipv4`]), the real IPv6 address in
     /// `CF-Connecting-IPv6`, counted by its /64. A Worker reads the second
     /// header only when the first is such an address.
+    #[doc(hidden)]
     pub fn from_cloudflare_headers(
         cf_connecting_ip: Option<&str>,
         cf_connecting_ipv6: Option<&str>,
@@ -116,6 +117,7 @@ impl ClientAddress {
     /// IPv4 address digit by digit, since the formatting machinery costs the
     /// gate more per request than the rest of building its checks
     /// (BENCHMARKS-log.md, "The cost of asking, third round").
+    #[doc(hidden)]
     pub fn push_key(&self, out: &mut String) {
         match self {
             ClientAddress::V4(v4) => {
@@ -385,6 +387,7 @@ impl Resolved {
 impl AddressSource {
     /// The source's name as the description writes it and logs name it:
     /// `peer`, `cloudflare` or `trusted_proxies`.
+    #[doc(hidden)]
     pub fn name(&self) -> &'static str {
         match self {
             AddressSource::Peer => "peer",
@@ -399,6 +402,7 @@ impl AddressSource {
     /// only Cloudflare's and only from Cloudflare, the proxies source only
     /// `X-Forwarded-For` and only from a trusted peer. Every source needs
     /// the peer.
+    #[doc(hidden)]
     pub fn resolve(
         &self,
         peer: Option<IpAddr>,

@@ -24,6 +24,7 @@ impl BackendId {
 
     /// The backend's place in its limiter's table, as the Workers gate sends
     /// it to `ask-bindings.js` (an index into the binding names).
+    #[doc(hidden)]
     pub fn index(self) -> usize {
         self.0 as usize
     }

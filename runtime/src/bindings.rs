@@ -80,6 +80,7 @@ impl Bindings {
     }
 
     /// Plans one binding per distinct limit, numbered from `namespace`.
+    #[doc(hidden)]
     pub fn new(connection: &str, namespace: u64, limits: &[Limit]) -> Bindings {
         let mut limits = limits.to_vec();
         limits.sort();
@@ -114,6 +115,7 @@ impl Bindings {
     }
 
     /// The `ratelimits` entries of the Wrangler file, in namespace order.
+    #[doc(hidden)]
     pub fn wrangler_entries(&self) -> Vec<WranglerEntry> {
         self.bindings
             .iter()

@@ -65,6 +65,7 @@ impl Clock {
 
     /// Milliseconds since the clock was made, shifted by the offset: never
     /// going backwards in production.
+    #[doc(hidden)]
     pub fn monotonic_ms(&self) -> u64 {
         let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
         elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))

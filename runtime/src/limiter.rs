@@ -143,6 +143,7 @@ impl fmt::Debug for Check {
 /// the limiter's order. A number the hot path copies; the name, the one the
 /// 429's `RateLimit-Policy` header gives, is made a string only when needed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[doc(hidden)]
 pub struct PolicyId(u32);
 
 impl PolicyId {
@@ -163,6 +164,7 @@ impl PolicyId {
 /// Where a check was counted, once [`Limiter::conclude`] settled it: what
 /// an I/O layer tells operators (metrics, data points).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum Counted {
     /// Its backend counted it and answered in time.
     Backend,
@@ -174,6 +176,7 @@ pub enum Counted {
 
 /// Why a check was counted in memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[doc(hidden)]
 pub enum InMemory {
     /// The deployable has no backend for this limit: it counts in memory by design.
     NoBackend,
@@ -231,17 +234,20 @@ impl Check {
     }
 
     /// Whether the I/O layer is to ask this check's backend (see [`Pending::asks`]).
+    #[doc(hidden)]
     pub fn is_asked(&self) -> bool {
         matches!(self.slot, Slot::Asked | Slot::Answered(_))
     }
 
     /// The limit's policy, whose name is [`Limiter::policy_name`].
+    #[doc(hidden)]
     pub fn policy(&self) -> PolicyId {
         self.policy
     }
 
     /// Once [`Limiter::conclude`] settled it: whether it was within its
     /// limit, and where it was counted.
+    #[doc(hidden)]
     pub fn settled(&self) -> Option<(Verdict, Counted)> {
         self.settled
     }
@@ -358,6 +364,7 @@ impl FallbackLog {
 /// One limit that refused a request, as the `RateLimit-Policy` header names it
 /// (draft-ietf-httpapi-ratelimit-headers): so a client sees which limit it hit.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[doc(hidden)]
 pub struct Policy {
     /// `caller`, `address`, or the route's path.
     pub name: String,
@@ -426,6 +433,7 @@ impl Refusal {
     pub const POLICY_HEADER: &'static str = "RateLimit-Policy";
 
     /// The refusal by the limits in `policies`; `None` when nothing refused.
+    #[doc(hidden)]
     pub fn by(policies: Vec<Policy>) -> Option<Refusal> {
         let retry_after_seconds = policies.iter().map(|p| p.limit.window_seconds).max()?;
         Some(Refusal {
@@ -546,6 +554,7 @@ pub struct PathTooLong {
 /// with no lock held: the work that depends on what a client sent is done
 /// before the counts are locked, and the lock covers only the counting.
 #[derive(Debug)]
+#[doc(hidden)]
 pub struct Rules {
     counting: Counting,
     /// The backends of the built-in limits: a caller's, then an address's.
@@ -637,6 +646,7 @@ impl Limiter {
 
     /// What this deployable limits: shared, for an embedding to make a
     /// request's checks ([`Rules::checks`]) before it locks this limiter.
+    #[doc(hidden)]
     pub fn rules(&self) -> &Arc<Rules> {
         &self.rules
     }
@@ -644,6 +654,7 @@ impl Limiter {
     /// Keys the in-memory counter's digest with `seed`, forgetting what it
     /// counted (see [`WindowCounter::reseed`]): for a limiter built before
     /// its seed could be drawn.
+    #[doc(hidden)]
     pub fn reseed(&mut self, seed: u128) {
         self.memory.reseed(seed);
     }
@@ -668,6 +679,7 @@ impl Limiter {
 
     /// Where `backend` stands: asked, cooling off, or probed (as the last
     /// request left it); `Asked` for an id of another limiter.
+    #[doc(hidden)]
     pub fn backend_state(&self, backend: BackendId) -> BackendState {
         self.backends
             .get(backend.index())
@@ -677,6 +689,7 @@ impl Limiter {
     /// How many times `backend`'s state changed ([`Breaker::changes`]): a
     /// gauge of [`Self::backend_state`] is set again only when this moves,
     /// so requests that end late change nothing a reader sees.
+    #[doc(hidden)]
     pub fn backend_state_changes(&self, backend: BackendId) -> u64 {
         self.backends
             .get(backend.index())
@@ -696,11 +709,13 @@ impl Limiter {
     }
 
     /// The bytes the in-memory counter holds on the heap now.
+    #[doc(hidden)]
     pub fn memory_bytes(&self) -> usize {
         self.memory.heap_bytes()
     }
 
     /// The most the in-memory counter can hold (its stated bound).
+    #[doc(hidden)]
     pub fn memory_bound_bytes(&self) -> usize {
         self.memory.bound().total()
     }
@@ -739,6 +754,7 @@ impl Limiter {
     /// whose backend cools off is. For an embedding that could not ask
     /// (the workers-rs gate when the gate's own call failed), so the request
     /// is still decided by its limits.
+    #[doc(hidden)]
     pub fn asks_none(&self, checks: Vec<Check>) -> Pending {
         Pending { checks }
     }

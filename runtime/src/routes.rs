@@ -174,6 +174,7 @@ pub fn canonical_template(template: &str) -> Result<String, TemplateError> {
 /// The shape of a canonical template: its parameters without their names.
 /// Two templates of one shape match the same paths (`/users/{id}` and
 /// `/users/{user}`), so a description listing both lists one route twice.
+#[doc(hidden)]
 pub fn template_shape(canonical: &str) -> String {
     canonical
         .split('/')

@@ -32,6 +32,7 @@ impl Subject {
     }
 
     /// The built-in limit for this kind of subject.
+    #[doc(hidden)]
     pub fn limit(&self) -> Limit {
         match self {
             Subject::Caller(_) => CALLER_LIMIT,
@@ -41,6 +42,7 @@ impl Subject {
 
     /// The built-in limit's name in the `RateLimit-Policy` header: `caller`
     /// or `address` (never a key).
+    #[doc(hidden)]
     pub fn policy(&self) -> &'static str {
         match self {
             Subject::Caller(_) => Subject::POLICIES[0],
@@ -50,6 +52,7 @@ impl Subject {
 
     /// The built-in limits' names in the `RateLimit-Policy` header: a
     /// caller's, then an address's.
+    #[doc(hidden)]
     pub const POLICIES: [&'static str; 2] = ["caller", "address"];
 }
 

@@ -332,7 +332,7 @@ pub struct WorkersGate {
     resume: Resume,
     deployable: String,
     /// Whether the in-memory counter's digest is keyed by a random seed yet
-    /// (drawn on the first decision: see [`WorkersGate::new`]).
+    /// (drawn on the first decision: see [`start`]).
     seeded: Cell<bool>,
     /// The clock its decisions read (see [`WorkersGate::clock`]).
     clock: Clock,
@@ -600,6 +600,7 @@ impl WorkersGate {
 
     /// The clock this gate's decisions read (with the `testing` feature, the
     /// harness's scenario clock shifts it).
+    #[doc(hidden)]
     pub fn clock(&self) -> &Clock {
         &self.clock
     }

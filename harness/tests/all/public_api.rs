@@ -24,6 +24,46 @@ const BUILDS: [(&str, Option<&str>, &str); 2] = [
 
 const UPDATE: &str = "UPDATE_PUBLIC_API";
 
+/// The nightly toolchain and its wasm32 target, installed through rustup
+/// when missing (as `tools/fuzz` installs it), said on stderr.
+fn nightly_with_wasm32() {
+    let has = |args: &[&str]| {
+        Command::new("rustup")
+            .args(args)
+            .output()
+            .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
+    };
+    if !has(&["run", "nightly", "rustc", "--version"]) {
+        eprintln!("public_api: installing the nightly toolchain (rustup) for rustdoc's JSON");
+        let status = Command::new("rustup")
+            .args(["toolchain", "install", "nightly", "--profile", "minimal"])
+            .status()
+            .expect("rustup runs");
+        assert!(status.success(), "rustup toolchain install nightly failed");
+    }
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed", "--toolchain", "nightly"])
+        .output()
+        .expect("rustup runs");
+    if !String::from_utf8_lossy(&installed.stdout).contains("wasm32-unknown-unknown") {
+        eprintln!("public_api: adding the wasm32 target to the nightly toolchain (rustup)");
+        let status = Command::new("rustup")
+            .args([
+                "target",
+                "add",
+                "wasm32-unknown-unknown",
+                "--toolchain",
+                "nightly",
+            ])
+            .status()
+            .expect("rustup runs");
+        assert!(
+            status.success(),
+            "rustup target add wasm32-unknown-unknown failed"
+        );
+    }
+}
+
 /// rustdoc's JSON description of `runtime` for one build.
 fn rustdoc_json(target_dir: &Path, target: Option<&str>, features: &str) -> Value {
     let mut command = Command::new("rustup");
@@ -103,9 +143,9 @@ impl<'a> Lister<'a> {
                 return;
             };
             if body["is_glob"] == true {
-                self.module(path, &target);
+                self.module(path, target);
             } else {
-                self.named(path, &target, body["name"].as_str());
+                self.named(path, target, body["name"].as_str());
             }
             return;
         }
@@ -136,63 +176,66 @@ impl<'a> Lister<'a> {
                 self.lines.insert(format!("trait {here}"));
                 for id in body["items"].as_array().into_iter().flatten() {
                     if let Some(member) = self.item(id) {
-                        self.member(&here, &member);
+                        self.member(&here, member);
                     }
                 }
             }
-            "struct" | "enum" | "union" => {
-                self.lines.insert(format!("{kind} {here}"));
-                let kind_body = &body["kind"];
-                let fields = kind_body["plain"]["fields"]
-                    .as_array()
-                    .or(kind_body["tuple"].as_array())
-                    .or(body["fields"].as_array());
-                for (i, id) in fields.into_iter().flatten().enumerate() {
-                    if let Some(field) = self.item(id) {
-                        let field_name =
-                            field["name"].as_str().map_or(i.to_string(), str::to_owned);
-                        if field["visibility"] == "public" {
-                            let line = format!(
-                                "field {here}::{field_name}: {}",
-                                ty(&field["inner"]["struct_field"])
-                            );
-                            self.lines.insert(line);
-                        }
-                    }
-                }
-                for id in body["variants"].as_array().into_iter().flatten() {
-                    if let Some(variant) = self.item(id) {
-                        let line = format!(
-                            "variant {here}::{}",
-                            variant["name"].as_str().unwrap_or("_")
-                        );
-                        self.lines.insert(line);
-                    }
-                }
-                for id in body["impls"].as_array().into_iter().flatten() {
-                    let Some(imp) = self.item(id) else { continue };
-                    let imp = &imp["inner"]["impl"];
-                    if imp["is_synthetic"] == true || !imp["blanket_impl"].is_null() {
-                        continue;
-                    }
-                    if imp["trait"].is_null() {
-                        for id in imp["items"].as_array().into_iter().flatten() {
-                            if let Some(member) = self.item(id)
-                                && member["visibility"] == "public"
-                            {
-                                self.member(&here, &member);
-                            }
-                        }
-                    } else {
-                        let line = format!("impl {} for {here}", path_of(&imp["trait"]));
-                        self.lines.insert(line);
-                    }
-                }
-            }
+            "struct" | "enum" | "union" => self.data_type(kind, &here, body),
             "macro" => {
                 self.lines.insert(format!("macro {here}"));
             }
             _ => {}
+        }
+    }
+
+    /// A struct, enum or union: its public fields, its variants, its
+    /// inherent methods and the traits it implements.
+    fn data_type(&mut self, kind: &str, here: &str, body: &Value) {
+        self.lines.insert(format!("{kind} {here}"));
+        let kind_body = &body["kind"];
+        let fields = kind_body["plain"]["fields"]
+            .as_array()
+            .or(kind_body["tuple"].as_array())
+            .or(body["fields"].as_array());
+        for (i, id) in fields.into_iter().flatten().enumerate() {
+            if let Some(field) = self.item(id) {
+                let field_name = field["name"].as_str().map_or(i.to_string(), str::to_owned);
+                if field["visibility"] == "public" {
+                    let line = format!(
+                        "field {here}::{field_name}: {}",
+                        ty(&field["inner"]["struct_field"])
+                    );
+                    self.lines.insert(line);
+                }
+            }
+        }
+        for id in body["variants"].as_array().into_iter().flatten() {
+            if let Some(variant) = self.item(id) {
+                let line = format!(
+                    "variant {here}::{}",
+                    variant["name"].as_str().unwrap_or("_")
+                );
+                self.lines.insert(line);
+            }
+        }
+        for id in body["impls"].as_array().into_iter().flatten() {
+            let Some(imp) = self.item(id) else { continue };
+            let imp = &imp["inner"]["impl"];
+            if imp["is_synthetic"] == true || !imp["blanket_impl"].is_null() {
+                continue;
+            }
+            if imp["trait"].is_null() {
+                for id in imp["items"].as_array().into_iter().flatten() {
+                    if let Some(member) = self.item(id)
+                        && member["visibility"] == "public"
+                    {
+                        self.member(here, member);
+                    }
+                }
+            } else {
+                let line = format!("impl {} for {here}", path_of(&imp["trait"]));
+                self.lines.insert(line);
+            }
         }
     }
 
@@ -356,6 +399,7 @@ fn listing(apis: &[(&str, BTreeSet<String>)]) -> String {
 fn the_public_api_is_the_checked_list_and_docs_runtime_names_every_item() {
     let here = CargoOutput::of_running_executable().expect("tests run from a target directory");
     let target_dir = here.target_dir.join("public-api");
+    nightly_with_wasm32();
     let apis: Vec<(&str, BTreeSet<String>)> = BUILDS
         .iter()
         .map(|(name, target, features)| (*name, api(&rustdoc_json(&target_dir, *target, features))))
@@ -388,7 +432,11 @@ fn the_public_api_is_the_checked_list_and_docs_runtime_names_every_item() {
     let unnamed: BTreeSet<String> = apis
         .iter()
         .flat_map(|(_, lines)| lines.iter())
-        .filter(|line| !line.starts_with("impl ") && !line.starts_with("mod "))
+        .filter(|line| {
+            !["impl ", "mod ", "variant ", "field "]
+                .iter()
+                .any(|kind| line.starts_with(kind))
+        })
         .filter_map(|line| {
             let path = line
                 .split(' ')

@@ -102,6 +102,7 @@ impl Code {
     }
 
     /// Judgement calls a deployable may decline with a decline line.
+    #[doc(hidden)]
     pub fn is_declinable(self) -> bool {
         matches!(self, Code::CountedInMemory)
     }
@@ -140,6 +141,7 @@ pub struct Location {
 
 impl Location {
     /// The line and column of a byte offset in `source`.
+    #[doc(hidden)]
     pub fn of_offset(source: &str, offset: usize) -> Location {
         let offset = offset.min(source.len());
         let before = source.get(..offset).unwrap_or(source);
@@ -156,6 +158,7 @@ impl Location {
     /// it nests (`a.b.c...`, a table header's included), is placed at the
     /// first part past that limit. Only an error the reader gives no span
     /// and no key explains is placed at the document's start.
+    #[doc(hidden)]
     pub fn of_toml_error(source: &str, error: &toml::de::Error) -> Location {
         let offset = error
             .span()

@@ -14,6 +14,7 @@ use crate::limits::{BUILT_IN_LIMITS, Limit};
 use super::Code;
 
 /// The windows Cloudflare's binding can count, in seconds.
+#[doc(hidden)]
 pub const BINDING_WINDOWS: [u32; 2] = [10, 60];
 
 /// The largest namespace id the plan may write: 2^53 - 1, the largest whole
@@ -87,6 +88,7 @@ impl fmt::Debug for RedisEndpoint {
 /// host, port and path, with everything up to the last `@` (a user name and
 /// password, however written) and any query (`redis+unix://` takes `pass=`
 /// there) replaced by `***`; a text that is no URL at all is all `***`.
+#[doc(hidden)]
 pub fn redacted_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return "***".to_owned();
