@@ -149,7 +149,10 @@ impl ClientAddress {
 fn push_network_64(out: &mut String, network: Ipv6Addr) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     let groups = network.segments();
-    let written = groups[..4].iter().rposition(|&g| g != 0).map_or(0, |last| last + 1);
+    let written = groups[..4]
+        .iter()
+        .rposition(|&g| g != 0)
+        .map_or(0, |last| last + 1);
     for (i, &group) in groups[..written].iter().enumerate() {
         if i > 0 {
             out.push(':');
