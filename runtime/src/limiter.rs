@@ -276,6 +276,7 @@ impl Pending {
     /// no backend (a deployable counting in memory) this is what
     /// [`Limiter::asks`] gives, without the limiter: an embedding that
     /// shares its limiter behind a lock need not take it to learn nothing.
+    #[cfg(feature = "native")]
     pub(crate) fn unasked(checks: Vec<Check>) -> Pending {
         Pending { checks }
     }
