@@ -24,6 +24,9 @@
 //!   checks (the gate's own `lock_counts`, so the one run has the old
 //!   design beside the new). A's decisions per second, and ÷ (a).
 
+mod common;
+
+use common::median;
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -146,11 +149,6 @@ fn header(name: &'static str, value: &str) -> http::HeaderMap {
     headers
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
 /// The shapes of request the per-decision table times, the normal first.
 fn shapes() -> Vec<Shape> {
     let proxies = "{ trusted_proxies = [\"10.0.0.0/8\"] }";
@@ -261,8 +259,8 @@ fn per_decision(rounds: usize) {
     );
     println!("|---|---|---|");
     for (i, shape) in shapes.iter().enumerate() {
-        let mut ratios: Vec<f64> = ns[i].iter().zip(&ns[0]).map(|(a, b)| a / b).collect();
-        let mut times = ns[i].clone();
+        let ratios: Vec<f64> = ns[i].iter().zip(&ns[0]).map(|(a, b)| a / b).collect();
+        let times = ns[i].clone();
         let (lo, hi) = (
             times.iter().copied().fold(f64::MAX, f64::min),
             times.iter().copied().fold(0.0, f64::max),
@@ -274,10 +272,10 @@ fn per_decision(rounds: usize) {
         println!(
             "| {} | {:.0} ({:.0}-{:.0}) | {:.2} ({:.2}-{:.2}) |",
             shape.name,
-            median(&mut times),
+            median(&times),
             lo,
             hi,
-            median(&mut ratios),
+            median(&ratios),
             rlo,
             rhi
         );
@@ -397,8 +395,8 @@ fn beside_hostile(rounds: usize, seconds: f64) {
     );
     println!("|---|---|---|---|---|");
     for (i, neighbour) in Neighbour::ALL.into_iter().enumerate() {
-        let mut ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(a, b)| a / b).collect();
-        let mut r = rates[i].clone();
+        let ratios: Vec<f64> = rates[i].iter().zip(&rates[0]).map(|(a, b)| a / b).collect();
+        let r = rates[i].clone();
         let (lo, hi) = (
             r.iter().copied().fold(f64::MAX, f64::min),
             r.iter().copied().fold(0.0, f64::max),
@@ -411,14 +409,14 @@ fn beside_hostile(rounds: usize, seconds: f64) {
         println!(
             "| {} | {:.0} ({:.0}-{:.0}) | {:.3} ({:.3}-{:.3}) | {:.1} | {:.0} ({:.0}) |",
             neighbour.name(),
-            median(&mut r),
+            median(&r),
             lo,
             hi,
-            median(&mut ratios),
+            median(&ratios),
             rlo,
             rhi,
-            median(&mut p999s[i]),
-            median(&mut maxes[i]),
+            median(&p999s[i]),
+            median(&maxes[i]),
             longest
         );
     }
@@ -426,24 +424,11 @@ fn beside_hostile(rounds: usize, seconds: f64) {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter names one table.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
-    let rounds: usize = std::env::var("BENCH_HOSTILE_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
-    let seconds: f64 = std::env::var("BENCH_HOSTILE_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0);
-    if wants("per_decision") {
-        per_decision(rounds);
+    let run = common::Run::from_env("HOSTILE", 1.0);
+    if run.wants("per_decision") {
+        per_decision(run.rounds);
     }
-    if wants("beside_hostile") {
-        beside_hostile(rounds, seconds);
+    if run.wants("beside_hostile") {
+        beside_hostile(run.rounds, run.seconds);
     }
 }

@@ -29,6 +29,9 @@
 //!   the same keys counted in a `HashMap<String, u32>` under one `Mutex`
 //!   (an increment per check, no window, no limit), with 1 and 2 threads.
 
+mod common;
+
+use common::{median, range};
 use std::collections::HashMap;
 use std::hint::black_box;
 use std::net::{IpAddr, SocketAddr};
@@ -215,19 +218,6 @@ fn rate(
     checked.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
 }
 
-fn median(values: &[f64]) -> f64 {
-    let mut values = values.to_vec();
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
-}
-
-fn range(values: &[f64]) -> (f64, f64) {
-    (
-        values.iter().copied().fold(f64::MAX, f64::min),
-        values.iter().copied().fold(0.0, f64::max),
-    )
-}
-
 /// One contender's 1- and 2-thread rates over the rounds.
 #[derive(Default)]
 struct Rates {
@@ -377,24 +367,11 @@ fn floor(rounds: usize, seconds: f64) {
 }
 
 fn main() {
-    // `cargo bench` passes `--bench`; a filter names one table.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let wants = |name: &str| filter.is_empty() || filter.iter().any(|f| name.contains(f.as_str()));
-    let rounds: usize = std::env::var("BENCH_THREADS_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(7);
-    let seconds: f64 = std::env::var("BENCH_THREADS_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.5);
-    if wants("across_threads") {
-        across_threads(rounds, seconds);
+    let run = common::Run::from_env("THREADS", 0.5);
+    if run.wants("across_threads") {
+        across_threads(run.rounds, run.seconds);
     }
-    if wants("floor") {
-        floor(rounds, seconds);
+    if run.wants("floor") {
+        floor(run.rounds, run.seconds);
     }
 }
