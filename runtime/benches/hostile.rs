@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use runtime::Subject;
 use runtime::limiter::MAX_PATH_BYTES;
 use runtime::native::NativeGate;
+use runtime::unstable_for_tools::native::lock_counts;
 
 /// A native API counting in memory with a catch-all route, so every path
 /// under `/api/` is matched and counted under a route's limit too.
@@ -339,7 +340,7 @@ fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> (f64, f64, f
                             let _ = black_box(gate.decide(&subject, &longest).await);
                         }
                         Neighbour::UnderTheLock => {
-                            let held = gate.lock_counts();
+                            let held = lock_counts(&gate);
                             black_box(runtime::routes::canonical(black_box(&longest)));
                             drop(held);
                             let _ = black_box(gate.decide(&subject, "/api/items/7").await);

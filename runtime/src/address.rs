@@ -314,7 +314,7 @@ impl CloudflarePeers {
 /// IPv6 client's address, moving the real one to `CF-Connecting-IPv6`. One
 /// IPv6 client's addresses map to many pseudo addresses, so counting them
 /// would give each address of its /64 a count of its own.
-pub fn is_pseudo_ipv4(ip: IpAddr) -> bool {
+pub(crate) fn is_pseudo_ipv4(ip: IpAddr) -> bool {
     matches!(ip, IpAddr::V4(v4) if v4.octets()[0] >= 240)
 }
 

@@ -4,8 +4,10 @@
 //! `Date.now()`, which it never lets go backwards within the isolate (the
 //! native wall clock may step back, as NTP steps it: cool-offs read the
 //! monotonic one). The 500 ms deadline runs on real timers whatever it reads.
-//! With the `testing` feature the harness's scenario clock shifts it
-//! (`set_offset_ms`); production builds have no such hook.
+//! A native gate's clock can be shifted (`set_offset_ms`, `step_wall_ms`),
+//! as a test moves time (the harness's scenario clock, an application's
+//! own tests); on Workers only the harness's fixtures can (the `testing`
+//! feature).
 
 #[cfg(not(target_arch = "wasm32"))]
 use std::sync::atomic::{AtomicI64, Ordering};
@@ -20,8 +22,7 @@ use crate::limiter::Now;
 /// stepped back cannot stretch them. In Redis, Redis's own clock decides
 /// the window (`native::scripts::COUNT_ALL`), so instances whose wall clocks
 /// differ count one window together. Both are shifted by an
-/// offset that is zero in production (the harness's scenario clock moves
-/// it, with the `testing` feature).
+/// offset that is zero unless a test moves it ([`Clock::set_offset_ms`]).
 #[cfg(not(target_arch = "wasm32"))]
 #[derive(Debug)]
 pub struct Clock {
@@ -81,17 +82,15 @@ impl Clock {
         self.offset_ms.load(Ordering::Relaxed)
     }
 
-    /// Shifts both clocks by `offset_ms` (as time passing would): a test
-    /// hook (the harness's scenario clock, which only moves forward), so
-    /// only with the `testing` feature.
-    #[cfg(any(test, feature = "testing"))]
+    /// Shifts both clocks by `offset_ms` (as time passing would), for tests
+    /// that move time instead of waiting for it (the harness's scenario
+    /// clock, an application's own tests of its limits). Zero unless set.
     pub fn set_offset_ms(&self, offset_ms: i64) {
         self.offset_ms.store(offset_ms, Ordering::Relaxed);
     }
 
     /// Steps the wall clock alone by `by_ms` (negative: back), as NTP or a
-    /// resumed VM steps it: a test hook, only with the `testing` feature.
-    #[cfg(any(test, feature = "testing"))]
+    /// resumed VM steps it, for tests of what a stepped clock does.
     pub fn step_wall_ms(&self, by_ms: i64) {
         self.wall_step_ms.fetch_add(by_ms, Ordering::Relaxed);
     }

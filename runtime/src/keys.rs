@@ -65,7 +65,7 @@ pub fn subject(subject: &Subject) -> String {
 
 /// The key of a route's own limit: `PATH|SUBJECT_KEY`, so a subject's count
 /// on one route is apart from its built-in count and from other routes'.
-pub fn route(path: &str, subject_key: &str) -> String {
+pub(crate) fn route(path: &str, subject_key: &str) -> String {
     let mut key = String::with_capacity(path.len() + 1 + subject_key.len());
     key.push_str(path);
     key.push('|');
@@ -75,7 +75,8 @@ pub fn route(path: &str, subject_key: &str) -> String {
 
 /// The length of `key` in UTF-16 code units, as JavaScript's `length` and
 /// `slice` count it: how `ask-bindings.js` cuts a request's keys apart.
-pub fn utf16_units(key: &str) -> u32 {
+#[cfg(any(target_arch = "wasm32", test))]
+pub(crate) fn utf16_units(key: &str) -> u32 {
     let units = if key.is_ascii() {
         key.len()
     } else {

@@ -1,4 +1,5 @@
 #![doc = include_str!("../../docs/runtime.md")]
+#![warn(unreachable_pub)]
 //!
 //! ## The modules
 //!
@@ -85,44 +86,85 @@ pub use workers::{WorkersGate, WorkersGateError};
 /// framework never needs it (docs/runtime.md lists what a framework does).
 #[doc(hidden)]
 pub mod unstable_for_tools {
+    // Each item named: what a tool uses, nothing more (rustc's
+    // `unreachable_pub` then finds every other `pub` left in the private
+    // modules).
+
     /// The client's address, from the socket's peer or the proxies' headers.
     pub mod address {
-        pub use crate::address::*;
+        pub use crate::address::{
+            AddressHeaders, AddressSource, AddressUnknown, CLOUDFLARE_IPV6_HEADER,
+            CLOUDFLARE_RANGES_FILE, ClientAddress, CloudflarePeers, FORWARDED_FOR_HEADER,
+            MAX_ADDRESS_BYTES, MAX_FORWARDED_HOPS, Resolved, TrustedProxies, cloudflare_ranges,
+        };
     }
     /// The deadline and a backend's answer.
     pub mod backend {
-        pub use crate::backend::*;
+        pub use crate::backend::{DEADLINE_MS, FallbackReason};
     }
     /// A backend's cool-off and probe.
     pub mod breaker {
-        pub use crate::breaker::*;
+        pub use crate::breaker::{
+            BackendState, Breaker, COOL_OFF_MS, Outcome, PROBE_LEASE_MS, Route,
+        };
     }
     /// The in-memory counter and its memory bound.
     pub mod counter {
-        pub use crate::counter::*;
+        pub use crate::counter::{
+            BUILT_IN_FLOOD_KEYS, DEFAULT_MAX_KEYS, DEFAULT_MEMORY_BUDGET, MIN_ROUTE_FLOOD_KEYS,
+            MemoryBound, ROUTE_FLOOD_KEYS, Verdict, WORKERS_MEMORY_BUDGET, WindowCounter,
+        };
     }
     /// The keys a request is counted under.
     pub mod keys {
-        pub use crate::keys::*;
+        pub use crate::keys::{MAX_CALLER_ID_BYTES, subject};
+        #[cfg(feature = "redis")]
+        pub use crate::keys::{redis_key, redis_tag};
     }
     /// The built-in limits.
     pub mod limits {
-        pub use crate::limits::*;
+        pub use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
     }
     /// The bindings' names.
     pub mod names {
-        pub use crate::names::*;
+        pub use crate::names::{binding_name, is_binding_name_of};
+    }
+    /// A native gate's hooks for the project's tests and benchmarks, which
+    /// hold a request where its checks are made, lock the counts, and count
+    /// the gate's dials to Redis.
+    #[cfg(feature = "native")]
+    pub mod native {
+        use crate::NativeGate;
+
+        /// Runs `hook` in every `NativeGate::decide` once the request's
+        /// checks are made, before the counts are locked, with the path's
+        /// length. Set once; a second hook is dropped.
+        pub fn on_checks_made(gate: &NativeGate, hook: impl Fn(usize) + Send + Sync + 'static) {
+            gate.on_checks_made(hook);
+        }
+
+        /// Locks `gate`'s counts until the guard is dropped.
+        pub fn lock_counts(gate: &NativeGate) -> impl Drop + '_ {
+            gate.lock_counts()
+        }
+
+        /// How many times `gate` dialled Redis (a cluster's dial counted once).
+        pub fn redis_dials(gate: &NativeGate) -> u64 {
+            gate.redis_dials()
+        }
     }
     /// The Redis store and the refused-key cache.
     #[cfg(feature = "redis")]
     pub mod redis {
-        pub use crate::native::redis::*;
-        pub use crate::native::refused::*;
-        pub use crate::native::scripts::*;
+        pub use crate::native::redis::RedisStore;
+        pub use crate::native::refused::RefusedCache;
+        pub use crate::native::scripts::COUNT_ALL;
     }
     /// The harness's Worker fixtures' hooks (the `testing` feature).
     #[cfg(feature = "testing")]
     pub mod testing {
-        pub use crate::testing::*;
+        pub use crate::testing::{health_report, tally_refused};
+        #[cfg(target_arch = "wasm32")]
+        pub use crate::testing::{limiting_off, set_clock_offset_ms};
     }
 }

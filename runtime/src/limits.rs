@@ -30,4 +30,4 @@ pub const CALLER_LIMIT: Limit = Limit::new(600, 60);
 pub const ADDRESS_LIMIT: Limit = Limit::new(120, 60);
 
 /// The limits every application counts today.
-pub const BUILT_IN_LIMITS: [Limit; 2] = [CALLER_LIMIT, ADDRESS_LIMIT];
+pub(crate) const BUILT_IN_LIMITS: [Limit; 2] = [CALLER_LIMIT, ADDRESS_LIMIT];

@@ -17,7 +17,7 @@ pub fn binding_name(connection: &str, limit: Limit) -> String {
 
 /// The part of a binding name taken from the connection's name: ASCII
 /// letters and digits upper-cased, anything else `_`.
-pub fn binding_prefix(connection: &str) -> String {
+pub(crate) fn binding_prefix(connection: &str) -> String {
     connection
         .chars()
         .map(|c| {

@@ -19,19 +19,19 @@ use crate::limiter::Pending;
 /// (`MAX_ASKS` in `ask-bindings.js`). A valid application asks at most two
 /// (the subject's limit and the route's own); asks past these are counted
 /// in memory, unasked.
-pub const MAX_ASKS: usize = 17;
+pub(crate) const MAX_ASKS: usize = 17;
 
 /// What `writeDataPoint` (in `ask-bindings.js`, its `POINT`) says of one
 /// data point: written, the dataset is missing, or it threw.
-pub const POINT_WRITTEN: u32 = 0;
+pub(crate) const POINT_WRITTEN: u32 = 0;
 /// See [`POINT_WRITTEN`].
-pub const POINT_MISSING: u32 = 1;
+pub(crate) const POINT_MISSING: u32 = 1;
 /// See [`POINT_WRITTEN`].
-pub const POINT_FAILED: u32 = 2;
+pub(crate) const POINT_FAILED: u32 = 2;
 
 /// The dataset's trouble a `writeDataPoint` code tells, as logged
 /// (`missing`, `failed`); `None` for a point written.
-pub fn point_trouble(code: u32) -> Option<&'static str> {
+pub(crate) fn point_trouble(code: u32) -> Option<&'static str> {
     match code {
         POINT_WRITTEN => None,
         POINT_MISSING => Some("missing"),
@@ -45,7 +45,7 @@ const _: () = assert!(8u64.pow(MAX_ASKS as u32) <= 1 << f64::MANTISSA_DIGITS);
 
 /// One answer as `ask-bindings.js` codes it (its `ANSWER` table): a base-8 digit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Code {
+pub(crate) enum Code {
     /// `{ success: false }`.
     Refused = 0,
     /// `{ success: true }`.
@@ -60,7 +60,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, in the order of `ANSWER`.
-    pub const VALUES: [Code; 5] = [
+    pub(crate) const VALUES: [Code; 5] = [
         Code::Refused,
         Code::Within,
         Code::Missing,
@@ -81,7 +81,7 @@ impl Code {
     }
 
     /// What the limiter reads in it.
-    pub fn answer(self) -> BackendAnswer {
+    pub(crate) fn answer(self) -> BackendAnswer {
         match self {
             Code::Refused => BackendAnswer::Answered { success: false },
             Code::Within => BackendAnswer::Answered { success: true },
@@ -104,7 +104,7 @@ impl Code {
 /// `[backend index, key length in UTF-16 units, ...]` and `keys` the keys one
 /// after another (left out of its `Debug`).
 #[derive(Default, PartialEq, Eq)]
-pub struct AskList {
+pub(crate) struct AskList {
     /// Two numbers per ask: the backend's index, then its key's length.
     pub asks: Vec<u32>,
     /// Every ask's key, in order.
@@ -123,7 +123,7 @@ impl std::fmt::Debug for AskList {
 impl AskList {
     /// The first [`MAX_ASKS`] asks of `pending` (mutable only because an
     /// ask is also where its answer goes).
-    pub fn of(pending: &mut Pending) -> AskList {
+    pub(crate) fn of(pending: &mut Pending) -> AskList {
         let mut list = AskList {
             asks: Vec::with_capacity(2 * pending.checks().len().min(MAX_ASKS)),
             keys: String::with_capacity(pending.checks().iter().map(|c| c.key().len()).sum()),
@@ -141,7 +141,7 @@ impl AskList {
 /// Answers the asks of `pending` that [`AskList::of`] sent, in the same
 /// order, from `codes`: the digits `askBindings` packed (digit `i` times
 /// `8^i`). A number that is no whole number of them fails every ask.
-pub fn answer(pending: &mut Pending, codes: f64) {
+pub(crate) fn answer(pending: &mut Pending, codes: f64) {
     // Whole numbers up to 8^17 are exact in a double.
     let mut codes = if codes.is_finite() && codes >= 0.0 {
         codes as u64

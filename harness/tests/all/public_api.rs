@@ -24,44 +24,30 @@ const BUILDS: [(&str, Option<&str>, &str); 2] = [
 
 const UPDATE: &str = "UPDATE_PUBLIC_API";
 
-/// The nightly toolchain and its wasm32 target, installed through rustup
-/// when missing (as `tools/fuzz` installs it), said on stderr.
+/// The nightly toolchain and its wasm32 target, which rustdoc's JSON needs:
+/// installed beforehand (`.ci/run` installs both), never by the test, which
+/// downloads nothing. A missing one fails with the command that installs it.
 fn nightly_with_wasm32() {
-    let has = |args: &[&str]| {
-        Command::new("rustup")
-            .args(args)
-            .output()
-            .is_ok_and(|o| o.status.success() && !o.stdout.is_empty())
-    };
-    if !has(&["run", "nightly", "rustc", "--version"]) {
-        eprintln!("public_api: installing the nightly toolchain (rustup) for rustdoc's JSON");
-        let status = Command::new("rustup")
-            .args(["toolchain", "install", "nightly", "--profile", "minimal"])
-            .status()
-            .expect("rustup runs");
-        assert!(status.success(), "rustup toolchain install nightly failed");
-    }
+    let nightly = Command::new("rustup")
+        .args(["run", "nightly", "rustc", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success() && !o.stdout.is_empty());
+    assert!(
+        nightly,
+        "public_api: rustdoc's JSON needs the nightly toolchain, which is not installed; \
+         install it with `rustup toolchain install nightly --profile minimal` (as .ci/run does)"
+    );
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed", "--toolchain", "nightly"])
         .output()
         .expect("rustup runs");
-    if !String::from_utf8_lossy(&installed.stdout).contains("wasm32-unknown-unknown") {
-        eprintln!("public_api: adding the wasm32 target to the nightly toolchain (rustup)");
-        let status = Command::new("rustup")
-            .args([
-                "target",
-                "add",
-                "wasm32-unknown-unknown",
-                "--toolchain",
-                "nightly",
-            ])
-            .status()
-            .expect("rustup runs");
-        assert!(
-            status.success(),
-            "rustup target add wasm32-unknown-unknown failed"
-        );
-    }
+    assert!(
+        String::from_utf8_lossy(&installed.stdout)
+            .lines()
+            .any(|line| line.trim() == "wasm32-unknown-unknown"),
+        "public_api: the nightly toolchain has no wasm32 target; add it with \
+         `rustup target add wasm32-unknown-unknown --toolchain nightly` (as .ci/run does)"
+    );
 }
 
 /// rustdoc's JSON description of `runtime` for one build.

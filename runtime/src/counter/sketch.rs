@@ -18,16 +18,16 @@ use crate::limits::Limit;
 /// Filter bits a key: with as many keys as the sketch is sized for, a key
 /// never counted is taken for a counted one 0.19 % of the time (8 bits set a
 /// key, one in each 64-bit word of a 512-bit block).
-pub const FILTER_BITS_PER_KEY: usize = 14;
+pub(super) const FILTER_BITS_PER_KEY: usize = 14;
 
 /// Keys a sketch is sized for, per counter of each row of its count-min
 /// part: that part counts only the requests after a key's first, which a
 /// flood of one request a key never reaches, so it is 32 times narrower.
-pub const KEYS_PER_COUNTER: usize = 32;
+pub(super) const KEYS_PER_COUNTER: usize = 32;
 
 /// Rows of the count-min part: a key is refused early only when each of
 /// its rows holds a count of another key.
-pub const ROWS: usize = 4;
+pub(super) const ROWS: usize = 4;
 
 /// The widest a row gets: its index is 16 bits of a hash.
 const MAX_ROW_WIDTH: usize = 1 << 16;
@@ -258,7 +258,7 @@ fn row_width(keys: usize) -> usize {
 /// One limit's keys past the exact table, in that limit's window. Windows
 /// are aligned to the clock, so every key of the limit shares its window's
 /// end: the whole sketch is cleared when it ends, and no counter needs a stamp.
-pub struct LimitSketch {
+pub(super) struct LimitSketch {
     limit: Limit,
     /// Distinct keys in one window it is sized for.
     keys: usize,
@@ -270,7 +270,7 @@ pub struct LimitSketch {
 }
 
 impl LimitSketch {
-    pub fn new(limit: Limit, keys: usize) -> LimitSketch {
+    pub(super) fn new(limit: Limit, keys: usize) -> LimitSketch {
         LimitSketch {
             limit,
             keys,
@@ -280,17 +280,17 @@ impl LimitSketch {
         }
     }
 
-    pub fn limit(&self) -> Limit {
+    pub(super) fn limit(&self) -> Limit {
         self.limit
     }
 
-    pub fn keys(&self) -> usize {
+    pub(super) fn keys(&self) -> usize {
         self.keys
     }
 
     /// The bytes a sketch of `limit` sized for `keys` keys holds once used,
     /// itself (in its counter's list) included.
-    pub fn bound_bytes(limit: Limit, keys: usize) -> usize {
+    pub(super) fn bound_bytes(limit: Limit, keys: usize) -> usize {
         (blocks(keys).saturating_mul(BLOCK_BYTES))
             .saturating_add(std::mem::size_of::<LimitSketch>())
             .saturating_add(ROWS * row_width(keys) * Later::cell_bytes(limit.requests))
@@ -298,7 +298,7 @@ impl LimitSketch {
 
     /// The bytes it holds now, itself included: its filter and counters
     /// only once the table first had no room for one of its keys.
-    pub fn heap_bytes(&self) -> usize {
+    pub(super) fn heap_bytes(&self) -> usize {
         std::mem::size_of::<LimitSketch>() + self.storage.as_ref().map_or(0, Storage::bytes)
     }
 
@@ -309,7 +309,7 @@ impl LimitSketch {
     /// The key's count in the window live at `now_ms`, and when that window
     /// ends; `None` when nothing of the key's window is held. Never below the
     /// key's true count.
-    pub fn count(&self, digest: u64, now_ms: u64) -> Option<(u32, u32)> {
+    pub(super) fn count(&self, digest: u64, now_ms: u64) -> Option<(u32, u32)> {
         if !self.dirty || !self.is_live(now_ms) {
             return None;
         }
@@ -322,7 +322,7 @@ impl LimitSketch {
     /// refused request is not counted. `ends_at_s` is when the window of
     /// `now_ms` ends: once the held window has ended, the sketch starts
     /// again from nothing.
-    pub fn hit(&mut self, digest: u64, now_ms: u64, ends_at_s: u32) -> Verdict {
+    pub(super) fn hit(&mut self, digest: u64, now_ms: u64, ends_at_s: u32) -> Verdict {
         if !self.is_live(now_ms) {
             if self.dirty
                 && let Some(storage) = &mut self.storage

@@ -67,16 +67,61 @@ pub const MEMORY_BYTES: &str = "rate_limits_memory_bytes";
 /// The most the in-memory counter can hold, by deployable: its stated bound.
 pub const MEMORY_BOUND_BYTES: &str = "rate_limits_memory_bound_bytes";
 
+/// A label a metric carries: its name and the values it takes, when they
+/// are fixed words (`None`: the application's names, a policy's or a
+/// store's), so a dashboard or a test can be held to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Label {
+    /// The label's name.
+    pub name: &'static str,
+    /// Every value it takes, or `None` for the application's names.
+    pub values: Option<&'static [&'static str]>,
+}
+
+/// `outcome`'s values, in the order the handles are made.
+const OUTCOMES: [&str; 2] = ["passed", "refused"];
+/// [`COUNTED_IN_MEMORY`]'s `reason`s: [`MEMORY_REASONS`] as labels.
+const IN_MEMORY_REASONS: [&str; 5] = ["missing", "failed", "timed_out", "cooling_off", "not_asked"];
+/// [`STORE_STATE`]'s `state`s: [`BackendState::VALUES`] as labels.
+const STORE_STATES: [&str; 3] = ["asked", "cooling_off", "probing"];
+/// [`ADDRESS_UNKNOWN`]'s `reason`s: [`AddressUnknown::VALUES`] as labels.
+const ADDRESS_UNKNOWN_REASONS: [&str; 4] = [
+    "no_peer_address",
+    "no_forwarded_for",
+    "forwarded_for_invalid",
+    "no_cf_connecting_ip",
+];
+
+const fn label(name: &'static str) -> Label {
+    Label { name, values: None }
+}
+
+const fn words(name: &'static str, values: &'static [&'static str]) -> Label {
+    Label {
+        name,
+        values: Some(values),
+    }
+}
+
 /// Every metric a native gate records, with its labels (beside
-/// `deployable`), for documentation and tests ([`STORE_ROUND_TRIP`] with
-/// the `redis` feature only).
-pub const METRICS: [(&str, &[&str]); 9] = [
-    (DECISIONS, &["limit", "outcome"]),
-    (COUNTED_IN_MEMORY, &["store", "reason"]),
-    (STORE_STATE, &["store", "state"]),
-    (STORE_ROUND_TRIP, &["store"]),
-    (REFUSED_CACHE_ANSWERS, &["store"]),
-    (ADDRESS_UNKNOWN, &["reason"]),
+/// `deployable`, which every series carries), for documentation, dashboards
+/// and tests ([`STORE_ROUND_TRIP`] with the `redis` feature only).
+pub const METRICS: [(&str, &[Label]); 9] = [
+    (DECISIONS, &[label("limit"), words("outcome", &OUTCOMES)]),
+    (
+        COUNTED_IN_MEMORY,
+        &[label("store"), words("reason", &IN_MEMORY_REASONS)],
+    ),
+    (
+        STORE_STATE,
+        &[label("store"), words("state", &STORE_STATES)],
+    ),
+    (STORE_ROUND_TRIP, &[label("store")]),
+    (REFUSED_CACHE_ANSWERS, &[label("store")]),
+    (
+        ADDRESS_UNKNOWN,
+        &[words("reason", &ADDRESS_UNKNOWN_REASONS)],
+    ),
     (PATHS_TOO_LONG, &[]),
     (MEMORY_BYTES, &[]),
     (MEMORY_BOUND_BYTES, &[]),
@@ -132,7 +177,7 @@ impl GateMetrics {
         let decisions = limiter
             .policy_names()
             .map(|limit| {
-                ["passed", "refused"].map(|outcome| {
+                OUTCOMES.map(|outcome| {
                     metrics::counter!(DECISIONS, "deployable" => deployable.clone(),
                         "limit" => limit.to_owned(), "outcome" => outcome)
                 })
@@ -318,4 +363,23 @@ fn describe() {
         Unit::Bytes,
         "The most the in-memory counter can hold"
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The values [`METRICS`] lists are the ones the handles are made with.
+    #[test]
+    fn the_listed_label_values_are_the_recorded_ones() {
+        assert_eq!(IN_MEMORY_REASONS, MEMORY_REASONS.map(InMemory::as_str));
+        assert_eq!(STORE_STATES, BackendState::VALUES.map(BackendState::as_str));
+        assert_eq!(
+            ADDRESS_UNKNOWN_REASONS,
+            AddressUnknown::VALUES.map(AddressUnknown::as_str)
+        );
+        // `decisions`' handles are indexed by `Verdict::Exceeded`.
+        assert_eq!(OUTCOMES[usize::from(false)], "passed");
+        assert_eq!(OUTCOMES[usize::from(true)], "refused");
+    }
 }

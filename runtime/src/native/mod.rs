@@ -140,17 +140,14 @@ pub struct NativeGate {
     #[cfg(feature = "metrics")]
     metrics: std::sync::OnceLock<self::metrics::GateMetrics>,
     /// A test's hook, run by [`NativeGate::decide`] between making a
-    /// request's checks and locking the counts.
-    #[cfg(feature = "testing")]
+    /// request's checks and locking the counts (`unstable_for_tools`).
     checks_made: std::sync::OnceLock<ChecksMade>,
 }
 
-/// A hook of the `testing` feature, given a request's path length: where
+/// A test's hook, given a request's path length: where
 /// [`NativeGate::decide`] has made the request's checks and holds no lock.
-#[cfg(feature = "testing")]
 struct ChecksMade(Box<dyn Fn(usize) + Send + Sync>);
 
-#[cfg(feature = "testing")]
 impl std::fmt::Debug for ChecksMade {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ChecksMade(..)")
@@ -203,7 +200,6 @@ impl NativeGate {
             deployable: deployable.to_owned(),
             #[cfg(feature = "metrics")]
             metrics: std::sync::OnceLock::new(),
-            #[cfg(feature = "testing")]
             checks_made: std::sync::OnceLock::new(),
         })
     }
@@ -371,7 +367,6 @@ impl NativeGate {
             self.metrics_unlocked().path_too_long();
             return Err(Refusal::path_too_long());
         };
-        #[cfg(feature = "testing")]
         if let Some(hook) = self.checks_made.get() {
             (hook.0)(path.len());
         }
@@ -422,15 +417,13 @@ impl NativeGate {
     /// Runs `hook` in every [`NativeGate::decide`] once the request's checks
     /// are made, before the counts are locked, with the path's length: for
     /// tests that hold a request there. Set once; a second hook is dropped.
-    #[cfg(feature = "testing")]
-    pub fn on_checks_made(&self, hook: impl Fn(usize) + Send + Sync + 'static) {
+    pub(crate) fn on_checks_made(&self, hook: impl Fn(usize) + Send + Sync + 'static) {
         let _ = self.checks_made.set(ChecksMade(Box::new(hook)));
     }
 
     /// Locks the gate's counts until the guard is dropped: for tests that
     /// prove what runs without the lock.
-    #[cfg(feature = "testing")]
-    pub fn lock_counts(&self) -> impl Drop + '_ {
+    pub(crate) fn lock_counts(&self) -> impl Drop + '_ {
         self.limiter()
     }
 
@@ -474,8 +467,7 @@ impl NativeGate {
 
     /// How many times this gate dialled Redis (connections attempted, a
     /// cluster's counted once), for tests of the dial rate.
-    #[cfg(any(test, feature = "testing"))]
-    pub fn redis_dials(&self) -> u64 {
+    pub(crate) fn redis_dials(&self) -> u64 {
         #[cfg(feature = "redis")]
         if let Some(store) = &self.store {
             return store.dials();

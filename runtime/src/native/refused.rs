@@ -21,7 +21,7 @@ use std::collections::HashMap;
 use crate::limits::Limit;
 
 /// How many refused (limit, key) pairs one process remembers at most.
-pub const MAX_REFUSED_KEYS: usize = 16_384;
+pub(crate) const MAX_REFUSED_KEYS: usize = 16_384;
 
 /// Keys Redis refused, each until its window's end (sans-IO: time passed in;
 /// `now_ms` is the instance's monotonic clock, [`crate::Clock::monotonic_ms`]).

@@ -19,6 +19,7 @@ use runtime::unstable_for_tools::address::{
     TrustedProxies,
 };
 use runtime::unstable_for_tools::keys::{self, MAX_CALLER_ID_BYTES};
+use runtime::unstable_for_tools::native::{lock_counts, on_checks_made};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -58,7 +59,7 @@ fn a_requests_checks_are_made_while_another_holds_the_counts_lock() {
     let path = hostile_path(MAX_PATH_BYTES);
     assert_eq!(path.len(), MAX_PATH_BYTES, "the longest path read");
     let subject = Subject::of_request(None, Some("192.0.2.1"));
-    let held = gate.lock_counts();
+    let held = lock_counts(&gate);
     let (made, checks) = mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -83,7 +84,7 @@ fn a_request_held_in_its_path_work_holds_no_other_request() {
     let arrived = Mutex::new(arrived);
     let go = Mutex::new(go);
     // The long request stops where its checks are made and waits there.
-    gate.on_checks_made(move |bytes| {
+    on_checks_made(&gate, move |bytes| {
         if bytes > 1_000 {
             let _ = arrived.lock().expect("one hook at a time").send(());
             let _ = go.lock().expect("one hook at a time").recv_timeout(STUCK);

@@ -29,6 +29,7 @@ mod limiter;
 mod memory;
 mod metrics;
 mod native;
+mod product;
 mod quickstart;
 mod router;
 mod routes;

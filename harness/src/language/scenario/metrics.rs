@@ -55,11 +55,6 @@ pub enum MetricName {
     DataPoints,
 }
 
-/// The values of `outcome`.
-const OUTCOMES: &[&str] = &["passed", "refused"];
-/// The values of a native `counted_in_memory`'s `reason`
-/// (`runtime::limiter::InMemory`'s, but `no_backend`: a store that is there).
-const IN_MEMORY_REASONS: &[&str] = &["missing", "failed", "timed_out", "cooling_off", "not_asked"];
 /// The values of a data point's `reason`: the binding counted it (`none`),
 /// or why it was counted in memory (`runtime::limiter::InMemory`'s:
 /// `no_backend` is a deployable counting in memory by design).
@@ -71,15 +66,6 @@ const POINT_REASONS: &[&str] = &[
     "failed",
     "timed_out",
     "not_asked",
-];
-/// The values of `store_state`'s `state`.
-const STORE_STATES: &[&str] = &["asked", "cooling_off", "probing"];
-/// The values of `address_unknown`'s `reason`.
-const ADDRESS_UNKNOWN_REASONS: &[&str] = &[
-    "no_peer_address",
-    "no_forwarded_for",
-    "forwarded_for_invalid",
-    "no_cf_connecting_ip",
 ];
 
 /// A label a metric carries, and the values it can take (`None`: the
@@ -149,36 +135,28 @@ impl MetricName {
     /// the application's (`limit`, `store`, `deployable`) or that it lacks.
     pub fn label_values(self, label: &str) -> Option<&'static [&'static str]> {
         self.labels()
-            .iter()
+            .into_iter()
             .find(|(l, _)| *l == label)
-            .and_then(|(_, values)| *values)
+            .and_then(|(_, values)| values)
     }
 
-    /// Its labels, `deployable` (every series carries it) last.
-    fn labels(self) -> &'static [LabelSpec] {
+    /// Its labels, `deployable` (every series carries it) last: a native
+    /// series' as `runtime::native::metrics::METRICS` lists them.
+    fn labels(self) -> Vec<LabelSpec> {
         const DEPLOYABLE: LabelSpec = ("deployable", None);
-        match self {
-            MetricName::Decisions => &[("limit", None), ("outcome", Some(OUTCOMES)), DEPLOYABLE],
-            MetricName::CountedInMemory => &[
-                ("store", None),
-                ("reason", Some(IN_MEMORY_REASONS)),
-                DEPLOYABLE,
-            ],
-            MetricName::StoreState => &[("store", None), ("state", Some(STORE_STATES)), DEPLOYABLE],
-            MetricName::StoreRoundTripSeconds | MetricName::RefusedCacheAnswers => {
-                &[("store", None), DEPLOYABLE]
-            }
-            MetricName::AddressUnknown => &[("reason", Some(ADDRESS_UNKNOWN_REASONS)), DEPLOYABLE],
-            MetricName::PathsTooLong | MetricName::MemoryBytes | MetricName::MemoryBoundBytes => {
-                &[DEPLOYABLE]
-            }
-            MetricName::DataPoints => &[
+        let own: Vec<LabelSpec> = match self.source() {
+            MetricSource::Native => runtime::native::metrics::METRICS
+                .iter()
+                .find(|(name, _)| *name == self.series_name())
+                .map(|(_, labels)| labels.iter().map(|l| (l.name, l.values)).collect())
+                .unwrap_or_default(),
+            MetricSource::Workers => vec![
                 ("limit", None),
-                ("outcome", Some(OUTCOMES)),
+                ("outcome", MetricName::Decisions.label_values("outcome")),
                 ("reason", Some(POINT_REASONS)),
-                DEPLOYABLE,
             ],
-        }
+        };
+        own.into_iter().chain([DEPLOYABLE]).collect()
     }
 }
 
@@ -314,7 +292,7 @@ impl FromStr for MetricSelector {
                 .strip_suffix('}')
                 .ok_or_else(|| syntax("it does not end with `}`".to_owned()))?;
             for (label, value) in label_pairs(body).map_err(syntax)? {
-                let Some((_, values)) = name.labels().iter().find(|(l, _)| *l == label) else {
+                let Some((_, values)) = name.labels().into_iter().find(|(l, _)| *l == label) else {
                     return Err(SelectorError::UnknownLabel { name, label });
                 };
                 if let Some(values) = values
@@ -688,56 +666,54 @@ mod tests {
         }
     }
 
-    /// The names, labels and values a selector may write are the runtime's
-    /// own, so a scenario cannot expect a series no gate records.
+    /// Every series a native gate records is a name a selector may write,
+    /// with the runtime's labels and values (taken from
+    /// `runtime::native::metrics::METRICS`, not copied), `deployable` last.
     #[test]
-    fn the_native_names_labels_and_values_are_the_runtime_s() {
+    fn every_native_series_of_the_runtime_is_a_metric_name_with_its_labels() {
         use runtime::native::metrics::METRICS;
         let native: Vec<MetricName> = MetricName::ALL
             .into_iter()
             .filter(|n| n.source() == MetricSource::Native)
             .collect();
         assert_eq!(native.len(), METRICS.len());
-        for (name, (series, labels)) in native.into_iter().zip(METRICS) {
-            assert_eq!(name.series_name(), series);
-            let mut wanted: Vec<&str> = labels.to_vec();
-            wanted.push("deployable");
-            let ours: Vec<&str> = name.labels().iter().map(|(l, _)| *l).collect();
-            assert_eq!(ours, wanted, "{name}");
+        for (series, labels) in METRICS {
+            let name = native
+                .iter()
+                .find(|n| n.series_name() == series)
+                .unwrap_or_else(|| panic!("{series} has no MetricName"));
+            let mut wanted: Vec<(&str, Option<&[&str]>)> =
+                labels.iter().map(|l| (l.name, l.values)).collect();
+            wanted.push(("deployable", None));
+            assert_eq!(name.labels(), wanted, "{name}");
         }
-        let states = runtime::unstable_for_tools::breaker::BackendState::VALUES.map(|s| s.as_str());
         assert_eq!(
             MetricName::StoreState.label_values("state"),
-            Some(&states[..])
+            Some(&["asked", "cooling_off", "probing"][..])
         );
-        let unknown =
-            runtime::unstable_for_tools::address::AddressUnknown::VALUES.map(|r| r.as_str());
+        assert_eq!(MetricName::Decisions.label_values("limit"), None);
         assert_eq!(
-            MetricName::AddressUnknown.label_values("reason"),
-            Some(&unknown[..])
+            MetricName::DataPoints.label_values("outcome"),
+            Some(&["passed", "refused"][..])
         );
+    }
+
+    /// A data point's reasons are `none` and `runtime::limiter::InMemory`'s.
+    #[test]
+    fn a_data_point_s_reasons_are_the_limiter_s() {
         use runtime::limiter::InMemory;
         use runtime::unstable_for_tools::backend::FallbackReason;
         let in_memory = [
+            InMemory::NoBackend,
+            InMemory::CoolingOff,
             InMemory::Unavailable(FallbackReason::Missing),
             InMemory::Unavailable(FallbackReason::Failed),
             InMemory::Unavailable(FallbackReason::TimedOut),
-            InMemory::CoolingOff,
             InMemory::NotAsked,
         ]
         .map(InMemory::as_str);
-        assert_eq!(
-            MetricName::CountedInMemory.label_values("reason"),
-            Some(&in_memory[..])
-        );
-        let points: Vec<&str> = POINT_REASONS[1..].to_vec();
-        for reason in [
-            InMemory::NoBackend,
-            InMemory::CoolingOff,
-            InMemory::NotAsked,
-        ] {
-            assert!(points.contains(&reason.as_str()), "{}", reason.as_str());
-        }
+        assert_eq!(POINT_REASONS[0], "none");
+        assert_eq!(&POINT_REASONS[1..], &in_memory[..]);
     }
 
     #[test]
