@@ -340,7 +340,7 @@ fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> (f64, f64, f
                             let _ = black_box(gate.decide(&subject, &longest).await);
                         }
                         Neighbour::UnderTheLock => {
-                            let held = lock_counts(&gate);
+                            let held = lock_counts(gate);
                             black_box(runtime::routes::canonical(black_box(&longest)));
                             drop(held);
                             let _ = black_box(gate.decide(&subject, "/api/items/7").await);

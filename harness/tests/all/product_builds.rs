@@ -1,8 +1,9 @@
 //! `runtime` builds as its users build it: each feature set docs/runtime.md
 //! documents ("Cargo features"), native and wasm32, compiles on its own
 //! with none of the harness's hooks, by the very commands that page gives.
-//! Inside this workspace every member turns `testing` on, so nothing else
-//! here builds `runtime` without it.
+//! Inside this workspace only the wasm32 Worker fixtures turn `testing` on
+//! (runtime's own tests check they are built without it: its
+//! `tests/all/product.rs`); these builds cover each feature set alone.
 
 use std::process::Command;
 

@@ -149,7 +149,7 @@ async fn nothing_listening_from_the_start_is_missing() {
     // 125 requests each, one dial each: a Redis missing from the start is
     // dialled once per cool-off, not on every request.
     for gate in &gates {
-        assert_eq!(redis_dials(&gate), 1);
+        assert_eq!(redis_dials(gate), 1);
     }
 }
 
