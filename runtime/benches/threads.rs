@@ -25,6 +25,12 @@
 //!
 //!   and, as the control, a gate of each thread's own (nothing shared): the
 //!   most any split of the gate's state by key could reach on this machine.
+//!
+//!   Beside each 2-thread run: the cores its threads had (their CPU time ÷
+//!   the run's time: 2 when the machine gave both, whatever the limiter),
+//!   and how often they waited off the CPU per million checks (voluntary
+//!   context switches: a thread sleeps only on a contended lock's futex),
+//!   so whether the lock or the machine stops the scaling is measured.
 //! - **Floor**: the gate on distinct keys ÷ the bare count it cannot avoid,
 //!   the same keys counted in a `HashMap<String, u32>` under one `Mutex`
 //!   (an increment per check, no window, no limit), with 1 and 2 threads.
@@ -183,24 +189,77 @@ fn governor(load: Load) -> Governor {
     Governor(RateLimiter::keyed(quota))
 }
 
-/// Checks per second of `contender` with `threads` threads on `load` for
-/// `seconds`; on distinct keys the gate's clock moves a minute every 20 ms.
+/// What one thread's run cost it, from `/proc/thread-self`: its CPU time,
+/// and how often it left the CPU of its own accord (voluntary context
+/// switches: a thread that waits for a contended lock sleeps on a futex,
+/// and nothing else in a run sleeps).
+#[derive(Default, Clone, Copy)]
+struct ThreadCost {
+    cpu_ns: u64,
+    waits: u64,
+}
+
+impl ThreadCost {
+    fn now() -> ThreadCost {
+        let read = |file: &str| std::fs::read_to_string(format!("/proc/thread-self/{file}"));
+        let cpu_ns = read("schedstat")
+            .ok()
+            .and_then(|s| s.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0);
+        let waits = read("status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0);
+        ThreadCost { cpu_ns, waits }
+    }
+
+    fn since(self, before: ThreadCost) -> ThreadCost {
+        ThreadCost {
+            cpu_ns: self.cpu_ns.saturating_sub(before.cpu_ns),
+            waits: self.waits.saturating_sub(before.waits),
+        }
+    }
+}
+
+/// One run of a contender: checks per second, the cores its threads had
+/// (their CPU time ÷ the run's), and their waits off the CPU per million checks.
+#[derive(Default, Clone, Copy)]
+struct Figure {
+    rate: f64,
+    cores: f64,
+    waits_per_million: f64,
+}
+
+/// A run of `contender` with `threads` threads on `load` for `seconds`;
+/// on distinct keys the gate's clock moves a minute every 20 ms.
 fn rate(
     contender: &dyn Contender,
     clocks: &[&NativeGate],
     load: Load,
     threads: u32,
     seconds: f64,
-) -> f64 {
+) -> Figure {
     let stop = AtomicBool::new(false);
     let checked = AtomicU64::new(0);
+    let cpu_ns = AtomicU64::new(0);
+    let waits = AtomicU64::new(0);
     let keys: Vec<Vec<IpAddr>> = (0..threads).map(|t| load.keys(t)).collect();
     let start = Instant::now();
     std::thread::scope(|scope| {
         for (thread, keys) in keys.iter().enumerate() {
-            let (stop, checked) = (&stop, &checked);
+            let (stop, checked, cpu_ns, waits) = (&stop, &checked, &cpu_ns, &waits);
             scope.spawn(move || {
-                checked.fetch_add(contender.run(thread, keys, stop), Ordering::Relaxed)
+                let before = ThreadCost::now();
+                checked.fetch_add(contender.run(thread, keys, stop), Ordering::Relaxed);
+                let cost = ThreadCost::now().since(before);
+                cpu_ns.fetch_add(cost.cpu_ns, Ordering::Relaxed);
+                waits.fetch_add(cost.waits, Ordering::Relaxed);
             });
         }
         let mut minutes = 0i64;
@@ -215,14 +274,23 @@ fn rate(
         }
         stop.store(true, Ordering::Relaxed);
     });
-    checked.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let elapsed = start.elapsed().as_secs_f64();
+    let checked = checked.load(Ordering::Relaxed) as f64;
+    Figure {
+        rate: checked / elapsed,
+        cores: cpu_ns.load(Ordering::Relaxed) as f64 / 1e9 / elapsed,
+        waits_per_million: waits.load(Ordering::Relaxed) as f64 * 1e6 / checked.max(1.0),
+    }
 }
 
-/// One contender's 1- and 2-thread rates over the rounds.
+/// One contender's 1- and 2-thread rates over the rounds, and its
+/// 2-thread runs' cores and waits.
 #[derive(Default)]
 struct Rates {
     one: Vec<f64>,
     two: Vec<f64>,
+    two_cores: Vec<f64>,
+    two_waits: Vec<f64>,
 }
 
 impl Rates {
@@ -258,9 +326,14 @@ fn across_threads(rounds: usize, seconds: f64) {
                     rate(&apart, &[&apart.0[0], &apart.0[1]], load, threads, seconds),
                 ];
                 for (j, figure) in figures.into_iter().enumerate() {
+                    let r = &mut rates[i][j];
                     match threads {
-                        1 => rates[i][j].one.push(figure),
-                        _ => rates[i][j].two.push(figure),
+                        1 => r.one.push(figure.rate),
+                        _ => {
+                            r.two.push(figure.rate);
+                            r.two_cores.push(figure.cores);
+                            r.two_waits.push(figure.waits_per_million);
+                        }
                     }
                 }
             }
@@ -270,9 +343,9 @@ fn across_threads(rounds: usize, seconds: f64) {
         "#### The in-memory gate across threads, beside governor: {rounds} alternating rounds of {seconds} s a run\n"
     );
     println!(
-        "| load | limiter | 1 thread, checks/s, median (min-max) | 2 threads, checks/s, median (min-max) | 2 threads ÷ 1, median of the rounds (min-max) | ÷ governor's 2 ÷ 1, median of the rounds |"
+        "| load | limiter | 1 thread, checks/s, median (min-max) | 2 threads, checks/s, median (min-max) | 2 threads ÷ 1, median of the rounds (min-max) | ÷ governor's 2 ÷ 1, median of the rounds | 2 threads: cores they had, median (min-max) | 2 threads: waits off the CPU a million checks, median (min-max) |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (i, &(_, name)) in loads.iter().enumerate() {
         let governors = rates[i][1].scaling();
         for (j, limiter) in limiters.iter().enumerate() {
@@ -286,8 +359,10 @@ fn across_threads(rounds: usize, seconds: f64) {
                 1 => String::new(),
                 _ => format!("**{:.2}**", median(&versus)),
             };
+            let (clo, chi) = range(&r.two_cores);
+            let (wlo, whi) = range(&r.two_waits);
             println!(
-                "| {name} | {limiter} | {:.0} ({:.0}-{:.0}) | {:.0} ({:.0}-{:.0}) | **{:.2}** ({:.2}-{:.2}) | {versus} |",
+                "| {name} | {limiter} | {:.0} ({:.0}-{:.0}) | {:.0} ({:.0}-{:.0}) | **{:.2}** ({:.2}-{:.2}) | {versus} | {:.2} ({clo:.2}-{chi:.2}) | {:.1} ({wlo:.1}-{whi:.1}) |",
                 median(&r.one),
                 lo1,
                 hi1,
@@ -296,7 +371,9 @@ fn across_threads(rounds: usize, seconds: f64) {
                 hi2,
                 median(&scaling),
                 slo,
-                shi
+                shi,
+                median(&r.two_cores),
+                median(&r.two_waits),
             );
         }
     }
@@ -321,9 +398,9 @@ fn floor(rounds: usize, seconds: f64) {
     for _ in 0..rounds {
         for threads in [1, 2] {
             let g = gate();
-            let r = rate(&g, &[&g.0], Load::Distinct, threads, seconds);
+            let r = rate(&g, &[&g.0], Load::Distinct, threads, seconds).rate;
             let b = BareCount(Mutex::new(HashMap::new()));
-            let s = rate(&b, &[], Load::Distinct, threads, seconds);
+            let s = rate(&b, &[], Load::Distinct, threads, seconds).rate;
             let (gr, br) = if threads == 1 {
                 (&mut gates.one, &mut bare.one)
             } else {

@@ -44,31 +44,75 @@ impl Default for Clock {
     }
 }
 
+/// One reading of both clocks, unshifted ([`Clock::read`]): what a caller
+/// keeps to learn the time after a wait with one more reading
+/// ([`Clock::read_after`]), and to time the wait (`instant`).
+#[cfg(not(target_arch = "wasm32"))]
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Reading {
+    /// The monotonic clock.
+    pub(crate) instant: Instant,
+    /// The wall clock, ms since the Unix epoch, before any shift.
+    wall_ms: u64,
+}
+
 #[cfg(not(target_arch = "wasm32"))]
 impl Clock {
     /// Both clocks now.
     pub fn now(&self) -> Now {
+        self.now_of(self.read())
+    }
+
+    /// Both clocks read now (two readings: the wall clock's and the
+    /// monotonic one's).
+    pub(crate) fn read(&self) -> Reading {
+        Reading {
+            wall_ms: unshifted_wall_ms(),
+            instant: Instant::now(),
+        }
+    }
+
+    /// Both clocks after a wait that began at `earlier`, with one reading,
+    /// the monotonic clock's: the wall clock is taken to have moved as far
+    /// (a step of it during the wait is read by the next request). A
+    /// round trip to Redis reads the time once after it this way.
+    #[cfg(feature = "redis")]
+    pub(crate) fn read_after(&self, earlier: Reading) -> Reading {
+        let instant = Instant::now();
+        let waited = instant.saturating_duration_since(earlier.instant);
+        Reading {
+            wall_ms: earlier.wall_ms.saturating_add(millis(waited)),
+            instant,
+        }
+    }
+
+    /// The time `reading` shows, shifted by the offsets.
+    pub(crate) fn now_of(&self, reading: Reading) -> Now {
+        let shift =
+            self.offset_ms.load(Ordering::Relaxed) + self.wall_step_ms.load(Ordering::Relaxed);
         Now {
-            wall_ms: self.wall_ms(),
-            monotonic_ms: self.monotonic_ms(),
+            wall_ms: reading.wall_ms.saturating_add_signed(shift),
+            monotonic_ms: self.monotonic_ms_at(reading.instant),
         }
     }
 
     /// Milliseconds since the Unix epoch, shifted by the offset.
     pub fn wall_ms(&self) -> u64 {
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
         let shift =
             self.offset_ms.load(Ordering::Relaxed) + self.wall_step_ms.load(Ordering::Relaxed);
-        wall.saturating_add_signed(shift)
+        unshifted_wall_ms().saturating_add_signed(shift)
     }
 
     /// Milliseconds since the clock was made, shifted by the offset: never
     /// going backwards in production.
     #[doc(hidden)]
     pub fn monotonic_ms(&self) -> u64 {
-        let elapsed = u64::try_from(self.origin.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.monotonic_ms_at(Instant::now())
+    }
+
+    /// [`Clock::monotonic_ms`] at `instant`.
+    fn monotonic_ms_at(&self, instant: Instant) -> u64 {
+        let elapsed = millis(instant.saturating_duration_since(self.origin));
         elapsed.saturating_add_signed(self.offset_ms.load(Ordering::Relaxed))
     }
 
@@ -94,6 +138,20 @@ impl Clock {
     pub fn step_wall_ms(&self, by_ms: i64) {
         self.wall_step_ms.fetch_add(by_ms, Ordering::Relaxed);
     }
+}
+
+/// The wall clock, ms since the Unix epoch (0 before it).
+#[cfg(not(target_arch = "wasm32"))]
+fn unshifted_wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, millis)
+}
+
+/// Whole milliseconds of `duration` (saturating).
+#[cfg(not(target_arch = "wasm32"))]
+fn millis(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// An isolate's clock: `Date.now()`, the one clock a Worker has, so both of

@@ -387,7 +387,8 @@ impl NativeGate {
     /// once Redis answered, to count them; nothing of the request is read under the lock but its
     /// keys.
     pub async fn decide_checks(&self, checks: Vec<Check>) -> Result<(), Refusal> {
-        let now = self.clock.now();
+        let reading = self.clock.read();
+        let now = self.clock.now_of(reading);
         // The limiter's cool-off says which to ask: a troubled Redis costs
         // one wait. Checks with no backend ask nobody, and take no lock to
         // learn it: a request counted in memory locks the counts once.
@@ -397,7 +398,7 @@ impl NativeGate {
             crate::limiter::Pending::unasked(checks)
         };
         #[cfg(feature = "redis")]
-        let (pending, now) = self.ask_redis(pending, now).await;
+        let (pending, now) = self.ask_redis(pending, reading, now).await;
         let decision = {
             let mut limiter = self.limiter();
             let decision = limiter.conclude(pending, now);
@@ -428,22 +429,24 @@ impl NativeGate {
     }
 
     /// Asks Redis what `pending` asks (nothing without a Redis store), and
-    /// the time after it answered.
+    /// the time after it answered (`now`, read at `reading`, when no round
+    /// trip was made).
     #[cfg(feature = "redis")]
     async fn ask_redis(
         &self,
         mut pending: crate::limiter::Pending,
+        reading: crate::clock::Reading,
         now: crate::limiter::Now,
     ) -> (crate::limiter::Pending, crate::limiter::Now) {
         match &self.store {
             Some(store) => {
-                let _round_trip = store.ask(&mut pending, &self.clock).await;
+                let asked = store.ask(&mut pending, &self.clock, reading).await;
                 #[cfg(feature = "metrics")]
-                if let Some(took) = _round_trip {
+                if let Some(took) = asked.round_trip {
                     self.metrics_unlocked()
                         .round_trip(crate::backend::BackendId::new(0), took);
                 }
-                (pending, self.clock.now())
+                (pending, asked.now)
             }
             None => (pending, now),
         }

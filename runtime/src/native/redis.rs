@@ -30,10 +30,10 @@ use tokio::sync::OnceCell;
 use super::refused::RefusedCache;
 use super::scripts;
 use crate::backend::{BackendAnswer, DEADLINE_MS, FallbackReason};
-use crate::clock::Clock;
+use crate::clock::{Clock, Reading};
 use crate::config::RedisEndpoint;
 use crate::keys;
-use crate::limiter::{Ask, Pending};
+use crate::limiter::{Ask, Now, Pending};
 
 /// The deadline of one request's round trip, connecting included.
 const DEADLINE: Duration = Duration::from_millis(DEADLINE_MS as u64);
@@ -114,6 +114,20 @@ fn is_tls_url(url: &str) -> bool {
     })
 }
 
+/// What [`RedisStore::ask`] did: the time the request concludes at (read
+/// once after a round trip, else the time before it), and how long the
+/// round trip took when one was made and Redis answered (for operators'
+/// metrics).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Asked {
+    /// Both clocks after the round trip.
+    pub(crate) now: Now,
+    /// The round trip's time, from the request's first reading (read by
+    /// the metrics alone).
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(crate) round_trip: Option<Duration>,
+}
+
 /// One ask to count in Redis in this round trip, and its key.
 struct Count<'a> {
     ask: Ask<'a>,
@@ -171,9 +185,12 @@ impl RedisStore {
             },
             RedisEndpoint::Single { url: None } => Target::Nowhere(FallbackReason::Missing),
             RedisEndpoint::Single { url: Some(url) } => {
+                // No response timeout of the connection's own: each round
+                // trip runs under the request's deadline (`ask`), so a
+                // second 500 ms timer a request would only cost time.
                 let config = ConnectionManagerConfig::new()
                     .set_connection_timeout(Some(DEADLINE))
-                    .set_response_timeout(Some(DEADLINE))
+                    .set_response_timeout(None)
                     .set_number_of_retries(0)
                     .set_max_delay(DEADLINE);
                 match redis::Client::open(url.as_str()) {
@@ -207,15 +224,20 @@ impl RedisStore {
     }
 
     /// Asks Redis what a request's [`Pending::asks`] ask (from
-    /// [`crate::Limiter::asks`]) and answers each ask in place. A key refused
-    /// earlier in its window is answered from the cache; the rest go in one
-    /// script call, bounded by the deadline. Never fails: trouble is
-    /// a [`BackendAnswer::Unavailable`]. Returns how long the round trip
-    /// took when one was made and Redis answered (for operators' metrics).
-    pub async fn ask(&self, pending: &mut Pending, clock: &Clock) -> Option<Duration> {
+    /// [`crate::Limiter::asks`], at `before`, the clocks' reading the
+    /// request was decided from) and answers each ask in place. A key
+    /// refused earlier in its window is answered from the cache; the rest
+    /// go in one script call, bounded by the deadline, which runs from
+    /// `before`. Never fails: trouble is a [`BackendAnswer::Unavailable`].
+    ///
+    /// The clocks are read once more, after the round trip, and that one
+    /// reading serves the refused-keys cache, the round trip's time and the
+    /// request's conclusion ([`Asked`]).
+    pub(crate) async fn ask(&self, pending: &mut Pending, clock: &Clock, before: Reading) -> Asked {
         // The refused-keys cache runs on the monotonic clock, which no step
         // of the wall clock moves; Redis's own clock decides the windows.
-        let sent_ms = clock.monotonic_ms();
+        let sent = clock.now_of(before);
+        let sent_ms = sent.monotonic_ms;
         let tag = pending
             .checks()
             .first()
@@ -233,20 +255,25 @@ impl RedisStore {
                 counts.push(Count { ask, redis_key });
             }
             if counts.is_empty() {
-                return None;
+                return Asked {
+                    now: sent,
+                    round_trip: None,
+                };
             }
         }
 
-        let started = tokio::time::Instant::now();
+        // The one timer of the round trip: the connection has none of its own.
+        let deadline = tokio::time::Instant::from_std(before.instant) + DEADLINE;
         let shift_ms = clock.scenario_offset_ms();
-        let result = match tokio::time::timeout(DEADLINE, self.count(&counts, shift_ms)).await {
+        let result = match tokio::time::timeout_at(deadline, self.count(&counts, shift_ms)).await {
             Ok(result) => result,
             Err(_) => Err(Trouble::Deadline),
         };
-        let took = started.elapsed();
-        let done_ms = clock.monotonic_ms();
+        let after = clock.read_after(before);
+        let now = clock.now_of(after);
+        let done_ms = now.monotonic_ms;
         let mut state = self.state();
-        match result {
+        let round_trip = match result {
             Ok(answers) => {
                 state.ever_answered = true;
                 for (count, answer) in counts.into_iter().zip(answers) {
@@ -261,7 +288,7 @@ impl RedisStore {
                         success: answer.within,
                     });
                 }
-                Some(took)
+                Some(after.instant.saturating_duration_since(before.instant))
             }
             Err(trouble) => {
                 let reason = trouble.reason(state.ever_answered);
@@ -270,7 +297,8 @@ impl RedisStore {
                 }
                 None
             }
-        }
+        };
+        Asked { now, round_trip }
     }
 
     /// One round trip: every pending check in one script call. After a
@@ -447,10 +475,11 @@ mod tests {
         let checks = limiter
             .checks(&Subject::of_request(None, Some(address)), "/api/items")
             .expect("a short path");
-        let mut pending = limiter.asks(checks, clock.now());
+        let before = clock.read();
+        let mut pending = limiter.asks(checks, clock.now_of(before));
         let asked = pending.checks()[0].is_asked();
-        store.ask(&mut pending, clock).await;
-        (asked, limiter.conclude(pending, clock.now()))
+        let after = store.ask(&mut pending, clock, before).await.now;
+        (asked, limiter.conclude(pending, after))
     }
 
     #[test]
