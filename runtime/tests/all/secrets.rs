@@ -213,6 +213,10 @@ fn shown_description() -> Shown {
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
         (
+            "limits::Methods",
+            format!("{:?}", runtime::Methods::named("POST").expect("a method")),
+        ),
+        (
             "routes::TemplateError",
             format!(
                 "{:?}",
