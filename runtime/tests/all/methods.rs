@@ -317,15 +317,13 @@ fn one_path_and_method_limited_twice_is_reported_at_the_second_entry() {
 
 #[test]
 fn the_plan_carries_the_methods_and_the_bindings_stay_one_per_limit() {
-    let source = format!(
-        "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
+    let source = "[connections.limits]\ndriver = \"cloudflare_rate_limits\"\nnamespace = 1001\n\
          [rate_limits]\nstore = \"limits\"\n\
          [[deployables]]\nname = \"edge\"\ntarget = \"workers\"\nserves_api = true\n\
-         [[routes]]\npath = \"/login\"\nrate_limit = {{ requests = 5, window = 60, methods = [\"POST\"] }}\n\
-         [[routes]]\npath = \"/login\"\nrate_limit = {{ requests = 5, window = 60, methods = [\"GET\"] }}\n\
-         [[routes]]\npath = \"/api/search\"\nrate_limit = {{ requests = 5, window = 60 }}\n"
-    );
-    let app = Application::from_toml(&source).expect("valid");
+         [[routes]]\npath = \"/login\"\nrate_limit = { requests = 5, window = 60, methods = [\"POST\"] }\n\
+         [[routes]]\npath = \"/login\"\nrate_limit = { requests = 5, window = 60, methods = [\"GET\"] }\n\
+         [[routes]]\npath = \"/api/search\"\nrate_limit = { requests = 5, window = 60 }\n";
+    let app = Application::from_toml(source).expect("valid");
     let edge = app.deployable("edge").expect("edge");
     let names: Vec<String> = Bindings::for_deployable(&app, edge)
         .bindings

@@ -212,10 +212,7 @@ fn shown_description() -> Shown {
             format!("{plan_errors:?} {plan_error_texts:?}"),
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
-        (
-            "limits::Methods",
-            format!("{:?}", runtime::Methods::named("POST").expect("a method")),
-        ),
+        ("limits::Methods", format!("{:?}", runtime::Methods::ALL)),
         (
             "routes::TemplateError",
             format!(
