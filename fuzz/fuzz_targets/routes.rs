@@ -30,7 +30,7 @@ const TEMPLATES: [&str; 7] = [
 /// path longer than the gate reads, which it refuses (414) unserved.
 fn counted(limiter: &Limiter, path: &str) -> Option<BTreeSet<String>> {
     let subject = Subject::of_request(None, Some("192.0.2.7"));
-    let checks = limiter.checks(&subject, path).ok()?;
+    let checks = limiter.checks(&subject, "GET", path).ok()?;
     Some(
         checks
             .iter()

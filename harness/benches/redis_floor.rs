@@ -103,7 +103,7 @@ async fn gate_side(
         for i in 0..each {
             let ip = address(1, task, round * each + i);
             let subject = Subject::Address(ClientAddress::of_ip(ip));
-            if gate.decide(&subject, PATH).await.is_err() {
+            if gate.decide(&subject, "GET", PATH).await.is_err() {
                 refused += 1;
             }
         }

@@ -134,7 +134,11 @@ impl Shape {
                         &self.headers,
                     )
                     .expect("a peer");
-                let _ = black_box(self.gate.decide(&subject, black_box(&self.path)).await);
+                let _ = black_box(
+                    self.gate
+                        .decide(&subject, "GET", black_box(&self.path))
+                        .await,
+                );
             }
         });
         start.elapsed().as_nanos() as f64 / f64::from(n)
@@ -331,19 +335,19 @@ fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> (f64, f64, f
                 while !stop.load(Ordering::Relaxed) {
                     match neighbour {
                         Neighbour::Normal => {
-                            let _ = black_box(gate.decide(&subject, "/api/items/7").await);
+                            let _ = black_box(gate.decide(&subject, "GET", "/api/items/7").await);
                         }
                         Neighbour::LongestRead => {
-                            let _ = black_box(gate.decide(&subject, &read).await);
+                            let _ = black_box(gate.decide(&subject, "GET", &read).await);
                         }
                         Neighbour::HyperLongest => {
-                            let _ = black_box(gate.decide(&subject, &longest).await);
+                            let _ = black_box(gate.decide(&subject, "GET", &longest).await);
                         }
                         Neighbour::UnderTheLock => {
                             let held = lock_counts(gate);
                             black_box(runtime::routes::canonical(black_box(&longest)));
                             drop(held);
-                            let _ = black_box(gate.decide(&subject, "/api/items/7").await);
+                            let _ = black_box(gate.decide(&subject, "GET", "/api/items/7").await);
                         }
                     }
                 }
@@ -360,7 +364,7 @@ fn beside(gate: &NativeGate, neighbour: Neighbour, seconds: f64) -> (f64, f64, f
                 for _ in 0..64 {
                     let subject = Subject::Address(runtime::ClientAddress::of_ip(peer(n).ip()));
                     let one = Instant::now();
-                    let _ = black_box(gate.decide(&subject, "/api/items/42").await);
+                    let _ = black_box(gate.decide(&subject, "GET", "/api/items/42").await);
                     took.push(one.elapsed().as_secs_f64() * 1e6);
                     n = n.wrapping_add(1);
                 }

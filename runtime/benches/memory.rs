@@ -543,7 +543,7 @@ fn signed_in(i: u32) -> Subject {
 
 /// One request through `checks` and `conclude`, every check counted in memory.
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let now = Now::one_clock(now);
     let pending = limiter.asks(checks, now);
     limiter.conclude(pending, now).refusal
@@ -847,7 +847,7 @@ fn workers_app(n: usize) -> Application {
 /// Whether it was refused.
 fn request_binding_failing(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> bool {
     let checks = limiter
-        .checks(subject, path)
+        .checks(subject, "GET", path)
         .expect("a path within the bound");
     let mut pending = limiter.asks(checks, Now::one_clock(now));
     for ask in pending.asks() {

@@ -129,7 +129,7 @@ fn decide_until(gate: &NativeGate, keys: &[IpAddr], stop: &AtomicBool) -> u64 {
         let mut n = 0u64;
         while !stop.load(Ordering::Relaxed) {
             for subject in subjects.iter().cycle().take(256) {
-                let _ = black_box(gate.decide(subject, black_box(PATH)).await);
+                let _ = black_box(gate.decide(subject, "GET", black_box(PATH)).await);
             }
             n += 256;
         }

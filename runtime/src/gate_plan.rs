@@ -21,7 +21,10 @@
 //!
 //! `subjects` gives the backends of a signed-in caller's limit and of an
 //! address's (`-` for none); a `route` line its backend, its requests, its
-//! window in seconds and its path; the last line, when the application
+//! window in seconds, its path and, for a limit of some methods only, those
+//! methods (`route 1 5 60 /login POST`; a Worker built before methods reads
+//! such a line as an error at that line, never as a limit of every
+//! method); the last line, when the application
 //! names a dataset (`rate_limits.data_points`), the binding the Worker
 //! writes its data points through. A plan without it is the same plan as
 //! before the line existed; a Worker built before reads one with it as an
@@ -35,7 +38,7 @@ use crate::backend::BackendId;
 use crate::bindings::{Bindings, DATA_POINTS_BINDING};
 use crate::config::{Application, Counting, Deployable};
 use crate::counter::DEFAULT_MEMORY_BUDGET;
-use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit};
+use crate::limits::{ADDRESS_LIMIT, CALLER_LIMIT, Limit, Methods};
 
 /// The first line of every plan: the format and its version. A Worker built
 /// against another version refuses the plan instead of misreading it.
@@ -45,12 +48,32 @@ const HEADER: &str = "rate-limits-plan 2";
 /// (`harness wrangler --write` writes it), the upload's `plain_text`.
 pub const PLAN_BINDING: &str = "PLAN";
 
-/// A route's own limit, and the backend that counts it.
+/// A route's own limit, the methods it counts, and the backend that counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RouteLimit {
     pub(crate) path: String,
     pub(crate) limit: Limit,
+    pub(crate) methods: Methods,
+    /// Its name ([`Methods::limit_name`]): its policy's, and its keys' first part.
+    pub(crate) name: String,
     pub(crate) backend: Option<BackendId>,
+}
+
+impl RouteLimit {
+    pub(crate) fn new(
+        path: String,
+        limit: Limit,
+        methods: Methods,
+        backend: Option<BackendId>,
+    ) -> RouteLimit {
+        RouteLimit {
+            name: methods.limit_name(&path),
+            path,
+            limit,
+            methods,
+            backend,
+        }
+    }
 }
 
 /// The gate of one deployable, as [`crate::Limiter::from_plan`] builds it.
@@ -133,13 +156,14 @@ impl GatePlan {
             if let Some(limit) = route.rate_limit
                 && !routes
                     .iter()
-                    .any(|r| r.path == route.path && r.limit == limit)
+                    .any(|r| r.path == route.path && r.limit == limit && r.methods == route.methods)
             {
-                routes.push(RouteLimit {
-                    path: route.path.clone(),
+                routes.push(RouteLimit::new(
+                    route.path.clone(),
                     limit,
-                    backend: backend_for(limit),
-                });
+                    route.methods,
+                    backend_for(limit),
+                ));
             }
         }
         let subject_backends = [backend_for(CALLER_LIMIT), backend_for(ADDRESS_LIMIT)];
@@ -173,11 +197,12 @@ impl GatePlan {
             },
             backends: vec!["WARM_UP".to_owned()],
             subject_backends: [backend, backend],
-            routes: vec![RouteLimit {
-                path: "/warm-up".to_owned(),
-                limit: Limit::new(1, 10),
+            routes: vec![RouteLimit::new(
+                "/warm-up".to_owned(),
+                Limit::new(1, 10),
+                Methods::ALL,
                 backend,
-            }],
+            )],
             data_points: Some("WARM_UP_DATA_POINTS".to_owned()),
             memory_budget: DEFAULT_MEMORY_BUDGET,
         }
@@ -235,13 +260,15 @@ impl GatePlan {
             line(&["memory_budget", &self.memory_budget.to_string()]);
         }
         for route in &self.routes {
-            line(&[
-                "route",
-                &backend_word(route.backend),
-                &route.limit.requests.to_string(),
-                &route.limit.window_seconds.to_string(),
-                &route.path,
-            ]);
+            let methods = route.methods.word();
+            let (backend, requests, window) = (
+                backend_word(route.backend),
+                route.limit.requests.to_string(),
+                route.limit.window_seconds.to_string(),
+            );
+            let mut words = vec!["route", &backend, &requests, &window, &route.path];
+            words.extend(methods.as_deref());
+            line(&words);
         }
         if let Some(binding) = &self.data_points {
             line(&["data_points", binding]);
@@ -317,9 +344,15 @@ impl GatePlan {
                 ["data_points", binding] if subjects && plan.data_points.is_none() => {
                     plan.data_points = Some((*binding).to_owned());
                 }
-                ["route", backend, requests, window, path]
-                    if subjects && plan.data_points.is_none() =>
+                ["route", backend, requests, window, path, methods @ ..]
+                    if subjects && plan.data_points.is_none() && methods.len() <= 1 =>
                 {
+                    let methods = match methods {
+                        [word] => Methods::of_word(word).ok_or_else(|| {
+                            at("a route's methods are no list of methods a limit can name")
+                        })?,
+                        _ => Methods::ALL,
+                    };
                     let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
                     let (Some(requests), Some(window)) = (count(requests), count(window)) else {
                         return Err(at(
@@ -328,12 +361,13 @@ impl GatePlan {
                     };
                     let path = crate::routes::canonical_template(path)
                         .map_err(|_| at("a route's path is no template the gate can match"))?;
-                    plan.routes.push(RouteLimit {
+                    plan.routes.push(RouteLimit::new(
                         path,
-                        limit: Limit::new(requests, window),
-                        backend: read_backend(backend, plan.backends.len())
+                        Limit::new(requests, window),
+                        methods,
+                        read_backend(backend, plan.backends.len())
                             .ok_or_else(|| at("no such backend"))?,
-                    });
+                    ));
                 }
                 _ => return Err(at("not a line of a plan here")),
             }
@@ -420,7 +454,9 @@ mod tests {
             Subject::of_request(None, Some("2001:db8::1")),
             Subject::of_request(Some("warm-up"), None),
         ] {
-            let checks = limiter.checks(&subject, "/warm-up").expect("a short path");
+            let checks = limiter
+                .checks(&subject, "GET", "/warm-up")
+                .expect("a short path");
             assert_eq!(
                 checks.len(),
                 2,

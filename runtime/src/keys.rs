@@ -6,7 +6,9 @@
 //!   `address:2001:db8:1:2::/64`; no usable address, `address:`); a caller
 //!   id longer than [`MAX_CALLER_ID_BYTES`] by its 128-bit digest,
 //!   `caller#:HEX`, so no key is longer than a route's path and 300 bytes;
-//! - a route's own limit: `PATH|caller:ID` or `PATH|address:IP`;
+//! - a route's own limit: `PATH|caller:ID` or `PATH|address:IP`, and for a
+//!   limit of some methods only its name first (`POST /login|address:IP`),
+//!   so two limits of one path count apart;
 //! - in Redis: `rl:APP:{TAG}:REQUESTS/WINDOW:KEY`, one of the keys above
 //!   counted for one limit of the application named `APP` (its description's
 //!   `name`, so two applications on one Redis count apart), `TAG` a digest
@@ -63,11 +65,13 @@ pub fn subject(subject: &Subject) -> String {
     }
 }
 
-/// The key of a route's own limit: `PATH|SUBJECT_KEY`, so a subject's count
-/// on one route is apart from its built-in count and from other routes'.
-pub(crate) fn route(path: &str, subject_key: &str) -> String {
-    let mut key = String::with_capacity(path.len() + 1 + subject_key.len());
-    key.push_str(path);
+/// The key of a route's own limit: `NAME|SUBJECT_KEY`, its name its path
+/// (`/login`) or for a limit of some methods those and its path (`POST
+/// /login`, [`crate::Methods::limit_name`]), so a subject's count on one
+/// route's limit is apart from its built-in count and from other limits'.
+pub(crate) fn route(name: &str, subject_key: &str) -> String {
+    let mut key = String::with_capacity(name.len() + 1 + subject_key.len());
+    key.push_str(name);
     key.push('|');
     key.push_str(subject_key);
     key

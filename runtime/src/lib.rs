@@ -64,7 +64,7 @@ mod workers_rs;
 pub use config::{Application, Code, Diagnostic, Diagnostics, FileError, Location};
 // The bindings, one per limit, and their Wrangler entries.
 pub use bindings::{Binding, Bindings, DatasetEntry, WranglerEntry};
-pub use limits::Limit;
+pub use limits::{Limit, Methods};
 // A deployable's gate, planned at build time.
 pub use gate_plan::{GatePlan, PlanError};
 // Whom a request is counted for, and from where its address is read.

@@ -698,7 +698,8 @@ impl Limiter {
     }
 
     /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
-    /// then each route's path (its template, never a request's path).
+    /// then each route's limit's name (its template, never a request's
+    /// path, after the methods it counts if not all: `POST /login`).
     pub fn policy_names(&self) -> impl Iterator<Item = &str> {
         self.rules.policy_names()
     }
@@ -722,8 +723,13 @@ impl Limiter {
     }
 
     /// [`Rules::checks`] of this limiter's rules.
-    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
-        self.rules.checks(subject, path)
+    pub fn checks(
+        &self,
+        subject: &Subject,
+        method: &str,
+        path: &str,
+    ) -> Result<Vec<Check>, PathTooLong> {
+        self.rules.checks(subject, method, path)
     }
 
     /// Takes a request's checks and says which backends to ask now: none for
@@ -867,11 +873,12 @@ impl Rules {
     }
 
     /// Every limit's policy name, in [`PolicyId`] order: `caller`, `address`,
-    /// then each route's path (its template, never a request's path).
+    /// then each route's limit's name (its template, never a request's
+    /// path, after the methods it counts if not all: `POST /login`).
     pub fn policy_names(&self) -> impl Iterator<Item = &str> {
         PolicyId::SUBJECTS
             .into_iter()
-            .chain(self.routes.iter().map(|r| r.path.as_str()))
+            .chain(self.routes.iter().map(|r| r.name.as_str()))
     }
 
     /// The policy name of `policy`, as the 429's `RateLimit-Policy` gives
@@ -879,22 +886,30 @@ impl Rules {
     pub fn policy_name(&self, policy: PolicyId) -> &str {
         match policy.index().checked_sub(PolicyId::SUBJECTS.len()) {
             None => PolicyId::SUBJECTS[policy.index()],
-            Some(route) => self.routes.get(route).map_or("", |r| &r.path),
+            Some(route) => self.routes.get(route).map_or("", |r| &r.name),
         }
     }
 
-    /// The limits that count a request from `subject` to `path`, in the order
+    /// The limits that count a request from `subject` to `path` with
+    /// `method` (as the server read it: `GET`, `POST`, ...), in the order
     /// to check them: the subject's built-in limit, then the own limits of
     /// the routes `path` meets, as sent and however else it is spelt
     /// ([`crate::routes`]: the router's route and the canonical path's, the
-    /// most specific template where several match). A deployable that
+    /// most specific template where several match), those that count its
+    /// method ([`crate::Methods::counts`]; a path is matched first, as a
+    /// router matches it, then its method). A deployable that
     /// serves no API limits nothing. No two checks share both limit and
     /// key, so no request is counted twice under one key.
     ///
     /// It reads only these rules, so it runs with no lock held; a path
     /// longer than [`MAX_PATH_BYTES`] is [`PathTooLong`] from its length
     /// alone (but for a deployable that limits nothing, which reads no path).
-    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
+    pub fn checks(
+        &self,
+        subject: &Subject,
+        method: &str,
+        path: &str,
+    ) -> Result<Vec<Check>, PathTooLong> {
         if matches!(self.counting, Counting::NoApi) {
             return Ok(Vec::new());
         }
@@ -909,7 +924,8 @@ impl Rules {
         let met = self.route_table.routes_met(path);
         let routes = met
             .iter()
-            .filter_map(|&index| Some((index, self.routes.get(index)?)));
+            .filter_map(|&index| Some((index, self.routes.get(index)?)))
+            .filter(|(_, route)| route.methods.counts(method));
         let mut checks = Vec::with_capacity(1 + met.len());
         // The subject's check first; its key is moved in once the route keys
         // that contain it are built (no copy of it per request).
@@ -924,7 +940,7 @@ impl Rules {
         for (index, route) in routes {
             checks.push(Check {
                 limit: route.limit,
-                key: keys::route(&route.path, &subject_key),
+                key: keys::route(&route.name, &subject_key),
                 backend: route.backend,
                 policy: PolicyId::route(index),
                 slot: Slot::NotAsked,

@@ -281,6 +281,7 @@ mod tests {
                     // caller's id brings the non-ASCII keys).
                     path: "/api/%C3%9F".into(),
                     rate_limit: Some(Limit::new(requests, 10)),
+                    methods: crate::Methods::ALL,
                 })
                 .collect(),
             data_points: None,
@@ -301,7 +302,7 @@ mod tests {
         let case = |routes, caller, path, behaviour| {
             let mut limiter = workers_limiter(routes);
             let checks = limiter
-                .checks(&Subject::of_request(Some(caller), None), path)
+                .checks(&Subject::of_request(Some(caller), None), "GET", path)
                 .expect("a short path");
             let pending = limiter.asks(checks, crate::limiter::Now::one_clock(0));
             Case {

@@ -480,7 +480,8 @@ impl WorkersGate {
         Ok(())
     }
 
-    /// Decides one request to `path` and answers it with `respond`, which is
+    /// Decides one request to `path` with `method` (`request.method()`: a
+    /// route's limit may count some methods only) and answers it with `respond`, which is
     /// given `Ok` to pass or `Err` with the refusal, and returns the response
     /// or a promise of it (an async handler: `future_to_promise`; for a
     /// refusal, usually [`refusal_response`]). Never fails for the binding's
@@ -500,13 +501,14 @@ impl WorkersGate {
         &self,
         env: &JsValue,
         subject: &Subject,
+        method: &str,
         path: &str,
         respond: F,
     ) -> Result<JsValue, JsValue>
     where
         F: FnOnce(Result<(), Refusal>) -> Result<JsValue, JsValue> + 'static,
     {
-        self.decide_boxed(env, subject, path, Box::new(respond))
+        self.decide_boxed(env, subject, method, path, Box::new(respond))
     }
 
     /// [`WorkersGate::decide`], one function whatever `respond` is: the code
@@ -515,6 +517,7 @@ impl WorkersGate {
         &self,
         env: &JsValue,
         subject: &Subject,
+        method: &str,
         path: &str,
         respond: Respond,
     ) -> Result<JsValue, JsValue> {
@@ -522,7 +525,7 @@ impl WorkersGate {
             self.draw_seed()?;
         }
         let now_ms = self.clock.wall_ms();
-        let Ok(checks) = self.shared.limiter.borrow().checks(subject, path) else {
+        let Ok(checks) = self.shared.limiter.borrow().checks(subject, method, path) else {
             return respond(Err(Refusal::path_too_long()));
         };
         let mut pending = self
@@ -585,13 +588,14 @@ impl WorkersGate {
         &self,
         env: &JsValue,
         subject: &Subject,
+        method: &str,
         path: &str,
     ) -> Result<(), Refusal> {
         let now_ms = self.clock.wall_ms();
         let pending = {
             let limiter = self.shared.limiter.borrow();
             let checks = limiter
-                .checks(subject, path)
+                .checks(subject, method, path)
                 .map_err(|_| Refusal::path_too_long())?;
             limiter.asks_none(checks)
         };
@@ -651,7 +655,7 @@ fn warm_up() -> WorkersGate {
     // `decide` returns, and the request is counted in memory.
     let env = JsValue::from(js_sys::Object::new());
     for subject in &subjects {
-        let _ = gate.decide(&env, subject, &path, |_| Ok(JsValue::UNDEFINED));
+        let _ = gate.decide(&env, subject, "GET", &path, |_| Ok(JsValue::UNDEFINED));
     }
     // The binding answering within the limit (two base-8 digits).
     let within_twice = f64::from(Code::Within as u8 * 9);
@@ -659,7 +663,7 @@ fn warm_up() -> WorkersGate {
     for subject in &subjects {
         let mut pending = {
             let mut limiter = gate.shared.limiter.borrow_mut();
-            let checks = limiter.checks(subject, &path).unwrap_or_default();
+            let checks = limiter.checks(subject, "GET", &path).unwrap_or_default();
             limiter.asks(checks, now)
         };
         let _ = AskList::of(&mut pending);

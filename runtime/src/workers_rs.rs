@@ -33,10 +33,14 @@ use crate::limiter::{ADDRESS_HEADER, Refusal};
 use crate::subject::{CallerId, Subject};
 use crate::workers::{WorkersGate, subject_of};
 
-/// A request the gate can limit: the path it is limited under, and its subject.
+/// A request the gate can limit: the path it is limited under, its method,
+/// and its subject.
 pub trait Limited {
     /// The path it is limited under: its URL's path.
     fn limited_path(&self) -> String;
+
+    /// Its method, as the route limits that name methods read it.
+    fn limited_method(&self) -> String;
 
     /// Who it is counted for: `caller_id` (the caller the application signed
     /// in), else the address in `CF-Connecting-IP`.
@@ -49,6 +53,10 @@ impl Limited for worker::Request {
         self.path()
     }
 
+    fn limited_method(&self) -> String {
+        self.inner().method()
+    }
+
     fn subject(&self, caller_id: Option<&str>) -> Subject {
         subject_of(&self.headers().0, caller_id)
     }
@@ -57,6 +65,10 @@ impl Limited for worker::Request {
 impl<B> Limited for http::Request<B> {
     fn limited_path(&self) -> String {
         self.uri().path().to_owned()
+    }
+
+    fn limited_method(&self) -> String {
+        self.method().as_str().to_owned()
     }
 
     fn subject(&self, caller_id: Option<&str>) -> Subject {
@@ -92,13 +104,14 @@ pub(crate) fn warm_up_decide(gate: &WorkersGate) {
     let env: worker::Env = js_sys::Object::new().unchecked_into();
     let subject = request.subject(None);
     let path = request.limited_path();
-    let decision = std::pin::pin!(gate.decide_async(&env, &subject, &path));
+    let method = request.limited_method();
+    let decision = std::pin::pin!(gate.decide_async(&env, &subject, &method, &path));
     let _ = decision.poll(&mut Context::from_waker(Waker::noop()));
 }
 
 impl WorkersGate {
-    /// Decides one request to `path` for `subject` (see [`Limited`] for a
-    /// request's), asking the bindings of `env`, as [`WorkersGate::decide`]
+    /// Decides one request to `path` with `method` for `subject` (see
+    /// [`Limited`] for a request's), asking the bindings of `env`, as [`WorkersGate::decide`]
     /// does with a future instead of a callback: `Ok` to pass it on, `Err`
     /// with the refusal to answer ([`crate::workers::refusal_response`], or
     /// [`Refusal::to_http`]). Never fails for the binding's sake: every
@@ -109,11 +122,12 @@ impl WorkersGate {
         &self,
         env: &worker::Env,
         subject: &Subject,
+        method: &str,
         path: &str,
     ) -> Result<(), Refusal> {
         let verdict = Rc::new(Cell::new(None));
         let decided = verdict.clone();
-        let outcome = self.decide(env.as_ref(), subject, path, move |result| {
+        let outcome = self.decide(env.as_ref(), subject, method, path, move |result| {
             decided.set(Some(result));
             Ok(JsValue::UNDEFINED)
         });
@@ -129,7 +143,7 @@ impl WorkersGate {
             // randomness for its seed). As the wasm-bindgen gate's Worker
             // would see its error, the request is decided by the limits
             // alone in memory, never let through unchecked.
-            None => self.decide_in_memory(env.as_ref(), subject, path),
+            None => self.decide_in_memory(env.as_ref(), subject, method, path),
         }
     }
 }
@@ -202,7 +216,12 @@ where
             let verdict = layer
                 .gate
                 .0
-                .decide_async(&layer.env, &subject, &request.limited_path())
+                .decide_async(
+                    &layer.env,
+                    &subject,
+                    &request.limited_method(),
+                    &request.limited_path(),
+                )
                 .await;
             match verdict {
                 Ok(()) => inner.call(request).await,

@@ -448,7 +448,11 @@ impl Limiter {
     async fn check(&self, address: &str, caller: Option<&str>) -> bool {
         match self {
             Limiter::Ours(gate) => gate
-                .decide(&Subject::of_request(caller, Some(address)), "/api/items")
+                .decide(
+                    &Subject::of_request(caller, Some(address)),
+                    "GET",
+                    "/api/items",
+                )
                 .await
                 .is_ok(),
             #[cfg(feature = "limitador")]

@@ -48,7 +48,11 @@ fn address(ip: &str) -> Subject {
 async fn passed(gates: &[NativeGate], subject: &Subject, path: &str, n: usize) -> usize {
     let mut passed = 0;
     for i in 0..n {
-        if gates[i % gates.len()].decide(subject, path).await.is_ok() {
+        if gates[i % gates.len()]
+            .decide(subject, "GET", path)
+            .await
+            .is_ok()
+        {
             passed += 1;
         }
     }
@@ -248,12 +252,12 @@ async fn a_hanging_redis_costs_one_wait_per_cool_off() {
     assert_eq!(passed(&gates, &subject, "/api/items", 5).await, 5);
     server.hang();
     let started = Instant::now();
-    assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+    assert!(gates[0].decide(&subject, "GET", "/api/items").await.is_ok());
     let first = started.elapsed();
     let mut rest = Vec::new();
     for _ in 0..50 {
         let started = Instant::now();
-        assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+        assert!(gates[0].decide(&subject, "GET", "/api/items").await.is_ok());
         rest.push(started.elapsed());
     }
     server.resume();
@@ -415,7 +419,7 @@ async fn a_slow_redis_is_not_waited_for_beyond_the_deadline() {
     assert_eq!(passed(&gates, &subject, "/api/items", 3).await, 3);
     server.pause(1_500).await.expect("CLIENT PAUSE");
     let started = Instant::now();
-    assert!(gates[0].decide(&subject, "/api/items").await.is_ok());
+    assert!(gates[0].decide(&subject, "GET", "/api/items").await.is_ok());
     let waited = started.elapsed();
     assert!(waited >= Duration::from_millis(450), "waited {waited:?}");
     assert!(waited < Duration::from_millis(1_400), "waited {waited:?}");

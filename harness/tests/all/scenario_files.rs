@@ -1279,3 +1279,47 @@ fn a_dataset_s_binding_and_warning_agree() {
         "{error}"
     );
 }
+
+#[test]
+fn a_send_s_method_is_an_http_method_the_harness_can_send_refused_at_its_place() {
+    let step = |send: &str| {
+        format!(
+            "[[scenario]]\nname = \"a\"\napplication_inline = '''{WORKERS_API}'''\n[[scenario.steps]]\nsend = {send}\n"
+        )
+    };
+    let line = 1 + step("{}")
+        .lines()
+        .position(|l| l.starts_with("send = "))
+        .expect("the send line");
+    let col = |send: &str| 1 + "send = ".len() + send.find("method").expect("method");
+    for (send, says) in [
+        ("{ requests = 1, method = \"PO ST\" }", "no HTTP method"),
+        ("{ requests = 1, method = \"\" }", "no HTTP method"),
+        ("{ requests = 1, method = \"G(E)T\" }", "no HTTP method"),
+        ("{ requests = 1, method = \"CONNECT\" }", "a tunnel"),
+    ] {
+        let error = malformed(&step(send));
+        assert!(
+            error.starts_with(&format!(
+                "scenarios/bad.toml:{line}:{}: ",
+                col(send) + "method = ".len()
+            )),
+            "{send}: {error}"
+        );
+        assert!(error.contains(says), "{send}: {error}");
+    }
+    // A method that is a token loads, standard or not.
+    for method in ["POST", "HEAD", "DELETE", "PROPFIND"] {
+        let text = step(&format!("{{ requests = 1, method = \"{method}\" }}"));
+        let loaded = scenario::load_text(&text, Path::new("."), Path::new("ok.toml"))
+            .unwrap_or_else(|e| panic!("{method}: {e}"));
+        let send = match loaded[0].scenario.scenario.get_ref().steps[0]
+            .get_ref()
+            .action()
+        {
+            Ok(scenario::Action::Send { send, .. }) => send.http_method(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(send.map(|m| m.to_string()), Ok(method.to_owned()));
+    }
+}

@@ -30,7 +30,8 @@ pub enum Code {
     DeclineUnknown,
     /// Two deployables share a name.
     DeployableDuplicate,
-    /// Two routes share a path.
+    /// Two routes share a path and a method (every method, for a limit
+    /// that names none).
     RouteDuplicate,
     /// A Cloudflare connection's name gives binding names that are no JavaScript identifiers.
     BindingNameInvalid,
@@ -52,11 +53,14 @@ pub enum Code {
     /// Redis (which other applications may share), or is no name its keys
     /// can hold.
     ApplicationNameInvalid,
+    /// A route limit's `methods` is no list of methods it can name, once
+    /// each (`GET` stands for `HEAD` too).
+    MethodsInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -75,6 +79,7 @@ impl Code {
         Code::MemoryBudgetInvalid,
         Code::MemoryOverBudget,
         Code::ApplicationNameInvalid,
+        Code::MethodsInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -98,6 +103,7 @@ impl Code {
             Code::MemoryBudgetInvalid => "deployable.memory_budget_invalid",
             Code::MemoryOverBudget => "rate_limits.memory_over_budget",
             Code::ApplicationNameInvalid => "application.name_invalid",
+            Code::MethodsInvalid => "rate_limits.methods_invalid",
         }
     }
 

@@ -9,7 +9,7 @@ use std::fmt;
 use serde::Deserialize;
 
 use crate::address::AddressSource;
-use crate::limits::{BUILT_IN_LIMITS, Limit};
+use crate::limits::{BUILT_IN_LIMITS, Limit, Methods};
 
 use super::Code;
 
@@ -142,6 +142,17 @@ pub struct Route {
     pub path: String,
     /// Its own limit, counted beside the subject's built-in one.
     pub rate_limit: Option<Limit>,
+    /// The methods its limit counts (its `methods`; [`Methods::ALL`] unless
+    /// it names some): another entry of the path may limit the others.
+    pub methods: Methods,
+}
+
+impl Route {
+    /// Its limit's name ([`Methods::limit_name`]): what `RateLimit-Policy`
+    /// and the metrics call it, `/login` or `POST /login`.
+    pub fn limit_name(&self) -> String {
+        self.methods.limit_name(&self.path)
+    }
 }
 
 /// How a deployable counts requests at request time.

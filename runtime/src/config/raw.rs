@@ -195,4 +195,7 @@ pub(super) struct RawRouteLimit {
     pub(super) requests: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) window: Option<Spanned<toml::Value>>,
+    /// The HTTP methods it counts (every method when absent).
+    #[serde(default)]
+    pub(super) methods: Option<Spanned<toml::Value>>,
 }

@@ -354,15 +354,17 @@ impl NativeGate {
         }
     }
 
-    /// Decides one request to `path`: `Ok` to pass, `Err` with the 429 to
+    /// Decides one request to `path` with `method` (as the server read it,
+    /// `request.method().as_str()`: a route's limit may count some methods
+    /// only): `Ok` to pass, `Err` with the 429 to
     /// send (or the 414 of a path longer than
     /// [`crate::limiter::MAX_PATH_BYTES`], counted nowhere). Never fails for
     /// the store's sake: Redis trouble counts in memory.
     ///
     /// The request's checks are made first, with no lock held
     /// ([`NativeGate::checks`]); the lock is taken only to count them.
-    pub async fn decide(&self, subject: &Subject, path: &str) -> Result<(), Refusal> {
-        let Ok(checks) = self.checks(subject, path) else {
+    pub async fn decide(&self, subject: &Subject, method: &str, path: &str) -> Result<(), Refusal> {
+        let Ok(checks) = self.checks(subject, method, path) else {
             #[cfg(feature = "metrics")]
             self.metrics_unlocked().path_too_long();
             return Err(Refusal::path_too_long());
@@ -373,13 +375,18 @@ impl NativeGate {
         self.decide_checks(checks).await
     }
 
-    /// The checks of a request from `subject` to `path` ([`Rules::checks`]):
+    /// The checks of a request from `subject` to `path` with `method` ([`Rules::checks`]):
     /// its path made canonical, the route it meets and its keys, made from
     /// the deployable's rules alone, so with no lock held and nothing
     /// counted. A path longer than [`crate::limiter::MAX_PATH_BYTES`] is
     /// refused unread.
-    pub fn checks(&self, subject: &Subject, path: &str) -> Result<Vec<Check>, PathTooLong> {
-        self.rules.checks(subject, path)
+    pub fn checks(
+        &self,
+        subject: &Subject,
+        method: &str,
+        path: &str,
+    ) -> Result<Vec<Check>, PathTooLong> {
+        self.rules.checks(subject, method, path)
     }
 
     /// Decides a request by its `checks` ([`NativeGate::checks`]): the
@@ -636,7 +643,10 @@ where
             let Ok(subject) = subject else {
                 return Ok(no_peer_response());
             };
-            match gate.decide(&subject, limited_path(&request)).await {
+            match gate
+                .decide(&subject, request.method().as_str(), limited_path(&request))
+                .await
+            {
                 Ok(()) => inner.call(request).await,
                 Err(refusal) => Ok(refusal.to_http()),
             }

@@ -473,7 +473,11 @@ mod tests {
         address: &str,
     ) -> (bool, Decision) {
         let checks = limiter
-            .checks(&Subject::of_request(None, Some(address)), "/api/items")
+            .checks(
+                &Subject::of_request(None, Some(address)),
+                "GET",
+                "/api/items",
+            )
             .expect("a short path");
         let before = clock.read();
         let mut pending = limiter.asks(checks, clock.now_of(before));
@@ -550,7 +554,11 @@ mod tests {
         );
         // Redis refused 192.0.2.2 earlier in its window: the store remembers it.
         let refused = limiter
-            .checks(&Subject::of_request(None, Some("192.0.2.2")), "/api/items")
+            .checks(
+                &Subject::of_request(None, Some("192.0.2.2")),
+                "GET",
+                "/api/items",
+            )
             .expect("a short path");
         let now = clock.monotonic_ms();
         store

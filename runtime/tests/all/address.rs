@@ -15,7 +15,7 @@ fn key(header: Option<&str>) -> String {
     .expect("valid");
     let limiter = Limiter::new(&app, "edge", 1).expect("edge");
     let checks = limiter
-        .checks(&Subject::of_request(None, header), "/api/items")
+        .checks(&Subject::of_request(None, header), "GET", "/api/items")
         .expect("a short path");
     checks[0].key().to_owned()
 }

@@ -39,7 +39,7 @@ fn request_at(
     now: Now,
 ) -> (bool, Decision) {
     let checks = limiter
-        .checks(&Subject::of_request(None, Some(key)), "/api/items")
+        .checks(&Subject::of_request(None, Some(key)), "GET", "/api/items")
         .expect("a short path");
     let mut pending = limiter.asks(checks, now);
     let asked = pending.checks()[0].is_asked();
@@ -52,7 +52,7 @@ fn request_at(
 /// A request from `key` up to its asks, its one check on the binding.
 fn ask(limiter: &mut Limiter, key: &str, now_ms: u64) -> Pending {
     let checks = limiter
-        .checks(&Subject::of_request(None, Some(key)), "/api/items")
+        .checks(&Subject::of_request(None, Some(key)), "GET", "/api/items")
         .expect("a short path");
     let store = checks[0].backend().expect("a binding");
     assert_eq!(limiter.backend_name(store), BINDING);
@@ -319,7 +319,11 @@ fn every_settled_check_says_where_it_was_counted_and_the_state_follows_the_cool_
     assert_eq!(l.policy_name(refused.checks[0].policy()), "address");
     // Asking nothing counts every check in memory as not asked.
     let checks = l
-        .checks(&Subject::of_request(None, Some("192.0.2.43")), "/api/items")
+        .checks(
+            &Subject::of_request(None, Some("192.0.2.43")),
+            "GET",
+            "/api/items",
+        )
         .expect("a short path");
     let none = l.asks_none(checks);
     let decided = l.conclude(none, Now::one_clock(T0 + 4 + COOL_OFF_MS));

@@ -51,7 +51,7 @@ fn address(i: u32) -> Subject {
 }
 
 fn request(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) -> Option<Refusal> {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let now = Now::one_clock(now);
     let pending = limiter.asks(checks, now);
     limiter.conclude(pending, now).refusal
@@ -204,7 +204,7 @@ proptest! {
             now += step;
             let path = paths[path % paths.len()];
             let subject = address(0x0E00_0000 + client);
-            let checks = limiter.checks(&subject, path).expect("a short path");
+            let checks = limiter.checks(&subject, "GET", path).expect("a short path");
             // The subject's built-in limit first, then the path's route, if any.
             let policies = [subject.policy(), path];
             let mut expected = Vec::new();

@@ -8,12 +8,12 @@
 use std::path::PathBuf;
 
 use proptest::prelude::*;
-use runtime::Subject;
 use runtime::config::{Application, Counting, Deployable, Route, Store, StoreDriver, Target};
 use runtime::gate_plan::{GatePlan, PlanError};
 use runtime::limiter::{BackendAnswer, FallbackReason};
 use runtime::limiter::{Decision, Limiter, Now};
 use runtime::unstable_for_tools::limits::Limit;
+use runtime::{Methods, Subject};
 
 const T0: u64 = 1_800_000_000_000;
 
@@ -54,7 +54,7 @@ fn both(
     now_ms: u64,
 ) -> [Decision; 2] {
     limiters.each_mut().map(|limiter| {
-        let checks = limiter.checks(subject, path).expect("a short path");
+        let checks = limiter.checks(subject, "GET", path).expect("a short path");
         let mut pending = limiter.asks(checks, Now::one_clock(now_ms));
         if let Some(answer) = answer {
             for ask in pending.asks() {
@@ -155,7 +155,7 @@ fn a_text_that_is_no_plan_is_refused_with_its_line() {
             problem: "",
         })
     };
-    let cases: [(&str, Result<(), PlanError>); 9] = [
+    let cases: [(&str, Result<(), PlanError>); 13] = [
         ("", Err(PlanError::Version)),
         ("rate-limits-plan 1\n", Err(PlanError::Version)),
         // The store lines after `subjects`.
@@ -180,6 +180,23 @@ fn a_text_that_is_no_plan_is_refused_with_its_line() {
             line(5),
         ),
         ("rate-limits-plan 2\ndeployable e\ndeployable f\n", line(3)),
+        // A route's methods: one word, of methods a limit names, each once.
+        (
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 5 10 /a post\n",
+            line(5),
+        ),
+        (
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 5 10 /a POST GET\n",
+            line(5),
+        ),
+        (
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 5 10 /a POST,POST\n",
+            line(5),
+        ),
+        (
+            "rate-limits-plan 2\ndeployable e\ncounting in_memory\nsubjects - -\nroute - 5 10 /a \n",
+            line(5),
+        ),
         // Ends before its `subjects` line.
         (
             "rate-limits-plan 2\ndeployable e\ncounting in_memory\n",
@@ -203,7 +220,7 @@ proptest! {
     fn any_name_and_path_survive_the_text(
         connection in "\\PC*",
         deployable in "\\PC*",
-        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60])), 0..4),
+        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60]), proptest::option::of(prop::sample::subsequence(Methods::NAMES.to_vec(), 1..=Methods::NAMES.len()))), 0..4),
         data_points in proptest::option::of("[A-Za-z][A-Za-z0-9_]{0,63}"),
     ) {
         let app = Application {
@@ -223,9 +240,16 @@ proptest! {
             // A validated description's paths: canonical templates.
             routes: paths
                 .iter()
-                .filter_map(|(path, requests, window)| Some(Route {
+                .filter_map(|(path, requests, window, methods)| Some(Route {
                     path: runtime::routes::canonical_template(path).ok()?,
                     rate_limit: Some(Limit::new(*requests, *window)),
+                    // Every method, or any non-empty set of those a limit can name.
+                    methods: methods.as_ref().map_or(Methods::ALL, |names| {
+                        names
+                            .iter()
+                            .filter_map(|name| Methods::named(name))
+                            .fold(Methods::named(names[0]).expect("a name"), Methods::and)
+                    }),
                 }))
                 .collect(),
             data_points,

@@ -63,7 +63,7 @@ fn a_requests_checks_are_made_while_another_holds_the_counts_lock() {
     let (made, checks) = mpsc::channel();
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            let _ = made.send(gate.checks(&subject, &path));
+            let _ = made.send(gate.checks(&subject, "GET", &path));
         });
         let checks = checks.recv_timeout(STUCK);
         drop(held);
@@ -93,7 +93,11 @@ fn a_request_held_in_its_path_work_holds_no_other_request() {
     let long = hostile_path(MAX_PATH_BYTES);
     std::thread::scope(|scope| {
         let held = scope.spawn(|| {
-            runtime().block_on(gate.decide(&Subject::of_request(None, Some("192.0.2.1")), &long))
+            runtime().block_on(gate.decide(
+                &Subject::of_request(None, Some("192.0.2.1")),
+                "GET",
+                &long,
+            ))
         });
         in_checks
             .recv_timeout(STUCK)
@@ -105,7 +109,10 @@ fn a_request_held_in_its_path_work_holds_no_other_request() {
             let rt = runtime();
             let subject = Subject::of_request(None, Some("192.0.2.2"));
             let verdicts: Vec<bool> = (0..3)
-                .map(|_| rt.block_on(gate.decide(&subject, "/api/items")).is_ok())
+                .map(|_| {
+                    rt.block_on(gate.decide(&subject, "GET", "/api/items"))
+                        .is_ok()
+                })
                 .collect();
             let _ = done.send(verdicts);
         });
@@ -168,13 +175,13 @@ fn the_limiter_refuses_a_long_path_from_its_length_on_every_gate() {
     let subject = Subject::of_request(None, Some("192.0.2.1"));
     for bytes in [MAX_PATH_BYTES + 1, 2 * MAX_PATH_BYTES, 65_534, 1 << 20] {
         assert_eq!(
-            limiter.checks(&subject, &hostile_path(bytes)),
+            limiter.checks(&subject, "GET", &hostile_path(bytes)),
             Err(PathTooLong { bytes }),
         );
     }
     assert_eq!(
         limiter
-            .checks(&subject, &hostile_path(MAX_PATH_BYTES))
+            .checks(&subject, "GET", &hostile_path(MAX_PATH_BYTES))
             .map(|c| c.len()),
         Ok(2)
     );
@@ -194,7 +201,7 @@ fn the_limiter_refuses_a_long_path_from_its_length_on_every_gate() {
     let app = runtime::config::Application::from_toml(no_api).expect("valid");
     let limiter = Limiter::new(&app, "site", 7).expect("limiter");
     assert_eq!(
-        limiter.checks(&subject, &hostile_path(65_534)),
+        limiter.checks(&subject, "GET", &hostile_path(65_534)),
         Ok(Vec::new())
     );
 }
@@ -212,7 +219,7 @@ fn every_key_is_bounded_whatever_the_caller_id_and_the_path() {
         &long[..MAX_CALLER_ID_BYTES + 1],
     ] {
         let checks = limiter
-            .checks(&Subject::of_request(Some(id), None), &path)
+            .checks(&Subject::of_request(Some(id), None), "GET", &path)
             .expect("read");
         let subject_key = checks[0].key();
         assert!(subject_key.starts_with("caller#:"), "keyed by its digest");

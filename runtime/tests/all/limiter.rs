@@ -37,7 +37,7 @@ fn decide(
     path: &str,
     answer: Option<BackendAnswer>,
 ) -> Decision {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let mut pending = limiter.asks(checks, Now::one_clock(T0));
     for ask in pending.asks() {
         if let Some(answer) = answer {
@@ -55,7 +55,7 @@ fn decide_each(
     path: &str,
     answers: &[Option<BackendAnswer>],
 ) -> Decision {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let mut pending = limiter.asks(checks, Now::one_clock(T0));
     for (ask, answer) in pending.asks().zip(answers) {
         if let Some(answer) = *answer {
@@ -105,13 +105,13 @@ fn callers_by_id_and_others_by_address() {
     );
     let limiter = Limiter::new(&app("limits", ""), "edge", 1).expect("edge");
     let caller = limiter
-        .checks(&Subject::Caller("u1".into()), "/api/items")
+        .checks(&Subject::Caller("u1".into()), "GET", "/api/items")
         .expect("a short path");
     assert_eq!(caller.len(), 1);
     assert_eq!(caller[0].key(), "caller:u1");
     assert_eq!(binding(&limiter, &caller[0]), "LIMITS_600_PER_60S");
     let address = limiter
-        .checks(&address("1.2.3.4"), "/api/search")
+        .checks(&address("1.2.3.4"), "GET", "/api/search")
         .expect("a short path");
     let keys: Vec<&str> = address.iter().map(|c| c.key()).collect();
     assert_eq!(keys, ["address:1.2.3.4", "/api/search|address:1.2.3.4"]);
@@ -183,7 +183,7 @@ fn a_deployable_serving_no_api_limits_nothing() {
     let limiter = Limiter::new(&app("limits", ""), "site", 1).expect("site");
     assert!(
         limiter
-            .checks(&address("a"), "/api/items")
+            .checks(&address("a"), "GET", "/api/items")
             .expect("a short path")
             .is_empty()
     );
@@ -333,6 +333,7 @@ fn a_route_listed_twice_counts_each_request_once() {
     let route = Route {
         path: "/api/search".into(),
         rate_limit: Some(Limit::new(20, 10)),
+        methods: runtime::Methods::ALL,
     };
     let app = Application {
         name: Some("shop".into()),
@@ -355,7 +356,7 @@ fn a_route_listed_twice_counts_each_request_once() {
     let subject = address("192.0.2.5");
     assert_eq!(
         limiter
-            .checks(&subject, "/api/search")
+            .checks(&subject, "GET", "/api/search")
             .expect("a short path")
             .len(),
         2

@@ -27,6 +27,7 @@ mod gate_plan;
 mod hostile;
 mod limiter;
 mod memory;
+mod methods;
 mod metrics;
 mod native;
 mod product;

@@ -60,7 +60,7 @@ fn address(i: u32) -> Subject {
 /// One request, every binding asked failing: counted in memory.
 fn request_binding_failing(limiter: &mut Limiter, subject: &Subject, path: &str, now: u64) {
     let checks = limiter
-        .checks(subject, path)
+        .checks(subject, "GET", path)
         .expect("a path within the bound");
     let mut pending = limiter.asks(checks, Now::one_clock(now));
     for ask in pending.asks() {

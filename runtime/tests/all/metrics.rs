@@ -35,7 +35,7 @@ async fn a_missing_store_is_counted_in_memory_by_reason_and_its_state_is_cooling
     let gate = missing_redis_gate("metrics-missing");
     let subject = runtime::Subject::of_request(None, Some("192.0.2.1"));
     for _ in 0..5 {
-        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+        assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     }
     let ours = ("deployable", "metrics-missing");
     let store = ("store", "cache");
@@ -68,7 +68,7 @@ async fn a_missing_store_is_counted_in_memory_by_reason_and_its_state_is_cooling
     gate.clock()
         .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
     for _ in 0..3 {
-        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+        assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     }
     let scrape = samples(&recorder.render());
     assert_eq!(in_memory(&scrape, "missing"), 2.0);
@@ -106,13 +106,13 @@ rate_limit = { requests = 2, window = 60 }
             .count()
     };
     let first = runtime::Subject::of_request(None, Some("198.51.100.250"));
-    assert!(gate.decide(&first, "/api/users/0").await.is_ok());
+    assert!(gate.decide(&first, "GET", "/api/users/0").await.is_ok());
     let after_one = series(&recorder.render());
     for n in 0..200 {
         let subject =
             runtime::Subject::of_request(None, Some(&format!("10.1.{}.{}", n / 250, n % 250)));
         assert!(
-            gate.decide(&subject, &format!("/api/users/{n}"))
+            gate.decide(&subject, "GET", &format!("/api/users/{n}"))
                 .await
                 .is_ok()
         );
@@ -120,7 +120,7 @@ rate_limit = { requests = 2, window = 60 }
     // One client on three ids: the template counts them as one.
     let one = runtime::Subject::of_request(None, Some("192.0.2.9"));
     for id in ["a", "b", "c"] {
-        let _ = gate.decide(&one, &format!("/api/users/{id}")).await;
+        let _ = gate.decide(&one, "GET", &format!("/api/users/{id}")).await;
     }
     let text = recorder.render();
     assert_eq!(series(&text), after_one, "{text}");
@@ -166,7 +166,11 @@ async fn a_path_too_long_is_counted_by_deployable_and_never_named() {
     let ours = ("deployable", "metrics-too-long");
     let decided = |text: &str| total(&samples(text), DECISIONS, &[ours]);
     let too_long = |text: &str| total(&samples(text), PATHS_TOO_LONG, &[ours]);
-    assert!(gate.decide(&subject, &path(MAX_PATH_BYTES)).await.is_ok());
+    assert!(
+        gate.decide(&subject, "GET", &path(MAX_PATH_BYTES))
+            .await
+            .is_ok()
+    );
     let text = recorder.render();
     let route = ("limit", "/api/{*rest}");
     let on_route = total(&samples(&text), DECISIONS, &[ours, route]);
@@ -175,7 +179,7 @@ async fn a_path_too_long_is_counted_by_deployable_and_never_named() {
     let lengths = [MAX_PATH_BYTES + 1, 2 * MAX_PATH_BYTES, 65_534];
     for (n, bytes) in lengths.into_iter().enumerate() {
         let refusal = gate
-            .decide(&subject, &path(bytes))
+            .decide(&subject, "GET", &path(bytes))
             .await
             .expect_err("too long");
         assert_eq!(refusal.status(), 414, "{bytes} bytes");
@@ -200,7 +204,7 @@ async fn every_metric_listed_is_described() {
     let recorder = recorder();
     let gate = missing_redis_gate("metrics-described");
     let subject = runtime::Subject::of_request(None, Some("192.0.2.3"));
-    let _ = gate.decide(&subject, "/api/items").await;
+    let _ = gate.decide(&subject, "GET", "/api/items").await;
     let text = recorder.render();
     for (name, _) in METRICS {
         assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");
@@ -311,12 +315,12 @@ fn a_failed_probe_sets_cooling_off_again() {
             let gate = missing_redis_gate("metrics-probes");
             let subject = runtime::Subject::of_request(None, Some("192.0.2.5"));
             for _ in 0..3 {
-                let _ = gate.decide(&subject, "/api/items").await;
+                let _ = gate.decide(&subject, "GET", "/api/items").await;
             }
             gate.clock()
                 .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
             for _ in 0..3 {
-                let _ = gate.decide(&subject, "/api/items").await;
+                let _ = gate.decide(&subject, "GET", "/api/items").await;
             }
         });
     });

@@ -198,14 +198,14 @@ async fn a_redis_missing_from_the_start_is_dialled_once_per_cool_off_and_logged_
     let gate = missing_redis_gate();
     let subject = runtime::Subject::of_request(None, Some("192.0.2.1"));
     for _ in 0..100 {
-        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+        assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     }
     assert_eq!(redis_dials(&gate), 1, "one dial, then a cool-off");
     // The cool-off ends: one request dials again, the rest do not.
     gate.clock()
         .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
     for _ in 0..10 {
-        assert!(gate.decide(&subject, "/api/items").await.is_ok());
+        assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     }
     assert_eq!(redis_dials(&gate), 2);
     let logged = lines.events("rate_limits.fallback");
@@ -218,17 +218,17 @@ async fn a_redis_missing_from_the_start_is_dialled_once_per_cool_off_and_logged_
 async fn a_wall_clock_stepped_back_does_not_stretch_the_cool_off() {
     let gate = missing_redis_gate();
     let subject = runtime::Subject::of_request(None, Some("192.0.2.2"));
-    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     assert_eq!(redis_dials(&gate), 1);
     // The wall clock steps back an hour, then the cool-off's 10 s pass: the
     // cool-off ends on the monotonic clock (on the wall clock it would
     // last another hour).
     gate.clock().step_wall_ms(-3_600_000);
-    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     assert_eq!(redis_dials(&gate), 1, "still cooling off");
     gate.clock()
         .set_offset_ms(i64::try_from(COOL_OFF_MS).expect("small") + 1);
-    assert!(gate.decide(&subject, "/api/items").await.is_ok());
+    assert!(gate.decide(&subject, "GET", "/api/items").await.is_ok());
     assert_eq!(redis_dials(&gate), 2, "the cool-off ended after 10 s");
 }
 
@@ -276,7 +276,7 @@ fn threads_deciding_at_once_count_every_key_exactly() {
                                     );
                                     let subject =
                                         runtime::Subject::of_request(None, Some(&address));
-                                    if gate.decide(&subject, "/api/items").await.is_ok() {
+                                    if gate.decide(&subject, "GET", "/api/items").await.is_ok() {
                                         passes[key(thread, k) as usize]
                                             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                                     }

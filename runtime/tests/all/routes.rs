@@ -25,7 +25,7 @@ fn anyone() -> Subject {
 /// The keys `path`'s request is counted under, the subject's first.
 fn keys(limiter: &Limiter, path: &str) -> Vec<String> {
     limiter
-        .checks(&anyone(), path)
+        .checks(&anyone(), "GET", path)
         .expect("a short path")
         .iter()
         .map(|check| check.key().to_owned())
@@ -34,7 +34,7 @@ fn keys(limiter: &Limiter, path: &str) -> Vec<String> {
 
 /// Whether a request to `path` is refused, counting it.
 fn refused(limiter: &mut Limiter, subject: &Subject, path: &str) -> bool {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let pending = limiter.asks(checks, Now::one_clock(T0));
     limiter
         .conclude(pending, Now::one_clock(T0))

@@ -212,6 +212,7 @@ fn shown_description() -> Shown {
             format!("{plan_errors:?} {plan_error_texts:?}"),
         ),
         ("limits::Limit", format!("{:?}", Limit::new(2, 10))),
+        ("limits::Methods", format!("{:?}", runtime::Methods::ALL)),
         (
             "routes::TemplateError",
             format!(
@@ -283,7 +284,7 @@ fn shown_decision() -> Shown {
     let now = Now::one_clock(1_800_000_000_000);
     let mut limiter = Limiter::new(&app, "server", 7).expect("limiter");
     let checks = limiter
-        .checks(&address, "/api/search")
+        .checks(&address, "GET", "/api/search")
         .expect("a short path");
     let check = checks[0].clone();
     let mut pending = limiter.asks(checks, now);
@@ -293,7 +294,7 @@ fn shown_decision() -> Shown {
     let mut refused = None;
     for _ in 0..4 {
         let checks = limiter
-            .checks(&caller, "/api/search")
+            .checks(&caller, "GET", "/api/search")
             .expect("a short path");
         let pending = limiter.asks(checks, now);
         refused = Some(limiter.conclude(pending, now));
@@ -378,7 +379,7 @@ async fn shown_native() -> Shown {
         Subject::of_request(Some(CALLER), None),
         Subject::of_request(None, Some(ADDRESS)),
     ] {
-        let _ = gate.decide(&subject, "/api/search").await;
+        let _ = gate.decide(&subject, "GET", "/api/search").await;
     }
     let layer = RateLimitLayer::new(gate.clone());
     let limited = layer.clone().layer(());

@@ -78,11 +78,15 @@ async fn in_memory(hot: bool, total: usize) -> Result<f64, String> {
     for _ in 0..PASSES {
         let gate = gate(None)?;
         let _ = gate
-            .decide(&Subject::of_request(None, Some(WARM_UP_ADDRESS)), PATH)
+            .decide(
+                &Subject::of_request(None, Some(WARM_UP_ADDRESS)),
+                "GET",
+                PATH,
+            )
             .await;
         let started = Instant::now();
         for subject in &subjects {
-            let _ = std::hint::black_box(gate.decide(subject, PATH).await);
+            let _ = std::hint::black_box(gate.decide(subject, "GET", PATH).await);
         }
         passes.push(total as f64 / started.elapsed().as_secs_f64());
     }
@@ -95,7 +99,11 @@ async fn in_memory(hot: bool, total: usize) -> Result<f64, String> {
 async fn in_redis(url: &str, total: usize) -> Result<f64, String> {
     let gate = Arc::new(gate(Some(url))?);
     let _ = gate
-        .decide(&Subject::of_request(None, Some(WARM_UP_ADDRESS)), PATH)
+        .decide(
+            &Subject::of_request(None, Some(WARM_UP_ADDRESS)),
+            "GET",
+            PATH,
+        )
         .await;
     let next = Arc::new(AtomicUsize::new(0));
     let started = Instant::now();
@@ -110,7 +118,7 @@ async fn in_redis(url: &str, total: usize) -> Result<f64, String> {
                         return passed;
                     }
                     let subject = Subject::of_request(None, Some(&distinct(total, i)));
-                    passed += usize::from(gate.decide(&subject, PATH).await.is_ok());
+                    passed += usize::from(gate.decide(&subject, "GET", PATH).await.is_ok());
                 }
             })
         })

@@ -43,6 +43,10 @@ impl Runner<'_> {
             step: step + 1,
             message: "`peer` is not a loopback address",
         })?;
+        let method = send.http_method().map_err(|_| EngineError::InvalidStep {
+            step: step + 1,
+            message: "`method` is no method the harness sends",
+        })?;
         let client = self.client_from(peer)?;
         if let Some(peer) = peer {
             self.observation.sent_subjects.insert(peer.to_string());
@@ -81,7 +85,7 @@ impl Runner<'_> {
                 path: send.path.clone(),
                 peer,
             });
-            let request = self.request(client.get(url), send, &chain);
+            let request = self.request(client.request(method.clone(), url), send, &chain);
             let Ok(permit) = semaphore.clone().acquire_owned().await else {
                 break;
             };
@@ -223,7 +227,9 @@ impl Verbatim {
                     .await
                     .map_err(|e| e.to_string())?;
             let connection = tokio::spawn(connection);
-            let mut outgoing = http::Request::get(self.path.as_str())
+            let mut outgoing = http::Request::builder()
+                .method(built.method().clone())
+                .uri(self.path.as_str())
                 .header(http::header::HOST, format!("{host}:{port}"));
             for (name, value) in built.headers() {
                 outgoing = outgoing.header(name, value);

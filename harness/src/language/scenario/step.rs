@@ -214,6 +214,11 @@ pub struct SendRequests {
     /// The path, `/api/items` by default.
     #[serde(default = "default_path")]
     pub path: String,
+    /// The HTTP method, `GET` by default (`POST`, `HEAD`, ...): a route's
+    /// limit may count some methods only.
+    #[serde(default)]
+    #[schemars(with = "Option<String>")]
+    pub method: Option<Spanned<String>>,
     /// As this signed-in caller (sent in `X-Test-Caller`); with `address` or
     /// `distinct_addresses`, a caller from that address.
     #[serde(default)]
@@ -271,6 +276,27 @@ impl SendRequests {
     /// Whether the step says it sends an address the deployable must not believe.
     pub fn spoofs(&self) -> bool {
         self.spoofed.as_ref().is_some_and(|s| *s.get_ref())
+    }
+
+    /// The method to send: `GET` unless the step names another, which must
+    /// be an HTTP method (a token, RFC 9110) the harness can send to a path.
+    pub fn http_method(&self) -> Result<http::Method, String> {
+        let Some(method) = &self.method else {
+            return Ok(http::Method::GET);
+        };
+        match http::Method::from_bytes(method.get_ref().as_bytes()) {
+            Ok(http::Method::CONNECT) => Err(
+                "`method` is `CONNECT`, which asks a proxy for a tunnel, not a path of the \
+                 deployable: send another method"
+                    .to_owned(),
+            ),
+            Ok(parsed) => Ok(parsed),
+            Err(_) => Err(format!(
+                "`method` is `{}`, which is no HTTP method: a method is a token of letters, \
+                 digits and `!#$%&'*+-.^_`|~`, such as `POST`",
+                method.get_ref().escape_debug()
+            )),
+        }
     }
 
     /// The loopback address to connect from, if the step names one.

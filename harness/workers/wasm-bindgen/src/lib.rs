@@ -138,7 +138,8 @@ pub fn fetch(request: web_sys::Request, env: JsValue) -> Result<JsValue, JsValue
     let headers = request.headers();
     let caller = CALLER.with(|name| name.read(&headers));
     let subject = subject_of(&headers, caller.as_deref());
-    gate.decide(&env, &subject, &path, |verdict| match verdict {
+    let method = request.method();
+    gate.decide(&env, &subject, &method, &path, |verdict| match verdict {
         Ok(()) => passed().map(JsValue::from),
         Err(refusal) => refusal_response(&refusal).map(JsValue::from),
     })

@@ -105,7 +105,8 @@ async fn fetch(req: Request, env: Env, _ctx: Context) -> Result<Response> {
     }
     let caller = CALLER.with(|name| name.read(&req.headers().0));
     let subject = req.subject(caller.as_deref());
-    if let Err(refusal) = gate.decide_async(&env, &subject, &path).await {
+    let method = req.limited_method();
+    if let Err(refusal) = gate.decide_async(&env, &subject, &method, &path).await {
         return Ok(Response::from(refusal_response(&refusal)?));
     }
     json(200, &serde_json::json!({ "ok": true }))

@@ -11,7 +11,7 @@ use toml::Spanned;
 use super::Report;
 use crate::config::raw::{RawRoute, RawRouteLimit};
 use crate::config::{BINDING_WINDOWS, Code, Location, Route};
-use crate::limits::Limit;
+use crate::limits::{Limit, Methods};
 use crate::routes::{self, RouteTable};
 
 pub(super) fn validate_routes(
@@ -20,8 +20,10 @@ pub(super) fn validate_routes(
     binding_store: bool,
 ) -> Vec<Route> {
     // Each route's shape (its canonical template, parameters unnamed), and
-    // where it was first listed: two spellings of one path are one route.
-    let mut first_entry: BTreeMap<String, (usize, String)> = BTreeMap::new();
+    // the entries listed of it: where, as what, and the methods each limits.
+    // Two spellings of one path are one route; two entries of it may limit
+    // methods apart.
+    let mut entries: BTreeMap<String, Vec<(usize, String, Methods)>> = BTreeMap::new();
     let mut routes = Vec::new();
     let mut valid: Vec<(usize, Range<usize>)> = Vec::new();
     for spanned in raw {
@@ -29,26 +31,44 @@ pub(super) fn validate_routes(
         let written = route.path.get_ref();
         let canonical = check_route_path(report, &route.path);
         let path = canonical.as_deref().unwrap_or(written);
-        if let Some(canonical) = &canonical {
-            let shape = routes::template_shape(canonical);
-            if let Some((first, first_path)) = first_entry.get(&shape) {
+        let methods = route
+            .rate_limit
+            .as_ref()
+            .and_then(|limit| limit.get_ref().methods.as_ref())
+            .map_or(Some(Methods::ALL), |methods| {
+                route_methods(report, written, methods)
+            });
+        if let (Some(canonical), Some(methods)) = (&canonical, methods) {
+            let listed = entries
+                .entry(routes::template_shape(canonical))
+                .or_default();
+            if let Some((first, first_path, first_methods)) =
+                listed.iter().find(|(_, _, m)| m.overlaps(methods))
+            {
                 let first_line = Location::of_offset(report.source, *first).line;
                 let same = if first_path == canonical {
                     format!("`{first_path}`")
                 } else {
                     format!("`{first_path}`, which meets the same paths")
                 };
-                report.add(
-                    Code::RouteDuplicate,
-                    Some(spanned.span()),
+                let message = if methods.is_all() && first_methods.is_all() {
                     format!(
                         "route `{written}` is {same}, listed again (first at line {first_line}); \
                          every entry of a path counts each of its requests, so keep one \
                          `[[routes]]` per path"
-                    ),
-                );
+                    )
+                } else {
+                    format!(
+                        "route `{written}` limits {}, and {same} (line {first_line}) limits {}: \
+                         a request of a method both count would be counted twice, so give each \
+                         method of a path one entry (`GET` counts `HEAD` too)",
+                        describe(methods),
+                        describe(*first_methods)
+                    )
+                };
+                report.add(Code::RouteDuplicate, Some(spanned.span()), message);
             } else {
-                first_entry.insert(shape, (spanned.span().start, canonical.clone()));
+                listed.push((spanned.span().start, canonical.clone(), methods));
             }
         }
         let rate_limit = route
@@ -61,6 +81,7 @@ pub(super) fn validate_routes(
         routes.push(Route {
             path: path.to_owned(),
             rate_limit,
+            methods: methods.unwrap_or(Methods::ALL),
         });
     }
     // What the gate's router would refuse of the valid templates, refused here.
@@ -153,7 +174,9 @@ fn route_limit(
     limit: &Spanned<RawRouteLimit>,
     binding_store: bool,
 ) -> Option<Limit> {
-    let RawRouteLimit { requests, window } = limit.get_ref();
+    let RawRouteLimit {
+        requests, window, ..
+    } = limit.get_ref();
     let requests = route_limit_field(report, path, "requests", requests, limit.span());
     let window = route_limit_field(report, path, "window", window, limit.span());
     if let (Some(window), Some(span)) = (window, window_span(limit))
@@ -242,4 +265,120 @@ fn whole_number_in(value: &toml::Value) -> Option<u32> {
         toml::Value::String(s) => s.trim().parse().ok().filter(|n| *n >= 1),
         _ => None,
     }
+}
+
+/// Methods as a message names them: `every method`, or `POST` or `GET, POST`.
+fn describe(methods: Methods) -> String {
+    if methods.is_all() {
+        return "every method".to_owned();
+    }
+    methods.names().collect::<Vec<_>>().join(", ")
+}
+
+/// A route limit's `methods`: a list of the methods it counts, each one
+/// [`Methods::NAMES`] has, as written there, once, and `HEAD` not beside
+/// `GET` (which counts it). Every problem of the list is reported, each at
+/// its place; `None` when there was one.
+fn route_methods(
+    report: &mut Report<'_>,
+    path: &str,
+    methods: &Spanned<toml::Value>,
+) -> Option<Methods> {
+    let known = Methods::NAMES.join(", ");
+    let toml::Value::Array(items) = methods.get_ref() else {
+        let other = methods.get_ref();
+        let hint = match other {
+            toml::Value::String(name) => format!(": write `methods = [\"{name}\"]`"),
+            _ => String::new(),
+        };
+        report.add(
+            Code::MethodsInvalid,
+            Some(methods.span()),
+            format!(
+                "route `{path}` has rate_limit methods = {other}, a {}; it must be a list of \
+                 HTTP methods, such as `methods = [\"POST\"]`{hint}",
+                other.type_str()
+            ),
+        );
+        return None;
+    };
+    if items.is_empty() {
+        report.add(
+            Code::MethodsInvalid,
+            Some(methods.span()),
+            format!(
+                "route `{path}` has rate_limit methods = [], which counts no request: name the \
+                 methods it counts, or leave `methods` out to count every method"
+            ),
+        );
+        return None;
+    }
+    // toml's `Value` keeps no places inside an array: each item is found
+    // again in the source after the last one found (an item spelt another
+    // way, `'POST'`, is placed at the list).
+    let mut from = methods.span().start;
+    let mut counted: Option<Methods> = None;
+    let mut valid = true;
+    for item in items {
+        let written = item.to_string();
+        let found = report
+            .source
+            .get(from..methods.span().end)
+            .and_then(|rest| rest.find(&written));
+        let at = match found {
+            Some(offset) => {
+                from += offset + written.len();
+                from - written.len()
+            }
+            None => methods.span().start,
+        };
+        let span = Some(at..at + 1);
+        let problem = match item {
+            toml::Value::String(name) => match Methods::named(name) {
+                Some(one) => {
+                    let listed =
+                        |method: &str| counted.is_some_and(|c| c.names().any(|n| n == method));
+                    if listed(name) {
+                        Some(format!("list `{name}` twice"))
+                    } else if (name == "HEAD" && listed("GET")) || (name == "GET" && listed("HEAD"))
+                    {
+                        Some(
+                            "list both `GET` and `HEAD`: `GET` counts `HEAD` already (a HEAD is a \
+                             GET without its body), so drop `HEAD`"
+                                .to_owned(),
+                        )
+                    } else {
+                        counted = Some(counted.map_or(one, |c| c.and(one)));
+                        None
+                    }
+                }
+                None => {
+                    let upper = name.to_ascii_uppercase();
+                    Some(if Methods::named(&upper).is_some() {
+                        format!(
+                            "name `{name}`: methods are case-sensitive (RFC 9110), so write `{upper}`"
+                        )
+                    } else {
+                        format!(
+                            "name `{}`, which is no method a limit can name: one of {known}",
+                            name.escape_debug()
+                        )
+                    })
+                }
+            },
+            other => Some(format!(
+                "list {other}, a {}: each method is a string, such as `\"POST\"`",
+                other.type_str()
+            )),
+        };
+        if let Some(problem) = problem {
+            valid = false;
+            report.add(
+                Code::MethodsInvalid,
+                span,
+                format!("route `{path}` has a rate_limit whose methods {problem}"),
+            );
+        }
+    }
+    counted.filter(|_| valid)
 }

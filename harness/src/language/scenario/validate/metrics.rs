@@ -152,7 +152,7 @@ fn validate_table(
         }
         for (label, value) in &selector.labels {
             let known = match label.as_str() {
-                "limit" => limits_of(app).contains(&value.as_str()),
+                "limit" => limits_of(app).contains(value),
                 "store" => app.store.as_ref().is_some_and(|s| s.connection == *value),
                 "deployable" => d.name == *value,
                 _ => true,
@@ -180,12 +180,14 @@ fn validate_table(
 
 /// The limits a request can be checked against, as `RateLimit-Policy` names
 /// them: a signed-in caller's and an address's (`runtime::Subject::policy`),
-/// each route's own by its path.
-fn limits_of(app: &Application) -> Vec<&str> {
-    let mut limits = vec!["caller", "address"];
+/// each route's own by its name (its path, after its methods if not all:
+/// `POST /login`).
+fn limits_of(app: &Application) -> Vec<String> {
+    let mut limits = vec!["caller".to_owned(), "address".to_owned()];
     for route in &app.routes {
-        if route.rate_limit.is_some() && !limits.contains(&route.path.as_str()) {
-            limits.push(route.path.as_str());
+        let name = route.limit_name();
+        if route.rate_limit.is_some() && !limits.contains(&name) {
+            limits.push(name);
         }
     }
     limits

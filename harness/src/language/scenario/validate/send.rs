@@ -35,6 +35,8 @@ pub(super) fn validate_send(
     }
     send.peer_address()
         .map_err(|m| (send.peer.as_ref().map(Spanned::span), m))?;
+    send.http_method()
+        .map_err(|m| (send.method.as_ref().map(Spanned::span), m))?;
     if let Some(entry) = send.chain().iter().find(|e| e.contains(',')) {
         return Err((
             send.forwarded_for.as_ref().map(Spanned::span),
