@@ -16,12 +16,16 @@
 //! backend LIMITS_600_PER_60S
 //! subjects 2 1
 //! route 0 20 10 /api/search
+//! shadow 1 2
 //! data_points RATE_LIMIT_DATA_POINTS
 //! ```
 //!
 //! `subjects` gives the backends of a signed-in caller's limit and of an
 //! address's (`-` for none); a `route` line its backend, its requests, its
-//! window in seconds and its path; the last line, when the application
+//! window in seconds and its path; a `shadow` line, when any limit is a
+//! shadow one, the policies ([`crate::limiter::PolicyId`]: 0 a caller's, 1
+//! an address's, then the routes in their lines' order) that record what
+//! they would refuse instead of refusing it; the last line, when the application
 //! names a dataset (`rate_limits.data_points`), the binding the Worker
 //! writes its data points through. A plan without it is the same plan as
 //! before the line existed; a Worker built before reads one with it as an
@@ -51,6 +55,8 @@ pub(crate) struct RouteLimit {
     pub(crate) path: String,
     pub(crate) limit: Limit,
     pub(crate) backend: Option<BackendId>,
+    /// Whether it records what it would refuse instead of refusing it.
+    pub(crate) shadow: bool,
 }
 
 /// The gate of one deployable, as [`crate::Limiter::from_plan`] builds it.
@@ -63,6 +69,8 @@ pub struct GatePlan {
     pub(crate) backends: Vec<String>,
     /// The backends of the built-in limits: a caller's, then an address's.
     pub(crate) subject_backends: [Option<BackendId>; 2],
+    /// Whether the built-in limits are shadow ones: a caller's, then an address's.
+    pub(crate) subject_shadow: [bool; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     pub(crate) routes: Vec<RouteLimit>,
     /// The Workers Analytics Engine binding data points are written through, if any.
@@ -139,6 +147,7 @@ impl GatePlan {
                     path: route.path.clone(),
                     limit,
                     backend: backend_for(limit),
+                    shadow: route.shadow,
                 });
             }
         }
@@ -148,6 +157,7 @@ impl GatePlan {
             counting,
             backends,
             subject_backends,
+            subject_shadow: app.built_in_shadow,
             routes,
             data_points: app
                 .data_points
@@ -173,10 +183,12 @@ impl GatePlan {
             },
             backends: vec!["WARM_UP".to_owned()],
             subject_backends: [backend, backend],
+            subject_shadow: [false, false],
             routes: vec![RouteLimit {
                 path: "/warm-up".to_owned(),
                 limit: Limit::new(1, 10),
                 backend,
+                shadow: false,
             }],
             data_points: Some("WARM_UP_DATA_POINTS".to_owned()),
             memory_budget: DEFAULT_MEMORY_BUDGET,
@@ -243,6 +255,19 @@ impl GatePlan {
                 &route.path,
             ]);
         }
+        let shadow: Vec<String> = self
+            .subject_shadow
+            .iter()
+            .chain(self.routes.iter().map(|r| &r.shadow))
+            .enumerate()
+            .filter(|(_, shadow)| **shadow)
+            .map(|(policy, _)| policy.to_string())
+            .collect();
+        if !shadow.is_empty() {
+            let mut words = vec!["shadow"];
+            words.extend(shadow.iter().map(String::as_str));
+            line(&words);
+        }
         if let Some(binding) = &self.data_points {
             line(&["data_points", binding]);
         }
@@ -262,11 +287,13 @@ impl GatePlan {
             counting: Counting::NoApi,
             backends: Vec::new(),
             subject_backends: [None, None],
+            subject_shadow: [false, false],
             routes: Vec::new(),
             data_points: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
         };
         let (mut deployable, mut counting, mut subjects, mut budget) = (false, false, false, false);
+        let mut shadowed = false;
         for (index, text) in lines.enumerate() {
             let at = |problem| PlanError::Line {
                 line: index + 2,
@@ -317,8 +344,27 @@ impl GatePlan {
                 ["data_points", binding] if subjects && plan.data_points.is_none() => {
                     plan.data_points = Some((*binding).to_owned());
                 }
+                ["shadow", policies @ ..]
+                    if subjects && !shadowed && plan.data_points.is_none() && !policies.is_empty() =>
+                {
+                    for policy in policies {
+                        let policy: usize = policy
+                            .parse()
+                            .map_err(|_| at("a shadow policy is no whole number"))?;
+                        match policy.checked_sub(plan.subject_shadow.len()) {
+                            None => plan.subject_shadow[policy] = true,
+                            Some(route) => {
+                                plan.routes
+                                    .get_mut(route)
+                                    .ok_or_else(|| at("no such policy"))?
+                                    .shadow = true;
+                            }
+                        }
+                    }
+                    shadowed = true;
+                }
                 ["route", backend, requests, window, path]
-                    if subjects && plan.data_points.is_none() =>
+                    if subjects && !shadowed && plan.data_points.is_none() =>
                 {
                     let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
                     let (Some(requests), Some(window)) = (count(requests), count(window)) else {
@@ -333,6 +379,7 @@ impl GatePlan {
                         limit: Limit::new(requests, window),
                         backend: read_backend(backend, plan.backends.len())
                             .ok_or_else(|| at("no such backend"))?,
+                        shadow: false,
                     });
                 }
                 _ => return Err(at("not a line of a plan here")),

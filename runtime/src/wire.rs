@@ -281,9 +281,11 @@ mod tests {
                     // caller's id brings the non-ASCII keys).
                     path: "/api/%C3%9F".into(),
                     rate_limit: Some(Limit::new(requests, 10)),
+                    shadow: false,
                 })
                 .collect(),
             data_points: None,
+            built_in_shadow: [false, false],
         };
         Limiter::new(&app, "edge", 1).expect("edge")
     }

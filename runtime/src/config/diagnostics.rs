@@ -52,11 +52,15 @@ pub enum Code {
     /// Redis (which other applications may share), or is no name its keys
     /// can hold.
     ApplicationNameInvalid,
+    /// A `shadow` setting is not what it may be: a route limit's is `true`
+    /// or `false`; `rate_limits.shadow` a list of built-in limits
+    /// (`"caller"`, `"address"`), each once.
+    ShadowInvalid,
 }
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,
@@ -75,6 +79,7 @@ impl Code {
         Code::MemoryBudgetInvalid,
         Code::MemoryOverBudget,
         Code::ApplicationNameInvalid,
+        Code::ShadowInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -98,6 +103,7 @@ impl Code {
             Code::MemoryBudgetInvalid => "deployable.memory_budget_invalid",
             Code::MemoryOverBudget => "rate_limits.memory_over_budget",
             Code::ApplicationNameInvalid => "application.name_invalid",
+            Code::ShadowInvalid => "rate_limits.shadow_invalid",
         }
     }
 

@@ -142,6 +142,10 @@ pub struct Route {
     pub path: String,
     /// Its own limit, counted beside the subject's built-in one.
     pub rate_limit: Option<Limit>,
+    /// Whether its limit is a shadow one (`shadow = true`): counted as an
+    /// enforced one (the same binding and keys, so turning it to enforcing
+    /// keeps its counts), but a request over it is recorded, not refused.
+    pub shadow: bool,
 }
 
 /// How a deployable counts requests at request time.
@@ -200,6 +204,10 @@ pub struct Application {
     /// to for every refusal and every request counted in memory because its
     /// binding could not be asked (`rate_limits.data_points`); `None` writes none.
     pub data_points: Option<String>,
+    /// Which built-in limits are shadow ones (`rate_limits.shadow`): a
+    /// signed-in caller's, then an address's, as [`crate::Subject`]'s
+    /// policies are ordered. Counted as enforced, recorded instead of refused.
+    pub built_in_shadow: [bool; 2],
 }
 
 impl Application {

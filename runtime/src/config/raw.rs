@@ -40,6 +40,10 @@ pub(super) struct RawRateLimits {
     /// The Workers Analytics Engine dataset a Worker writes its data points to.
     #[serde(default)]
     pub(super) data_points: Option<Spanned<toml::Value>>,
+    /// The built-in limits that only record what they would refuse, each
+    /// entry with its place.
+    #[serde(default)]
+    pub(super) shadow: Option<Spanned<RawList>>,
 }
 
 #[derive(Deserialize)]
@@ -195,4 +199,7 @@ pub(super) struct RawRouteLimit {
     pub(super) requests: Option<Spanned<toml::Value>>,
     #[serde(default)]
     pub(super) window: Option<Spanned<toml::Value>>,
+    /// Whether the limit only records what it would refuse.
+    #[serde(default)]
+    pub(super) shadow: Option<Spanned<toml::Value>>,
 }

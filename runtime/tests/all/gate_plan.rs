@@ -203,8 +203,9 @@ proptest! {
     fn any_name_and_path_survive_the_text(
         connection in "\\PC*",
         deployable in "\\PC*",
-        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60])), 0..4),
+        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60]), any::<bool>()), 0..4),
         data_points in proptest::option::of("[A-Za-z][A-Za-z0-9_]{0,63}"),
+        built_in_shadow in any::<[bool; 2]>(),
     ) {
         let app = Application {
             name: None,
@@ -223,12 +224,14 @@ proptest! {
             // A validated description's paths: canonical templates.
             routes: paths
                 .iter()
-                .filter_map(|(path, requests, window)| Some(Route {
+                .filter_map(|(path, requests, window, shadow)| Some(Route {
                     path: runtime::routes::canonical_template(path).ok()?,
                     rate_limit: Some(Limit::new(*requests, *window)),
+                    shadow: *shadow,
                 }))
                 .collect(),
             data_points,
+            built_in_shadow,
         };
         let plan = GatePlan::new(&app, &deployable).expect("planned");
         let text = plan.to_text().expect("a Workers plan");

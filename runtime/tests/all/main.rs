@@ -33,3 +33,4 @@ mod quickstart;
 mod router;
 mod routes;
 mod secrets;
+mod shadow;

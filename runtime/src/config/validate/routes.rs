@@ -9,6 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::Report;
+use super::shadow::validate_route_shadow;
 use crate::config::raw::{RawRoute, RawRouteLimit};
 use crate::config::{BINDING_WINDOWS, Code, Location, Route};
 use crate::limits::Limit;
@@ -55,12 +56,16 @@ pub(super) fn validate_routes(
             .rate_limit
             .as_ref()
             .and_then(|limit| route_limit(report, written, limit, binding_store));
+        let shadow = route.rate_limit.as_ref().is_some_and(|limit| {
+            validate_route_shadow(report, written, limit.get_ref().shadow.as_ref())
+        });
         if canonical.is_some() {
             valid.push((routes.len(), spanned.span()));
         }
         routes.push(Route {
             path: path.to_owned(),
             rate_limit,
+            shadow,
         });
     }
     // What the gate's router would refuse of the valid templates, refused here.
@@ -153,7 +158,9 @@ fn route_limit(
     limit: &Spanned<RawRouteLimit>,
     binding_store: bool,
 ) -> Option<Limit> {
-    let RawRouteLimit { requests, window } = limit.get_ref();
+    let RawRouteLimit {
+        requests, window, ..
+    } = limit.get_ref();
     let requests = route_limit_field(report, path, "requests", requests, limit.span());
     let window = route_limit_field(report, path, "window", window, limit.span());
     if let (Some(window), Some(span)) = (window, window_span(limit))
