@@ -35,6 +35,8 @@ pub enum MetricSource {
 pub enum MetricName {
     /// `rate_limits_decisions_total{limit, outcome}`: one per limit a request is checked against.
     Decisions,
+    /// `rate_limits_shadow_refusals_total{limit}`: requests a shadow limit would have refused and let through.
+    ShadowRefusals,
     /// `rate_limits_counted_in_memory_total{store, reason}`: checks counted in memory because the store could not be asked.
     CountedInMemory,
     /// `rate_limits_store_state{store, state}`: 1 for the store's state now, 0 for the others.
@@ -55,8 +57,11 @@ pub enum MetricName {
     DataPoints,
 }
 
-/// The values of `outcome`.
+/// The values of `decisions`' `outcome` (a shadow limit's are `passed`).
 const OUTCOMES: &[&str] = &["passed", "refused"];
+/// The values of a data point's `outcome`: a shadow limit's would-be
+/// refusal is `shadow_refused`.
+const POINT_OUTCOMES: &[&str] = &["passed", "refused", "shadow_refused"];
 /// The values of a native `counted_in_memory`'s `reason`
 /// (`runtime::limiter::InMemory`'s, but `no_backend`: a store that is there).
 const IN_MEMORY_REASONS: &[&str] = &["missing", "failed", "timed_out", "cooling_off", "not_asked"];
@@ -88,8 +93,9 @@ type LabelSpec = (&'static str, Option<&'static [&'static str]>);
 
 impl MetricName {
     /// Every name, in the order an error lists them.
-    pub const ALL: [MetricName; 10] = [
+    pub const ALL: [MetricName; 11] = [
         MetricName::Decisions,
+        MetricName::ShadowRefusals,
         MetricName::CountedInMemory,
         MetricName::StoreState,
         MetricName::StoreRoundTripSeconds,
@@ -105,6 +111,7 @@ impl MetricName {
     pub fn written(self) -> &'static str {
         match self {
             MetricName::Decisions => "decisions",
+            MetricName::ShadowRefusals => "shadow_refusals",
             MetricName::CountedInMemory => "counted_in_memory",
             MetricName::StoreState => "store_state",
             MetricName::StoreRoundTripSeconds => "store_round_trip_seconds",
@@ -124,6 +131,7 @@ impl MetricName {
         use runtime::native::metrics as native;
         match self {
             MetricName::Decisions => native::DECISIONS,
+            MetricName::ShadowRefusals => native::SHADOW_REFUSALS,
             MetricName::CountedInMemory => native::COUNTED_IN_MEMORY,
             MetricName::StoreState => native::STORE_STATE,
             MetricName::StoreRoundTripSeconds => native::STORE_ROUND_TRIP,
@@ -159,6 +167,7 @@ impl MetricName {
         const DEPLOYABLE: LabelSpec = ("deployable", None);
         match self {
             MetricName::Decisions => &[("limit", None), ("outcome", Some(OUTCOMES)), DEPLOYABLE],
+            MetricName::ShadowRefusals => &[("limit", None), DEPLOYABLE],
             MetricName::CountedInMemory => &[
                 ("store", None),
                 ("reason", Some(IN_MEMORY_REASONS)),
@@ -174,7 +183,7 @@ impl MetricName {
             }
             MetricName::DataPoints => &[
                 ("limit", None),
-                ("outcome", Some(OUTCOMES)),
+                ("outcome", Some(POINT_OUTCOMES)),
                 ("reason", Some(POINT_REASONS)),
                 DEPLOYABLE,
             ],
