@@ -234,8 +234,8 @@ fn a_wrong_shadow_mark_is_a_diagnostic_at_its_place_and_every_one_is_reported() 
     assert_eq!(
         found,
         [
-            (shadow, "14:51".to_owned()),
-            (shadow, "17:51".to_owned()),
+            (shadow, "13:52".to_owned()),
+            (shadow, "16:52".to_owned()),
             (shadow, "6:21".to_owned()),
             (shadow, "6:31".to_owned()),
             (shadow, "6:34".to_owned()),
@@ -246,7 +246,7 @@ fn a_wrong_shadow_mark_is_a_diagnostic_at_its_place_and_every_one_is_reported() 
     let text = diagnostics.render("app.toml");
     for words in [
         "`nobody`, which is no built-in limit (\"caller\", \"address\")",
-        "holds a integer",
+        "holds an integer",
         "names `caller` twice",
         "shadow = \"yes\", a string; it must be `true`",
     ] {

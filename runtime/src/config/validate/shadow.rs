@@ -42,7 +42,7 @@ pub(super) fn validate_built_in_shadow(report: &mut Report<'_>, raw: &RawApplica
                 }
                 None => format!("names `{name}`, which is no built-in limit ({names})"),
             },
-            other => format!("holds a {}, not a built-in limit's name ({names})", other.type_str()),
+            other => format!("holds {}, not a built-in limit's name ({names})", described(other)),
         };
         report.add(
             Code::ShadowInvalid,
@@ -68,12 +68,23 @@ pub(super) fn validate_route_shadow(
                 Code::ShadowInvalid,
                 Some(span),
                 format!(
-                    "route `{path}` has rate_limit shadow = {other}, a {}; it must be `true` \
+                    "route `{path}` has rate_limit shadow = {other}, {}; it must be `true` \
                      (count and record, never refuse) or `false`",
-                    other.type_str()
+                    described(other)
                 ),
             );
             false
         }
     }
+}
+
+/// A value's type with its article, as a message says it (`an integer`).
+fn described(value: &toml::Value) -> String {
+    let kind = value.type_str();
+    let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {kind}")
 }
