@@ -138,7 +138,7 @@ fn a_shadow_built_in_limit_lets_the_121st_request_through_and_an_enforced_route_
         let _ = decide(&mut both, &subject, "/api/search", n);
     }
     let refused = decide(&mut both, &subject, "/api/search", 121);
-    let refusal = refused.refusal.expect("the route's limit refuses");
+    let refusal = refused.refusal.as_ref().expect("the route's limit refuses");
     assert_eq!(refusal.rate_limit_policy(), "\"/api/search\";q=1;w=10");
     assert_eq!(names(&refused), ["address"], "the shadow one is named apart");
     assert!(refused.shadow_logs.is_empty(), "logged once already");
