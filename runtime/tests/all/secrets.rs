@@ -339,6 +339,15 @@ fn shown_decision() -> Shown {
         ("limiter::PolicyId", format!("{:?}", check.policy())),
         ("limiter::Decision", format!("{decision:?} {refused:?}")),
         ("limiter::FallbackLog", format!("{:?}", decision.logs)),
+        (
+            "limiter::ShadowLog",
+            format!(
+                "{:?}",
+                runtime::limiter::ShadowLog {
+                    limit: "/api/search".into()
+                }
+            ),
+        ),
         ("limiter::Limiter", format!("{limiter:?}")),
         ("limiter::Rules", format!("{:?}", limiter.rules())),
         (
