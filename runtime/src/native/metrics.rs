@@ -76,7 +76,6 @@ pub const MEMORY_BOUND_BYTES: &str = "rate_limits_memory_bound_bytes";
 /// the `redis` feature only).
 pub const METRICS: [(&str, &[&str]); 10] = [
     (DECISIONS, &["limit", "outcome"]),
-    (SHADOW_REFUSALS, &["limit"]),
     (COUNTED_IN_MEMORY, &["store", "reason"]),
     (STORE_STATE, &["store", "state"]),
     (STORE_ROUND_TRIP, &["store"]),
@@ -85,6 +84,7 @@ pub const METRICS: [(&str, &[&str]); 10] = [
     (PATHS_TOO_LONG, &[]),
     (MEMORY_BYTES, &[]),
     (MEMORY_BOUND_BYTES, &[]),
+    (SHADOW_REFUSALS, &["limit"]),
 ];
 
 /// The handles of one gate's series, registered with the recorder installed

@@ -95,7 +95,6 @@ impl MetricName {
     /// Every name, in the order an error lists them.
     pub const ALL: [MetricName; 11] = [
         MetricName::Decisions,
-        MetricName::ShadowRefusals,
         MetricName::CountedInMemory,
         MetricName::StoreState,
         MetricName::StoreRoundTripSeconds,
@@ -104,6 +103,7 @@ impl MetricName {
         MetricName::PathsTooLong,
         MetricName::MemoryBytes,
         MetricName::MemoryBoundBytes,
+        MetricName::ShadowRefusals,
         MetricName::DataPoints,
     ];
 
