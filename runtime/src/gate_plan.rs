@@ -345,7 +345,10 @@ impl GatePlan {
                     plan.data_points = Some((*binding).to_owned());
                 }
                 ["shadow", policies @ ..]
-                    if subjects && !shadowed && plan.data_points.is_none() && !policies.is_empty() =>
+                    if subjects
+                        && !shadowed
+                        && plan.data_points.is_none()
+                        && !policies.is_empty() =>
                 {
                     for policy in policies {
                         let policy: usize = policy

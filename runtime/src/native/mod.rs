@@ -47,7 +47,8 @@ use crate::address::{
 use crate::clock::Clock;
 use crate::config::{Application, Counting};
 use crate::limiter::{
-    ADDRESS_HEADER, Check, FallbackLog, Limiter, PathTooLong, Refusal, Rules, ShadowLog, UnknownDeployable,
+    ADDRESS_HEADER, Check, FallbackLog, Limiter, PathTooLong, Refusal, Rules, ShadowLog,
+    UnknownDeployable,
 };
 use crate::subject::CallerId;
 use crate::subject::Subject;

@@ -111,7 +111,11 @@ fn the_same_limit_enforced_refuses_exactly_the_requests_its_shadow_named() {
             for n in 0..requests + 3 {
                 let would = !names(&decide(&mut shadow, &subject, "/api/search", n)).is_empty();
                 let decision = decide(&mut enforced, &subject, "/api/search", n);
-                assert_eq!(decision.refusal.is_some(), would, "{binding} {requests} {n}");
+                assert_eq!(
+                    decision.refusal.is_some(),
+                    would,
+                    "{binding} {requests} {n}"
+                );
                 assert!(decision.shadow_refusals.is_empty());
                 assert!(decision.shadow_logs.is_empty());
             }
@@ -140,7 +144,11 @@ fn a_shadow_built_in_limit_lets_the_121st_request_through_and_an_enforced_route_
     let refused = decide(&mut both, &subject, "/api/search", 121);
     let refusal = refused.refusal.as_ref().expect("the route's limit refuses");
     assert_eq!(refusal.rate_limit_policy(), "\"/api/search\";q=1;w=10");
-    assert_eq!(names(&refused), ["address"], "the shadow one is named apart");
+    assert_eq!(
+        names(&refused),
+        ["address"],
+        "the shadow one is named apart"
+    );
     assert!(refused.shadow_logs.is_empty(), "logged once already");
 }
 
@@ -148,8 +156,8 @@ fn a_shadow_built_in_limit_lets_the_121st_request_through_and_an_enforced_route_
 fn a_shadow_limit_is_counted_through_the_same_binding_and_keys_as_enforced() {
     for built_in in ["[]", "[\"caller\", \"address\"]"] {
         for binding in [true, false] {
-            let shadow = Application::from_toml(&description(binding, 5, true, built_in))
-                .expect("valid");
+            let shadow =
+                Application::from_toml(&description(binding, 5, true, built_in)).expect("valid");
             let enforced =
                 Application::from_toml(&description(binding, 5, false, "[]")).expect("valid");
             let edge = |app: &Application| app.deployable("edge").cloned().expect("edge");
@@ -201,7 +209,11 @@ fn shadow_marks_survive_the_plans_text_and_a_wrong_shadow_line_is_an_error_at_it
         enforced_text,
         "the line is all that differs"
     );
-    let line = text.lines().position(|l| l.starts_with("shadow")).expect("a line") + 1;
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("shadow"))
+        .expect("a line")
+        + 1;
     for (wrong, problem) in [
         ("shadow 3", "no such policy"),
         ("shadow x", "a shadow policy is no whole number"),
@@ -228,7 +240,12 @@ fn a_wrong_shadow_mark_is_a_diagnostic_at_its_place_and_every_one_is_reported() 
     let found: Vec<(Code, String)> = diagnostics
         .0
         .iter()
-        .map(|d| (d.code, d.location.map(|l| l.to_string()).unwrap_or_default()))
+        .map(|d| {
+            (
+                d.code,
+                d.location.map(|l| l.to_string()).unwrap_or_default(),
+            )
+        })
         .collect();
     let shadow = Code::ShadowInvalid;
     assert_eq!(
@@ -299,7 +316,10 @@ async fn the_native_gate_counts_would_be_refusals_by_limit_and_logs_the_first_on
         0.0,
         "no series for an enforced limit"
     );
-    assert!(!recorder.render().contains("192.0.2.11"), "no key in a label");
+    assert!(
+        !recorder.render().contains("192.0.2.11"),
+        "no key in a label"
+    );
     let logged = lines.events(ShadowLog::EVENT);
     assert_eq!(logged.len(), 1, "{logged:?}");
     assert_eq!(logged[0]["limit"], "/api/search");

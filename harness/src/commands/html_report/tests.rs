@@ -281,9 +281,9 @@ fn a_shadow_limits_first_would_be_refusal_is_on_the_timeline_at_its_time_with_it
     );
     let html = render(&run(), std::slice::from_ref(&outcome)).expect("renders");
     assert_eq!(html.matches("<path class=\"shadow\"").count(), 1);
-    assert!(html.contains(
-        "isolate 0: shadow limit /api/search would first have refused at 15.125 s"
-    ));
+    assert!(
+        html.contains("isolate 0: shadow limit /api/search would first have refused at 15.125 s")
+    );
     assert!(html.contains("Shadow limits' first would-be refusals (1)"));
     // The list as the template escapes it (`/` too).
     assert!(html.contains("<li>isolate 0: &#x2f;api&#x2f;search at 15.125 s</li>"));

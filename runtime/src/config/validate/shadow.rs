@@ -42,7 +42,10 @@ pub(super) fn validate_built_in_shadow(report: &mut Report<'_>, raw: &RawApplica
                 }
                 None => format!("names `{name}`, which is no built-in limit ({names})"),
             },
-            other => format!("holds {}, not a built-in limit's name ({names})", described(other)),
+            other => format!(
+                "holds {}, not a built-in limit's name ({names})",
+                described(other)
+            ),
         };
         report.add(
             Code::ShadowInvalid,
