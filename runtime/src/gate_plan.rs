@@ -293,7 +293,6 @@ impl GatePlan {
             memory_budget: DEFAULT_MEMORY_BUDGET,
         };
         let (mut deployable, mut counting, mut subjects, mut budget) = (false, false, false, false);
-        let mut shadowed = false;
         for (index, text) in lines.enumerate() {
             let at = |problem| PlanError::Line {
                 line: index + 2,
@@ -345,29 +344,12 @@ impl GatePlan {
                     plan.data_points = Some((*binding).to_owned());
                 }
                 ["shadow", policies @ ..]
-                    if subjects
-                        && !shadowed
-                        && plan.data_points.is_none()
-                        && !policies.is_empty() =>
+                    if subjects && !plan.has_shadow() && plan.data_points.is_none() =>
                 {
-                    for policy in policies {
-                        let policy: usize = policy
-                            .parse()
-                            .map_err(|_| at("a shadow policy is no whole number"))?;
-                        match policy.checked_sub(plan.subject_shadow.len()) {
-                            None => plan.subject_shadow[policy] = true,
-                            Some(route) => {
-                                plan.routes
-                                    .get_mut(route)
-                                    .ok_or_else(|| at("no such policy"))?
-                                    .shadow = true;
-                            }
-                        }
-                    }
-                    shadowed = true;
+                    mark_shadow(&mut plan, policies).map_err(at)?
                 }
                 ["route", backend, requests, window, path]
-                    if subjects && !shadowed && plan.data_points.is_none() =>
+                    if subjects && !plan.has_shadow() && plan.data_points.is_none() =>
                 {
                     let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
                     let (Some(requests), Some(window)) = (count(requests), count(window)) else {
@@ -396,6 +378,31 @@ impl GatePlan {
         }
         Ok(plan)
     }
+}
+
+impl GatePlan {
+    /// Whether any of its limits is a shadow one (its `shadow` line is read).
+    fn has_shadow(&self) -> bool {
+        self.subject_shadow.contains(&true) || self.routes.iter().any(|r| r.shadow)
+    }
+}
+
+/// Marks the policies a plan's `shadow` line names (0 a caller's limit, 1
+/// an address's, then its routes), or says what is wrong with the line.
+fn mark_shadow(plan: &mut GatePlan, policies: &[&str]) -> Result<(), &'static str> {
+    if policies.is_empty() {
+        return Err("a shadow line names no policy");
+    }
+    for policy in policies {
+        let policy: usize = policy
+            .parse()
+            .map_err(|_| "a shadow policy is no whole number")?;
+        match policy.checked_sub(plan.subject_shadow.len()) {
+            None => plan.subject_shadow[policy] = true,
+            Some(route) => plan.routes.get_mut(route).ok_or("no such policy")?.shadow = true,
+        }
+    }
+    Ok(())
 }
 
 /// A backend as a plan writes it: its index, or `-` for none.

@@ -267,19 +267,7 @@ impl Trace {
                 })
             })
             .collect();
-        let shadow_refusals = observation
-            .instances
-            .iter()
-            .flat_map(|instance| {
-                instance.lines.iter().filter_map(|line| {
-                    Some(TraceShadowRefusal {
-                        isolate: instance.isolate,
-                        clock_ms: clock.at(line.at),
-                        limit: shadow_refusal_line(&line.text)?,
-                    })
-                })
-            })
-            .collect();
+        let shadow_refusals = shadow_refusals(observation, &clock);
         let native = native_cool_offs(observation, &clock);
         let cool_offs = cool_offs(&observation.binding_calls, &observation.requests)
             .into_iter()
@@ -350,6 +338,23 @@ fn expected_statuses(scenario: &Scenario) -> BTreeMap<usize, Vec<u16>> {
 /// the instance gave after it. The probe's outcome is the first later line
 /// that is not `probing`: answered when it says `asked`, troubled when it
 /// says `cooling_off` again and a new cool-off begins.
+/// The `rate_limits.shadow_refusal` lines every process wrote, on the scenario clock.
+fn shadow_refusals(observation: &Observation, clock: &Clock) -> Vec<TraceShadowRefusal> {
+    observation
+        .instances
+        .iter()
+        .flat_map(|instance| {
+            instance.lines.iter().filter_map(|line| {
+                Some(TraceShadowRefusal {
+                    isolate: instance.isolate,
+                    clock_ms: clock.at(line.at),
+                    limit: shadow_refusal_line(&line.text)?,
+                })
+            })
+        })
+        .collect()
+}
+
 fn native_cool_offs(observation: &Observation, clock: &Clock) -> Vec<TraceCoolOff> {
     let mut out = Vec::new();
     for instance in &observation.instances {

@@ -217,7 +217,7 @@ fn shadow_marks_survive_the_plans_text_and_a_wrong_shadow_line_is_an_error_at_it
     for (wrong, problem) in [
         ("shadow 3", "no such policy"),
         ("shadow x", "a shadow policy is no whole number"),
-        ("shadow", "not a line of a plan here"),
+        ("shadow", "a shadow line names no policy"),
     ] {
         let broken = text.replace("shadow 0 2", wrong);
         assert_eq!(
