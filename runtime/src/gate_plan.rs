@@ -16,6 +16,7 @@
 //! backend LIMITS_600_PER_60S
 //! subjects 2 1
 //! route 0 20 10 /api/search
+//! shadow 1 2
 //! data_points RATE_LIMIT_DATA_POINTS
 //! ```
 //!
@@ -24,7 +25,10 @@
 //! window in seconds, its path and, for a limit of some methods only, those
 //! methods (`route 1 5 60 /login POST`; a Worker built before methods reads
 //! such a line as an error at that line, never as a limit of every
-//! method); the last line, when the application
+//! method); a `shadow` line, when any limit is a shadow one, the policies
+//! ([`crate::limiter::PolicyId`]: 0 a caller's, 1 an address's, then the
+//! routes in their lines' order) that record what they would refuse
+//! instead of refusing it; the last line, when the application
 //! names a dataset (`rate_limits.data_points`), the binding the Worker
 //! writes its data points through. A plan without it is the same plan as
 //! before the line existed; a Worker built before reads one with it as an
@@ -57,6 +61,8 @@ pub(crate) struct RouteLimit {
     /// Its name ([`Methods::limit_name`]): its policy's, and its keys' first part.
     pub(crate) name: String,
     pub(crate) backend: Option<BackendId>,
+    /// Whether it records what it would refuse instead of refusing it.
+    pub(crate) shadow: bool,
 }
 
 impl RouteLimit {
@@ -65,6 +71,7 @@ impl RouteLimit {
         limit: Limit,
         methods: Methods,
         backend: Option<BackendId>,
+        shadow: bool,
     ) -> RouteLimit {
         RouteLimit {
             name: methods.limit_name(&path),
@@ -72,6 +79,7 @@ impl RouteLimit {
             limit,
             methods,
             backend,
+            shadow,
         }
     }
 }
@@ -86,6 +94,8 @@ pub struct GatePlan {
     pub(crate) backends: Vec<String>,
     /// The backends of the built-in limits: a caller's, then an address's.
     pub(crate) subject_backends: [Option<BackendId>; 2],
+    /// Whether the built-in limits are shadow ones: a caller's, then an address's.
+    pub(crate) subject_shadow: [bool; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     pub(crate) routes: Vec<RouteLimit>,
     /// The Workers Analytics Engine binding data points are written through, if any.
@@ -163,6 +173,7 @@ impl GatePlan {
                     limit,
                     route.methods,
                     backend_for(limit),
+                    route.shadow,
                 ));
             }
         }
@@ -172,6 +183,7 @@ impl GatePlan {
             counting,
             backends,
             subject_backends,
+            subject_shadow: app.built_in_shadow,
             routes,
             data_points: app
                 .data_points
@@ -197,11 +209,13 @@ impl GatePlan {
             },
             backends: vec!["WARM_UP".to_owned()],
             subject_backends: [backend, backend],
+            subject_shadow: [false, false],
             routes: vec![RouteLimit::new(
                 "/warm-up".to_owned(),
                 Limit::new(1, 10),
                 Methods::ALL,
                 backend,
+                false,
             )],
             data_points: Some("WARM_UP_DATA_POINTS".to_owned()),
             memory_budget: DEFAULT_MEMORY_BUDGET,
@@ -270,6 +284,19 @@ impl GatePlan {
             words.extend(methods.as_deref());
             line(&words);
         }
+        let shadow: Vec<String> = self
+            .subject_shadow
+            .iter()
+            .chain(self.routes.iter().map(|r| &r.shadow))
+            .enumerate()
+            .filter(|(_, shadow)| **shadow)
+            .map(|(policy, _)| policy.to_string())
+            .collect();
+        if !shadow.is_empty() {
+            let mut words = vec!["shadow"];
+            words.extend(shadow.iter().map(String::as_str));
+            line(&words);
+        }
         if let Some(binding) = &self.data_points {
             line(&["data_points", binding]);
         }
@@ -289,6 +316,7 @@ impl GatePlan {
             counting: Counting::NoApi,
             backends: Vec::new(),
             subject_backends: [None, None],
+            subject_shadow: [false, false],
             routes: Vec::new(),
             data_points: None,
             memory_budget: DEFAULT_MEMORY_BUDGET,
@@ -344,8 +372,16 @@ impl GatePlan {
                 ["data_points", binding] if subjects && plan.data_points.is_none() => {
                     plan.data_points = Some((*binding).to_owned());
                 }
+                ["shadow", policies @ ..]
+                    if subjects && !plan.has_shadow() && plan.data_points.is_none() =>
+                {
+                    mark_shadow(&mut plan, policies).map_err(at)?
+                }
                 ["route", backend, requests, window, path, methods @ ..]
-                    if subjects && plan.data_points.is_none() && methods.len() <= 1 =>
+                    if subjects
+                        && !plan.has_shadow()
+                        && plan.data_points.is_none()
+                        && methods.len() <= 1 =>
                 {
                     let methods = match methods {
                         [word] => Methods::of_word(word).ok_or_else(|| {
@@ -367,6 +403,7 @@ impl GatePlan {
                         methods,
                         read_backend(backend, plan.backends.len())
                             .ok_or_else(|| at("no such backend"))?,
+                        false,
                     ));
                 }
                 _ => return Err(at("not a line of a plan here")),
@@ -380,6 +417,31 @@ impl GatePlan {
         }
         Ok(plan)
     }
+}
+
+impl GatePlan {
+    /// Whether any of its limits is a shadow one (its `shadow` line is read).
+    fn has_shadow(&self) -> bool {
+        self.subject_shadow.contains(&true) || self.routes.iter().any(|r| r.shadow)
+    }
+}
+
+/// Marks the policies a plan's `shadow` line names (0 a caller's limit, 1
+/// an address's, then its routes), or says what is wrong with the line.
+fn mark_shadow(plan: &mut GatePlan, policies: &[&str]) -> Result<(), &'static str> {
+    if policies.is_empty() {
+        return Err("a shadow line names no policy");
+    }
+    for policy in policies {
+        let policy: usize = policy
+            .parse()
+            .map_err(|_| "a shadow policy is no whole number")?;
+        match policy.checked_sub(plan.subject_shadow.len()) {
+            None => plan.subject_shadow[policy] = true,
+            Some(route) => plan.routes.get_mut(route).ok_or("no such policy")?.shadow = true,
+        }
+    }
+    Ok(())
 }
 
 /// A backend as a plan writes it: its index, or `-` for none.

@@ -121,6 +121,8 @@ pub struct Check {
     key: String,
     backend: Option<BackendId>,
     policy: PolicyId,
+    /// Whether its limit records what it would refuse instead of refusing it.
+    shadow: bool,
     slot: Slot,
     settled: Option<(Verdict, Counted)>,
 }
@@ -132,6 +134,7 @@ impl fmt::Debug for Check {
             .field("key", &format_args!(".."))
             .field("backend", &self.backend)
             .field("policy", &self.policy)
+            .field("shadow", &self.shadow)
             .field("slot", &self.slot)
             .field("settled", &self.settled)
             .finish()
@@ -245,8 +248,15 @@ impl Check {
         self.policy
     }
 
+    /// Whether its limit is a shadow one: counted as an enforced one, but
+    /// a request over it is recorded ([`Decision::shadow_refusals`]), not refused.
+    #[doc(hidden)]
+    pub fn is_shadow(&self) -> bool {
+        self.shadow
+    }
+
     /// Once [`Limiter::conclude`] settled it: whether it was within its
-    /// limit, and where it was counted.
+    /// limit (a shadow limit's `Exceeded` refused nothing), and where it was counted.
     #[doc(hidden)]
     pub fn settled(&self) -> Option<(Verdict, Counted)> {
         self.settled
@@ -359,6 +369,25 @@ impl FallbackLog {
             reason: self.reason.as_str(),
         };
         serde_json::to_string(&line).unwrap_or_default()
+    }
+}
+
+/// The `rate_limits.shadow_refusal` log line, emitted once per shadow limit
+/// per isolate (or process): the first request it would have refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShadowLog {
+    /// The limit's policy name (`caller`, `address`, or the route's
+    /// template): never a key.
+    pub limit: String,
+}
+
+impl ShadowLog {
+    /// The event's name, which operators search for.
+    pub const EVENT: &'static str = "rate_limits.shadow_refusal";
+
+    /// One JSON line, event first, as a Worker writes it.
+    pub fn to_json_line(&self) -> String {
+        serde_json::json!({ "event": Self::EVENT, "limit": self.limit }).to_string()
     }
 }
 
@@ -525,6 +554,13 @@ pub struct Decision {
     /// The `rate_limits.fallback` lines to write now: the first fallback of
     /// each binding in this isolate.
     pub logs: Vec<FallbackLog>,
+    /// The shadow limits the request was over: each would have refused it,
+    /// and none did (`RateLimit-Policy` never names one). For the I/O
+    /// layer's metric and data point.
+    pub shadow_refusals: Vec<Policy>,
+    /// The `rate_limits.shadow_refusal` lines to write now: the first
+    /// request each shadow limit would have refused in this isolate.
+    pub shadow_logs: Vec<ShadowLog>,
     /// The request's checks, each settled ([`Check::settled`]): what the
     /// I/O layer tells operators of (the request's own vector, moved here).
     pub checks: Vec<Check>,
@@ -560,6 +596,8 @@ pub struct Rules {
     counting: Counting,
     /// The backends of the built-in limits: a caller's, then an address's.
     subject_backends: [Option<BackendId>; 2],
+    /// Whether the built-in limits are shadow ones: a caller's, then an address's.
+    subject_shadow: [bool; 2],
     /// Each route's own limit, once per (path, limit) however often the description lists it.
     routes: Vec<RouteLimit>,
     /// Which of `routes` a request's canonical path meets.
@@ -578,6 +616,8 @@ pub struct Limiter {
     /// in namespace order, or the one Redis connection.
     backends: Vec<BackendEntry>,
     memory: WindowCounter,
+    /// By [`PolicyId`]: whether the shadow limit's first would-be refusal was logged.
+    shadow_logged: Vec<bool>,
 }
 
 /// One backend of a limiter: its name (for logs and binding lookups), its
@@ -628,13 +668,16 @@ impl Limiter {
                 .enumerate()
                 .map(|(index, route)| (index, route.path.as_str())),
         );
+        let policies = PolicyId::SUBJECTS.len() + plan.routes.len();
         Limiter {
             rules: Arc::new(Rules {
                 counting: plan.counting,
                 subject_backends: plan.subject_backends,
+                subject_shadow: plan.subject_shadow,
                 routes: plan.routes,
                 route_table,
             }),
+            shadow_logged: vec![false; policies],
             backends,
             memory: WindowCounter::with_budget(
                 DEFAULT_MAX_KEYS,
@@ -776,30 +819,49 @@ impl Limiter {
     /// Every check is settled, in binding mode and in memory mode alike: a
     /// backend that can't be asked counts the request in memory and is logged
     /// (once per isolate) even when another limit refuses it. The request is
-    /// refused if any limit refuses it, with `Retry-After` the longest window
-    /// among those that refused.
+    /// refused if any enforced limit refuses it, with `Retry-After` the
+    /// longest window among those that refused; a shadow limit over which it
+    /// is refuses nothing and is named in [`Decision::shadow_refusals`]
+    /// (and logged the first time, once per isolate).
     ///
     /// Windows are aligned to `now.wall_ms`, as the binding aligns them; a
     /// backend's cool-off is measured on `now.monotonic_ms` (see [`Now`]).
     pub fn conclude(&mut self, pending: Pending, now: Now) -> Decision {
         let mut refused_by = Vec::new();
+        let mut shadow_refusals = Vec::new();
         let mut logs = Vec::new();
+        let mut shadow_logs = Vec::new();
         let mut checks = pending.checks;
         for check in &mut checks {
             let (verdict, counted, log) = self.settle(check, now);
             check.settled = Some((verdict, counted));
             logs.extend(log);
-            match verdict {
-                Verdict::Within => {}
-                Verdict::Exceeded => refused_by.push(Policy {
-                    name: self.policy_name(check.policy).to_owned(),
-                    limit: check.limit,
-                }),
+            if verdict == Verdict::Within {
+                continue;
             }
+            let policy = Policy {
+                name: self.policy_name(check.policy).to_owned(),
+                limit: check.limit,
+            };
+            if !check.shadow {
+                refused_by.push(policy);
+                continue;
+            }
+            if let Some(logged) = self.shadow_logged.get_mut(check.policy.index())
+                && !*logged
+            {
+                *logged = true;
+                shadow_logs.push(ShadowLog {
+                    limit: policy.name.clone(),
+                });
+            }
+            shadow_refusals.push(policy);
         }
         Decision {
             refusal: Refusal::by(refused_by),
             logs,
+            shadow_refusals,
+            shadow_logs,
             checks,
         }
     }
@@ -881,6 +943,15 @@ impl Rules {
             .chain(self.routes.iter().map(|r| r.name.as_str()))
     }
 
+    /// Whether each limit is a shadow one, in [`PolicyId`] order (as
+    /// [`Rules::policy_names`]).
+    #[doc(hidden)]
+    pub fn shadow_policies(&self) -> impl Iterator<Item = bool> + '_ {
+        self.subject_shadow
+            .into_iter()
+            .chain(self.routes.iter().map(|r| r.shadow))
+    }
+
     /// The policy name of `policy`, as the 429's `RateLimit-Policy` gives
     /// it (empty for an id of another limiter).
     pub fn policy_name(&self, policy: PolicyId) -> &str {
@@ -917,9 +988,9 @@ impl Rules {
             return Err(PathTooLong { bytes: path.len() });
         }
         let subject_key = keys::subject(subject);
-        let (subject_backend, subject_policy) = match subject {
-            Subject::Caller(_) => (self.subject_backends[0], PolicyId(0)),
-            Subject::Address(_) => (self.subject_backends[1], PolicyId(1)),
+        let subject_index = match subject {
+            Subject::Caller(_) => 0,
+            Subject::Address(_) => 1,
         };
         let met = self.route_table.routes_met(path);
         let routes = met
@@ -932,8 +1003,9 @@ impl Rules {
         checks.push(Check {
             limit: subject.limit(),
             key: String::new(),
-            backend: subject_backend,
-            policy: subject_policy,
+            backend: self.subject_backends[subject_index],
+            policy: PolicyId(subject_index as u32),
+            shadow: self.subject_shadow[subject_index],
             slot: Slot::NotAsked,
             settled: None,
         });
@@ -943,6 +1015,7 @@ impl Rules {
                 key: keys::route(&route.name, &subject_key),
                 backend: route.backend,
                 policy: PolicyId::route(index),
+                shadow: route.shadow,
                 slot: Slot::NotAsked,
                 settled: None,
             });

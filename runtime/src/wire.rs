@@ -282,9 +282,11 @@ mod tests {
                     path: "/api/%C3%9F".into(),
                     rate_limit: Some(Limit::new(requests, 10)),
                     methods: crate::Methods::ALL,
+                    shadow: false,
                 })
                 .collect(),
             data_points: None,
+            built_in_shadow: [false, false],
         };
         Limiter::new(&app, "edge", 1).expect("edge")
     }

@@ -169,8 +169,9 @@ struct DataPoints {
     deployable: JsValue,
     /// By [`crate::limiter::PolicyId`]: the limits' policy names.
     limits: Vec<JsValue>,
-    /// `passed`, `refused`.
-    outcomes: [JsValue; 2],
+    /// `passed`, `refused`, `shadow_refused` (a shadow limit would have
+    /// refused it, and let it through).
+    outcomes: [JsValue; 3],
     /// `none` (the binding counted it), then each of [`InMemory`]'s reasons
     /// in [`DataPoints::REASONS`]' order.
     reasons: Vec<JsValue>,
@@ -197,7 +198,7 @@ impl DataPoints {
             binding_name: binding.to_owned(),
             deployable: js(deployable),
             limits: limiter.policy_names().map(js).collect(),
-            outcomes: [js("passed"), js("refused")],
+            outcomes: [js("passed"), js("refused"), js("shadow_refused")],
             reasons: std::iter::once("none")
                 .chain(Self::REASONS.iter().map(|r| r.as_str()))
                 .map(js)
@@ -206,7 +207,8 @@ impl DataPoints {
         }
     }
 
-    /// Writes a point for each of `decision`'s checks that was refused, or
+    /// Writes a point for each of `decision`'s checks that was refused (or
+    /// would have been, by a shadow limit: outcome `shadow_refused`), or
     /// counted in memory because its binding could not be asked (counting
     /// in memory by design, with no binding, is no news: a refusal then is).
     /// The dataset's first trouble is logged, once per isolate.
@@ -216,6 +218,11 @@ impl DataPoints {
                 continue;
             };
             let refused = verdict == Verdict::Exceeded;
+            let outcome = match (refused, check.is_shadow()) {
+                (false, _) => 0,
+                (true, false) => 1,
+                (true, true) => 2,
+            };
             let reason = match counted {
                 Counted::Backend | Counted::Remembered => 0,
                 Counted::InMemory(why) => {
@@ -237,7 +244,7 @@ impl DataPoints {
                 &self.binding,
                 &self.deployable,
                 limit,
-                &self.outcomes[usize::from(refused)],
+                &self.outcomes[outcome],
                 reason,
             );
             if let Some(reason) = wire::point_trouble(code)
@@ -306,6 +313,9 @@ impl Shared {
             .conclude(pending, Now::one_clock(now_ms));
         if self.writes_logs {
             for log in &decision.logs {
+                console_warn(&log.to_json_line());
+            }
+            for log in &decision.shadow_logs {
                 console_warn(&log.to_json_line());
             }
         }

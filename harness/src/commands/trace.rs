@@ -11,7 +11,7 @@ use std::time::Duration;
 use runtime::config::Counting;
 
 use crate::engine::{BindingCall, Observation, RequestRecord, StepRecord, Trouble};
-use crate::judge::scenario::fallback_line;
+use crate::judge::scenario::{fallback_line, shadow_refusal_line};
 use crate::language::scenario::{Action, Prepared, Scenario, expand_statuses, parse_statuses};
 use crate::world::native::STORE_STATE_EVENT;
 
@@ -36,6 +36,9 @@ pub struct Trace {
     pub requests: Vec<TraceRequest>,
     /// The fallback lines its processes logged.
     pub fallbacks: Vec<TraceFallback>,
+    /// The `rate_limits.shadow_refusal` lines its processes logged: where
+    /// each shadow limit first would have refused, in each lane.
+    pub shadow_refusals: Vec<TraceShadowRefusal>,
     /// Each binding's cool-offs, as its calls show them ([`cool_offs`]).
     pub cool_offs: Vec<TraceCoolOff>,
 }
@@ -127,6 +130,17 @@ pub struct TraceFallback {
     pub binding: String,
     /// `missing`, `failed` or `timed_out`.
     pub reason: String,
+}
+
+/// A shadow limit's first would-be refusal in one lane, on the scenario clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TraceShadowRefusal {
+    /// The isolate (0-based) whose process wrote it.
+    pub isolate: usize,
+    /// When it was written, on the scenario clock (ms since its minute began).
+    pub clock_ms: f64,
+    /// The limit's policy name (`caller`, `address`, a route's template).
+    pub limit: String,
 }
 
 /// One binding left alone by one lane's deployable after a troubled call,
@@ -253,6 +267,7 @@ impl Trace {
                 })
             })
             .collect();
+        let shadow_refusals = shadow_refusals(observation, &clock);
         let native = native_cool_offs(observation, &clock);
         let cool_offs = cool_offs(&observation.binding_calls, &observation.requests)
             .into_iter()
@@ -277,6 +292,7 @@ impl Trace {
             steps,
             requests,
             fallbacks,
+            shadow_refusals,
             cool_offs,
         }
     }
@@ -322,6 +338,23 @@ fn expected_statuses(scenario: &Scenario) -> BTreeMap<usize, Vec<u16>> {
 /// the instance gave after it. The probe's outcome is the first later line
 /// that is not `probing`: answered when it says `asked`, troubled when it
 /// says `cooling_off` again and a new cool-off begins.
+/// The `rate_limits.shadow_refusal` lines every process wrote, on the scenario clock.
+fn shadow_refusals(observation: &Observation, clock: &Clock) -> Vec<TraceShadowRefusal> {
+    observation
+        .instances
+        .iter()
+        .flat_map(|instance| {
+            instance.lines.iter().filter_map(|line| {
+                Some(TraceShadowRefusal {
+                    isolate: instance.isolate,
+                    clock_ms: clock.at(line.at),
+                    limit: shadow_refusal_line(&line.text)?,
+                })
+            })
+        })
+        .collect()
+}
+
 fn native_cool_offs(observation: &Observation, clock: &Clock) -> Vec<TraceCoolOff> {
     let mut out = Vec::new();
     for instance in &observation.instances {

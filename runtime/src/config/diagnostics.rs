@@ -56,6 +56,10 @@ pub enum Code {
     /// A route limit's `methods` is no list of methods it can name, once
     /// each (`GET` stands for `HEAD` too).
     MethodsInvalid,
+    /// A `shadow` setting is not what it may be: a route limit's is `true`
+    /// or `false`; `rate_limits.shadow` a list of built-in limits
+    /// (`"caller"`, `"address"`), each once.
+    ShadowInvalid,
 }
 
 impl Code {
@@ -80,6 +84,7 @@ impl Code {
         Code::MemoryOverBudget,
         Code::ApplicationNameInvalid,
         Code::MethodsInvalid,
+        Code::ShadowInvalid,
     ];
 
     /// The stable string form, such as `rate_limits.store_invalid`.
@@ -104,6 +109,7 @@ impl Code {
             Code::MemoryOverBudget => "rate_limits.memory_over_budget",
             Code::ApplicationNameInvalid => "application.name_invalid",
             Code::MethodsInvalid => "rate_limits.methods_invalid",
+            Code::ShadowInvalid => "rate_limits.shadow_invalid",
         }
     }
 

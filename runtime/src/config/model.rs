@@ -145,6 +145,10 @@ pub struct Route {
     /// The methods its limit counts (its `methods`; [`Methods::ALL`] unless
     /// it names some): another entry of the path may limit the others.
     pub methods: Methods,
+    /// Whether its limit is a shadow one (`shadow = true`): counted as an
+    /// enforced one (the same binding and keys, so turning it to enforcing
+    /// keeps its counts), but a request over it is recorded, not refused.
+    pub shadow: bool,
 }
 
 impl Route {
@@ -211,6 +215,10 @@ pub struct Application {
     /// to for every refusal and every request counted in memory because its
     /// binding could not be asked (`rate_limits.data_points`); `None` writes none.
     pub data_points: Option<String>,
+    /// Which built-in limits are shadow ones (`rate_limits.shadow`): a
+    /// signed-in caller's, then an address's, as [`crate::Subject`]'s
+    /// policies are ordered. Counted as enforced, recorded instead of refused.
+    pub built_in_shadow: [bool; 2],
 }
 
 impl Application {

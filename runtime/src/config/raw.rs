@@ -40,6 +40,10 @@ pub(super) struct RawRateLimits {
     /// The Workers Analytics Engine dataset a Worker writes its data points to.
     #[serde(default)]
     pub(super) data_points: Option<Spanned<toml::Value>>,
+    /// The built-in limits that only record what they would refuse, each
+    /// entry with its place.
+    #[serde(default)]
+    pub(super) shadow: Option<Spanned<RawList>>,
 }
 
 #[derive(Deserialize)]
@@ -198,4 +202,7 @@ pub(super) struct RawRouteLimit {
     /// The HTTP methods it counts (every method when absent).
     #[serde(default)]
     pub(super) methods: Option<Spanned<toml::Value>>,
+    /// Whether the limit only records what it would refuse.
+    #[serde(default)]
+    pub(super) shadow: Option<Spanned<toml::Value>>,
 }

@@ -31,6 +31,10 @@ use crate::limiter::{Counted, Decision, InMemory, Limiter};
 /// Requests checked against a limit, by deployable, limit (its policy name,
 /// as the 429's `RateLimit-Policy` names it) and outcome (`passed`, `refused`).
 pub const DECISIONS: &str = "rate_limits_decisions_total";
+/// Requests a shadow limit would have refused and let through, by
+/// deployable and limit (its policy name): registered for shadow limits
+/// only. Its `rate_limits_decisions_total` counts them `passed`.
+pub const SHADOW_REFUSALS: &str = "rate_limits_shadow_refusals_total";
 /// Checks counted in memory because their store could not be asked, by
 /// deployable, store and reason (`missing`, `failed`, `timed_out`,
 /// `cooling_off`, `not_asked`).
@@ -106,8 +110,9 @@ const fn words(name: &'static str, values: &'static [&'static str]) -> Label {
 /// Every metric a native gate records, with its labels (beside
 /// `deployable`, which every series carries), for documentation, dashboards
 /// and tests ([`STORE_ROUND_TRIP`] with the `redis` feature only).
-pub const METRICS: [(&str, &[Label]); 9] = [
+pub const METRICS: [(&str, &[Label]); 10] = [
     (DECISIONS, &[label("limit"), words("outcome", &OUTCOMES)]),
+    (SHADOW_REFUSALS, &[label("limit")]),
     (
         COUNTED_IN_MEMORY,
         &[label("store"), words("reason", &IN_MEMORY_REASONS)],
@@ -132,6 +137,8 @@ pub const METRICS: [(&str, &[Label]); 9] = [
 pub(super) struct GateMetrics {
     /// By the limiter's policy index: passed, refused.
     decisions: Vec<[Counter; 2]>,
+    /// By the limiter's policy index: `Some` for a shadow limit.
+    shadow_refusals: Vec<Option<Counter>>,
     /// By backend: by [`MEMORY_REASONS`].
     in_memory: Vec<[Counter; 5]>,
     /// By backend: one gauge per [`BackendState::VALUES`], and the
@@ -183,6 +190,16 @@ impl GateMetrics {
                 })
             })
             .collect();
+        let shadow_refusals = limiter
+            .policy_names()
+            .zip(limiter.rules().shadow_policies())
+            .map(|(limit, shadow)| {
+                shadow.then(|| {
+                    metrics::counter!(SHADOW_REFUSALS, "deployable" => deployable.clone(),
+                        "limit" => limit.to_owned())
+                })
+            })
+            .collect();
         let stores: Vec<String> = limiter.backend_names().map(str::to_owned).collect();
         let in_memory = stores
             .iter()
@@ -231,6 +248,7 @@ impl GateMetrics {
             .set(limiter.memory_bound_bytes() as f64);
         GateMetrics {
             decisions,
+            shadow_refusals,
             in_memory,
             states,
             #[cfg(feature = "redis")]
@@ -254,8 +272,16 @@ impl GateMetrics {
             let Some((verdict, counted)) = check.settled() else {
                 continue;
             };
+            let exceeded = verdict == Verdict::Exceeded;
+            let refused = exceeded && !check.is_shadow();
             if let Some(pair) = self.decisions.get(check.policy().index()) {
-                pair[usize::from(verdict == Verdict::Exceeded)].increment(1);
+                pair[usize::from(refused)].increment(1);
+            }
+            if exceeded
+                && check.is_shadow()
+                && let Some(Some(counter)) = self.shadow_refusals.get(check.policy().index())
+            {
+                counter.increment(1);
             }
             let store = check.backend().map(BackendId::index);
             match counted {
@@ -327,6 +353,10 @@ fn describe() {
     metrics::describe_counter!(
         DECISIONS,
         "Requests checked against a limit, by limit (its RateLimit-Policy name) and outcome"
+    );
+    metrics::describe_counter!(
+        SHADOW_REFUSALS,
+        "Requests a shadow limit would have refused and let through, by limit"
     );
     metrics::describe_counter!(
         COUNTED_IN_MEMORY,

@@ -47,7 +47,8 @@ use crate::address::{
 use crate::clock::Clock;
 use crate::config::{Application, Counting};
 use crate::limiter::{
-    ADDRESS_HEADER, Check, FallbackLog, Limiter, PathTooLong, Refusal, Rules, UnknownDeployable,
+    ADDRESS_HEADER, Check, FallbackLog, Limiter, PathTooLong, Refusal, Rules, ShadowLog,
+    UnknownDeployable,
 };
 use crate::subject::CallerId;
 use crate::subject::Subject;
@@ -416,6 +417,9 @@ impl NativeGate {
         for log in &decision.logs {
             log_fallback(log);
         }
+        for log in &decision.shadow_logs {
+            log_shadow_refusal(log);
+        }
         match decision.refusal {
             Some(refusal) => Err(refusal),
             None => Ok(()),
@@ -505,6 +509,17 @@ fn log_fallback(log: &FallbackLog) {
         reason = log.reason.as_str(),
         "{}",
         FallbackLog::EVENT
+    );
+}
+
+/// The first request a shadow limit would have refused in this process:
+/// one line per limit, named by its policy name, never a key.
+fn log_shadow_refusal(log: &ShadowLog) {
+    tracing::warn!(
+        event = ShadowLog::EVENT,
+        limit = %log.limit,
+        "{}",
+        ShadowLog::EVENT
     );
 }
 

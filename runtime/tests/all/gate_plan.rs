@@ -220,8 +220,9 @@ proptest! {
     fn any_name_and_path_survive_the_text(
         connection in "\\PC*",
         deployable in "\\PC*",
-        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60]), proptest::option::of(prop::sample::subsequence(Methods::NAMES.to_vec(), 1..=Methods::NAMES.len()))), 0..4),
+        paths in prop::collection::vec(("[ -~\\n\\r\\t\\\\ßü😀]*", 1u32..1000, prop::sample::select(vec![10u32, 60]), proptest::option::of(prop::sample::subsequence(Methods::NAMES.to_vec(), 1..=Methods::NAMES.len())), any::<bool>()), 0..4),
         data_points in proptest::option::of("[A-Za-z][A-Za-z0-9_]{0,63}"),
+        built_in_shadow in any::<[bool; 2]>(),
     ) {
         let app = Application {
             name: None,
@@ -240,7 +241,7 @@ proptest! {
             // A validated description's paths: canonical templates.
             routes: paths
                 .iter()
-                .filter_map(|(path, requests, window, methods)| Some(Route {
+                .filter_map(|(path, requests, window, methods, shadow)| Some(Route {
                     path: runtime::routes::canonical_template(path).ok()?,
                     rate_limit: Some(Limit::new(*requests, *window)),
                     // Every method, or any non-empty set of those a limit can name.
@@ -250,9 +251,11 @@ proptest! {
                             .filter_map(|name| Methods::named(name))
                             .fold(Methods::named(names[0]).expect("a name"), Methods::and)
                     }),
+                    shadow: *shadow,
                 }))
                 .collect(),
             data_points,
+            built_in_shadow,
         };
         let plan = GatePlan::new(&app, &deployable).expect("planned");
         let text = plan.to_text().expect("a Workers plan");

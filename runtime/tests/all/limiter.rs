@@ -334,6 +334,7 @@ fn a_route_listed_twice_counts_each_request_once() {
         path: "/api/search".into(),
         rate_limit: Some(Limit::new(20, 10)),
         methods: runtime::Methods::ALL,
+        shadow: false,
     };
     let app = Application {
         name: Some("shop".into()),
@@ -351,6 +352,7 @@ fn a_route_listed_twice_counts_each_request_once() {
         }],
         routes: vec![route.clone(), route],
         data_points: None,
+        built_in_shadow: [false, false],
     };
     let mut limiter = Limiter::new(&app, "edge", 1).expect("edge");
     let subject = address("192.0.2.5");

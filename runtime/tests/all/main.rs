@@ -35,3 +35,4 @@ mod quickstart;
 mod router;
 mod routes;
 mod secrets;
+mod shadow;

@@ -205,6 +205,14 @@ async fn every_metric_listed_is_described() {
     let gate = missing_redis_gate("metrics-described");
     let subject = runtime::Subject::of_request(None, Some("192.0.2.3"));
     let _ = gate.decide(&subject, "GET", "/api/items").await;
+    // A series of `SHADOW_REFUSALS` is registered for a shadow limit only.
+    let shadowed = NativeGate::from_toml(
+        "[rate_limits]\nshadow = [\"address\"]\n\
+         [[deployables]]\nname = \"metrics-described-shadow\"\ntarget = \"native\"\nserves_api = true\n",
+        "metrics-described-shadow",
+    )
+    .expect("gate");
+    let _ = shadowed.decide(&subject, "GET", "/api/items").await;
     let text = recorder.render();
     for (name, _) in METRICS {
         assert!(text.contains(&format!("# HELP {name} ")), "{name}: {text}");

@@ -303,6 +303,9 @@ fn shown_decision() -> Shown {
     let refusal = refused.refusal.clone().expect("the route's limit refused");
     let routes: Vec<Limit> = app.routes.iter().filter_map(|r| r.rate_limit).collect();
     let bound = WindowCounter::new(DEFAULT_MAX_KEYS, &routes, 7).bound();
+    let shadow_log = runtime::limiter::ShadowLog {
+        limit: "/api".into(),
+    };
     let mut refused_keys = RefusedCache::default();
     refused_keys.remember(check.limit(), check.key(), u64::MAX, 0);
     vec![
@@ -340,6 +343,7 @@ fn shown_decision() -> Shown {
         ("limiter::PolicyId", format!("{:?}", check.policy())),
         ("limiter::Decision", format!("{decision:?} {refused:?}")),
         ("limiter::FallbackLog", format!("{:?}", decision.logs)),
+        ("limiter::ShadowLog", format!("{shadow_log:?}")),
         ("limiter::Limiter", format!("{limiter:?}")),
         ("limiter::Rules", format!("{:?}", limiter.rules())),
         (

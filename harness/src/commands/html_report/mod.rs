@@ -170,6 +170,7 @@ struct Scenario {
     statuses: Vec<(String, usize)>,
     steps: Vec<String>,
     fallbacks: Vec<String>,
+    shadow_refusals: Vec<String>,
     cool_offs: Vec<String>,
 }
 
@@ -284,6 +285,18 @@ fn scenario(index: usize, outcome: &TrialOutcome) -> Scenario {
                     f.binding,
                     f.reason,
                     seconds(f.clock_ms)
+                )
+            })
+            .collect(),
+        shadow_refusals: trace
+            .shadow_refusals
+            .iter()
+            .map(|s| {
+                format!(
+                    "{}: {} at {}",
+                    trace.lanes.name(s.isolate),
+                    s.limit,
+                    seconds(s.clock_ms)
                 )
             })
             .collect(),

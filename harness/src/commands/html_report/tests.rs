@@ -256,3 +256,39 @@ fn the_drift_page_lists_a_changed_scenario_first_marked_with_its_block_and_no_ke
         assert!(!html.contains(fetch), "{fetch} in the page");
     }
 }
+
+#[test]
+fn a_shadow_limits_first_would_be_refusal_is_on_the_timeline_at_its_time_with_its_limit() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let prepared = prepared(dir.path());
+    let mut observation = observed();
+    // As workerd's structured logging writes a Worker's console line.
+    let shadow = serde_json::json!({
+        "message": r#"{"event":"rate_limits.shadow_refusal","limit":"/api/search"}"#,
+    })
+    .to_string();
+    observation.instances[0].lines.push(LogLine {
+        at: Duration::from_millis(205),
+        stream: Stream::Stderr,
+        text: shadow,
+    });
+    let outcome = failing(&prepared, &observation);
+    assert_eq!(
+        outcome.trace.shadow_refusals.len(),
+        1,
+        "{:?}",
+        outcome.trace
+    );
+    let html = render(&run(), std::slice::from_ref(&outcome)).expect("renders");
+    assert_eq!(html.matches("<path class=\"shadow\"").count(), 1);
+    assert!(
+        html.contains("isolate 0: shadow limit /api/search would first have refused at 15.125 s")
+    );
+    assert!(html.contains("Shadow limits' first would-be refusals (1)"));
+    // The list as the template escapes it (`/` too).
+    assert!(html.contains("<li>isolate 0: &#x2f;api&#x2f;search at 15.125 s</li>"));
+    // Without the line, no mark.
+    let plain = failing(&prepared, &observed());
+    let html = render(&run(), std::slice::from_ref(&plain)).expect("renders");
+    assert_eq!(html.matches("<path class=\"shadow\"").count(), 0);
+}

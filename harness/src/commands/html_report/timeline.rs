@@ -1,6 +1,7 @@
 //! A scenario's timeline as inline SVG: its requests on the scenario clock,
 //! a lane per isolate, the boundaries of the windows of the limits its
-//! deployable counts, its steps, its fallback lines, and each binding's
+//! deployable counts, its steps, its fallback lines, each shadow limit's
+//! first would-be refusal, and each binding's
 //! cool-offs (shaded) and probes (marked) in the lane that observed them.
 //!
 //! The axis is the scenario clock, drawn piecewise: real time to scale,
@@ -90,6 +91,7 @@ impl Axis {
             .iter()
             .map(|r| r.sent_ms + r.latency_ms)
             .chain(trace.fallbacks.iter().map(|f| f.clock_ms))
+            .chain(trace.shadow_refusals.iter().map(|s| s.clock_ms))
             .chain(trace.cool_offs.iter().map(|c| c.ended_ms))
             .fold(clock, f64::max);
         at(end, end - clock, 0.0);
@@ -239,6 +241,16 @@ fn marks(svg: &mut String, trace: &Trace, axis: &Axis, (index, lane): (usize, &L
             seconds(fallback.clock_ms),
         );
     }
+    for shadow in trace.shadow_refusals.iter().filter(|s| s.isolate == index) {
+        let x = axis.x(shadow.clock_ms);
+        let _ = write!(
+            svg,
+            r#"<path class="shadow" d="M{x:.1},{:.1}l5,9h-10z"><title>{name}: shadow limit {} would first have refused at {}</title></path>"#,
+            y + lane.height() / 2.0 - 5.0,
+            escape(&shadow.limit),
+            seconds(shadow.clock_ms),
+        );
+    }
 }
 
 /// One lane's cool-offs, its top at `y`: each a shaded span from the
@@ -309,13 +321,14 @@ fn summary(trace: &Trace) -> String {
             .count()
     };
     format!(
-        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines, {} cool-offs",
+        "timeline: {} requests ({} answered 200, {} answered 429, {} other), {} steps, {} fallback lines, {} shadow refusal lines, {} cool-offs",
         trace.requests.len(),
         count("s200"),
         count("s429"),
         count("sother"),
         trace.steps.len(),
         trace.fallbacks.len(),
+        trace.shadow_refusals.len(),
         trace.cool_offs.len()
     )
 }
@@ -339,6 +352,7 @@ fn lanes(trace: &Trace) -> Vec<Lane<'_>> {
         .iter()
         .map(|r| r.isolate + 1)
         .chain(trace.fallbacks.iter().map(|f| f.isolate + 1))
+        .chain(trace.shadow_refusals.iter().map(|s| s.isolate + 1))
         .fold(trace.isolates.max(1), usize::max);
     (0..count)
         .map(|isolate| {
@@ -575,6 +589,40 @@ mod tests {
         // Monotonic everywhere.
         let xs: Vec<f64> = (0..=61).map(|s| axis.x(f64::from(s) * 1000.0)).collect();
         assert!(xs.windows(2).all(|w| w[0] <= w[1]), "{xs:?}");
+    }
+
+    #[test]
+    fn a_shadow_limits_first_would_be_refusal_is_marked_in_its_lane_with_its_limit() {
+        use crate::commands::trace::TraceShadowRefusal;
+        for (isolate, clock_ms) in [(0, 1_000.0), (1, 2_500.0), (2, 9_000.0)] {
+            let trace = Trace {
+                isolates: 3,
+                steps: vec![step(StepKind::Send, (0.0, 10_000.0), 10_000.0)],
+                shadow_refusals: vec![TraceShadowRefusal {
+                    isolate,
+                    clock_ms,
+                    limit: "/api/<search>".into(),
+                }],
+                ..Trace::default()
+            };
+            let svg = timeline(&trace, "shadow").expect("a step ran");
+            let marks: Vec<&str> = svg.split("<path class=\"shadow\"").skip(1).collect();
+            assert_eq!(marks.len(), 1, "{svg}");
+            assert!(
+                marks[0].contains(&format!(
+                    "isolate {isolate}: shadow limit /api/&lt;search&gt; would first have refused at"
+                )),
+                "{}",
+                marks[0]
+            );
+            let axis = Axis::of(&trace).expect("steps ran");
+            assert!(
+                marks[0].contains(&format!("d=\"M{:.1},", axis.x(clock_ms))),
+                "at its time: {}",
+                marks[0]
+            );
+            assert!(svg.contains("1 shadow refusal lines"), "{svg}");
+        }
     }
 
     /// A trace of one `send` of real time from 0 to 130 s (no break), its

@@ -35,6 +35,13 @@ pub fn fallback_line(line: &str) -> Option<Result<FallbackLine, String>> {
     )
 }
 
+/// The limit a `rate_limits.shadow_refusal` line names (a shadow limit's
+/// first would-be refusal in its process), if the line is one.
+pub fn shadow_refusal_line(line: &str) -> Option<String> {
+    let event = event_of(line, runtime::limiter::ShadowLog::EVENT)?;
+    Some(event.get("limit")?.as_str()?.to_owned())
+}
+
 /// The event `name` in one line of a process's output, if it is one:
 /// workerd's structured logging puts the event's JSON inside the line's
 /// `message`; a native instance's `tracing` JSON line is the event itself.
@@ -102,6 +109,51 @@ pub(super) fn fallback_lines(
                 format!("{actual:?}"),
             );
         }
+    }
+}
+
+/// `shadow_refusal_lines`: each listed shadow limit's first would-be
+/// refusal logged by some process, no process logging one limit twice, and
+/// no other limit's line.
+pub(super) fn shadow_refusal_lines(
+    scenario: &Scenario,
+    observation: &Observation,
+    out: &mut Failures<'_>,
+) {
+    let final_expect = scenario.expect.as_ref();
+    let final_span = final_expect.map_or(out.source.scenario.span(), |e| e.span());
+    let expected: Vec<String> = final_expect
+        .map(|e| e.get_ref().shadow_refusal_lines.clone())
+        .unwrap_or_default();
+    let mut logged_by_any: BTreeMap<String, usize> = BTreeMap::new();
+    for instance in &observation.instances {
+        let mut mine: BTreeMap<String, usize> = BTreeMap::new();
+        for line in &instance.lines {
+            if let Some(limit) = shadow_refusal_line(&line.text) {
+                *mine.entry(limit).or_default() += 1;
+            }
+        }
+        for (limit, lines) in &mine {
+            if *lines > 1 || !expected.contains(limit) {
+                out.fail(
+                    final_span.clone(),
+                    instance_name(instance),
+                    "rate_limits.shadow_refusal lines by limit",
+                    format!("at most one line for each of {expected:?}"),
+                    format!("{lines} for `{limit}`"),
+                );
+            }
+            *logged_by_any.entry(limit.clone()).or_default() += 1;
+        }
+    }
+    for limit in expected.iter().filter(|l| !logged_by_any.contains_key(*l)) {
+        out.fail(
+            final_span.clone(),
+            "every process".to_owned(),
+            "rate_limits.shadow_refusal lines by limit",
+            format!("a line for `{limit}` from at least one process"),
+            "none".to_owned(),
+        );
     }
 }
 

@@ -41,8 +41,8 @@ pub use deadline::{DEADLINE_GRAIN_MS, longest_wait_ms, probe_baseline_ms};
 pub use failure::Failure;
 pub(super) use failure::Failures;
 use limit_calls::limit_calls;
-use logs::fallback_lines;
-pub use logs::{FallbackLine, fallback_line};
+pub use logs::{FallbackLine, fallback_line, shadow_refusal_line};
+use logs::{fallback_lines, shadow_refusal_lines};
 pub(super) use logs::{instance_name, no_key_logged};
 pub use metrics::DATA_POINTS_EVENT;
 use metrics::{data_points_lines, final_metrics, metric_changes, no_key_in_metrics};
@@ -59,10 +59,11 @@ type RunCheck = fn(&Scenario, &Observation, &mut Failures<'_>);
 
 /// Every kind of expectation of a scenario with steps, in the order its
 /// failures are reported. A new kind is one function (in a file of its own) and one row here.
-const RUN_CHECKS: [(&str, RunCheck); 8] = [
+const RUN_CHECKS: [(&str, RunCheck); 9] = [
     ("send steps", send_steps),
     ("raw limit() calls", limit_calls),
     ("fallback lines", fallback_lines),
+    ("shadow refusal lines", shadow_refusal_lines),
     ("data points lines", data_points_lines),
     ("binding keys", binding_keys),
     ("metrics at the end", final_metrics),

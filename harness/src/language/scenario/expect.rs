@@ -150,6 +150,13 @@ pub struct FinalExpectations {
     #[serde(default)]
     #[schemars(with = "Option<DataPointsWarning>")]
     pub data_points_warning: Option<Spanned<DataPointsWarning>>,
+    /// The shadow limits (by name: `caller`, `address`, a route's path as
+    /// validated) whose first would-be refusal was logged as
+    /// `rate_limits.shadow_refusal`: each by at least one process, none
+    /// twice by one process. Any other limit's line is a failure; with no
+    /// list, none may appear.
+    #[serde(default)]
+    pub shadow_refusal_lines: Vec<String>,
 }
 
 /// One kind of fallback line, and how often each isolate logs it.

@@ -35,6 +35,8 @@ pub enum MetricSource {
 pub enum MetricName {
     /// `rate_limits_decisions_total{limit, outcome}`: one per limit a request is checked against.
     Decisions,
+    /// `rate_limits_shadow_refusals_total{limit}`: requests a shadow limit would have refused and let through.
+    ShadowRefusals,
     /// `rate_limits_counted_in_memory_total{store, reason}`: checks counted in memory because the store could not be asked.
     CountedInMemory,
     /// `rate_limits_store_state{store, state}`: 1 for the store's state now, 0 for the others.
@@ -55,6 +57,9 @@ pub enum MetricName {
     DataPoints,
 }
 
+/// The values of a data point's `outcome`: a shadow limit's would-be
+/// refusal is `shadow_refused`.
+const POINT_OUTCOMES: &[&str] = &["passed", "refused", "shadow_refused"];
 /// The values of a data point's `reason`: the binding counted it (`none`),
 /// or why it was counted in memory (`runtime::limiter::InMemory`'s:
 /// `no_backend` is a deployable counting in memory by design).
@@ -74,7 +79,7 @@ type LabelSpec = (&'static str, Option<&'static [&'static str]>);
 
 impl MetricName {
     /// Every name, in the order an error lists them.
-    pub const ALL: [MetricName; 10] = [
+    pub const ALL: [MetricName; 11] = [
         MetricName::Decisions,
         MetricName::CountedInMemory,
         MetricName::StoreState,
@@ -84,6 +89,7 @@ impl MetricName {
         MetricName::PathsTooLong,
         MetricName::MemoryBytes,
         MetricName::MemoryBoundBytes,
+        MetricName::ShadowRefusals,
         MetricName::DataPoints,
     ];
 
@@ -91,6 +97,7 @@ impl MetricName {
     pub fn written(self) -> &'static str {
         match self {
             MetricName::Decisions => "decisions",
+            MetricName::ShadowRefusals => "shadow_refusals",
             MetricName::CountedInMemory => "counted_in_memory",
             MetricName::StoreState => "store_state",
             MetricName::StoreRoundTripSeconds => "store_round_trip_seconds",
@@ -110,6 +117,7 @@ impl MetricName {
         use runtime::native::metrics as native;
         match self {
             MetricName::Decisions => native::DECISIONS,
+            MetricName::ShadowRefusals => native::SHADOW_REFUSALS,
             MetricName::CountedInMemory => native::COUNTED_IN_MEMORY,
             MetricName::StoreState => native::STORE_STATE,
             MetricName::StoreRoundTripSeconds => native::STORE_ROUND_TRIP,
@@ -152,7 +160,7 @@ impl MetricName {
                 .unwrap_or_default(),
             MetricSource::Workers => vec![
                 ("limit", None),
-                ("outcome", MetricName::Decisions.label_values("outcome")),
+                ("outcome", Some(POINT_OUTCOMES)),
                 ("reason", Some(POINT_REASONS)),
             ],
         };

@@ -156,7 +156,7 @@ mod tests {
                 "blobs are not [limit, outcome, reason]",
                 "doubles are not [1]",
                 "indexes are not [\"edge\"]",
-                "its outcome is none of passed, refused"
+                "its outcome is none of passed, refused, shadow_refused"
             ]
         );
         assert!(read_points(&serde_json::json!({ "points": 3 }), "edge").is_err());

@@ -20,6 +20,7 @@ mod deployables;
 mod memory;
 mod name;
 mod routes;
+mod shadow;
 
 use connections::{validate_connections, validate_namespace_ids, validate_store};
 use data_points::validate_data_points;
@@ -27,6 +28,7 @@ use deployables::validate_deployables;
 use memory::validate_memory;
 use name::validate_name;
 use routes::validate_routes;
+use shadow::validate_built_in_shadow;
 
 /// Collects diagnostics with their places while the rules run.
 struct Report<'a> {
@@ -61,6 +63,7 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
     validate_namespace_ids(&mut report, &connections, &routes);
     validate_memory(&mut report, &raw.deployables, &mut deployables, &routes);
     let data_points = validate_data_points(&mut report, &raw);
+    let built_in_shadow = validate_built_in_shadow(&mut report, &raw);
     let name = validate_name(&mut report, &raw, &store, &deployables);
 
     if !report.diagnostics.is_empty() {
@@ -72,5 +75,6 @@ pub(super) fn validate(source: &str, raw: RawApplication) -> Result<Application,
         deployables,
         routes,
         data_points,
+        built_in_shadow,
     })
 }

@@ -9,6 +9,7 @@ use std::ops::Range;
 use toml::Spanned;
 
 use super::Report;
+use super::shadow::validate_route_shadow;
 use crate::config::raw::{RawRoute, RawRouteLimit};
 use crate::config::{BINDING_WINDOWS, Code, Location, Route};
 use crate::limits::{Limit, Methods};
@@ -75,6 +76,9 @@ pub(super) fn validate_routes(
             .rate_limit
             .as_ref()
             .and_then(|limit| route_limit(report, written, limit, binding_store));
+        let shadow = route.rate_limit.as_ref().is_some_and(|limit| {
+            validate_route_shadow(report, written, limit.get_ref().shadow.as_ref())
+        });
         if canonical.is_some() {
             valid.push((routes.len(), spanned.span()));
         }
@@ -82,6 +86,7 @@ pub(super) fn validate_routes(
             path: path.to_owned(),
             rate_limit,
             methods: methods.unwrap_or(Methods::ALL),
+            shadow,
         });
     }
     // What the gate's router would refuse of the valid templates, refused here.
