@@ -163,7 +163,7 @@ pub mod unstable_for_tools {
     /// The harness's Worker fixtures' hooks (the `testing` feature).
     #[cfg(feature = "testing")]
     pub mod testing {
-        pub use crate::testing::{health_report, tally_refused};
+        pub use crate::testing::{HealthReport, health_report, tally_refused};
         #[cfg(target_arch = "wasm32")]
         pub use crate::testing::{limiting_off, set_clock_offset_ms};
     }

@@ -387,7 +387,16 @@ impl ShadowLog {
 
     /// One JSON line, event first, as a Worker writes it.
     pub fn to_json_line(&self) -> String {
-        serde_json::json!({ "event": Self::EVENT, "limit": self.limit }).to_string()
+        #[derive(serde::Serialize)]
+        struct Line<'a> {
+            event: &'static str,
+            limit: &'a str,
+        }
+        let line = Line {
+            event: Self::EVENT,
+            limit: &self.limit,
+        };
+        serde_json::to_string(&line).unwrap_or_default()
     }
 }
 
@@ -497,19 +506,31 @@ impl Refusal {
         items.join(", ")
     }
 
-    /// The short JSON body sent with the 429.
+    /// The short JSON body sent with the 429. Serialised from structs, not
+    /// a `serde_json::Value`, whose serialiser would link float formatting
+    /// into a Worker for numbers that are never floats.
     pub fn body(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Limited {
+            error: &'static str,
+            retry_after: u32,
+        }
+        #[derive(serde::Serialize)]
+        struct TooLong {
+            error: &'static str,
+            max_path_bytes: usize,
+        }
         match self.reason {
-            Refused::Limited => serde_json::json!({
-                "error": "rate_limited",
-                "retry_after": self.retry_after_seconds,
+            Refused::Limited => serde_json::to_string(&Limited {
+                error: "rate_limited",
+                retry_after: self.retry_after_seconds,
             }),
-            Refused::PathTooLong => serde_json::json!({
-                "error": "path_too_long",
-                "max_path_bytes": MAX_PATH_BYTES,
+            Refused::PathTooLong => serde_json::to_string(&TooLong {
+                error: "path_too_long",
+                max_path_bytes: MAX_PATH_BYTES,
             }),
         }
-        .to_string()
+        .unwrap_or_default()
     }
 
     /// The response's headers, as every I/O layer sends them: for a 429

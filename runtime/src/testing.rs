@@ -17,20 +17,39 @@ pub fn tally_refused() {
     TALLY.with(|(_, refused)| refused.set(refused.get() + 1));
 }
 
-/// Counts a health check and returns what the fixtures' `GET /health`
-/// answers: `{"status":"ok","deployable","counting","health_checks","refused"}`.
-pub fn health_report(deployable: &str, counting: &Counting) -> serde_json::Value {
+/// What the fixtures' `GET /health` answers:
+/// `{"status":"ok","deployable","counting","health_checks","refused"}`. A
+/// struct rather than a `serde_json::Value`, whose serialiser would link
+/// float formatting into the Worker for numbers that are never floats.
+#[derive(Debug, serde::Serialize)]
+pub struct HealthReport<'a> {
+    status: &'static str,
+    deployable: &'a str,
+    counting: &'static str,
+    health_checks: u64,
+    refused: u64,
+}
+
+impl HealthReport<'_> {
+    /// As JSON text.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// Counts a health check and returns what the fixtures' `GET /health` answers.
+pub fn health_report<'a>(deployable: &'a str, counting: &Counting) -> HealthReport<'a> {
     let (health_checks, refused) = TALLY.with(|(health_checks, refused)| {
         health_checks.set(health_checks.get() + 1);
         (health_checks.get(), refused.get())
     });
-    serde_json::json!({
-        "status": "ok",
-        "deployable": deployable,
-        "counting": counting.name(),
-        "health_checks": health_checks,
-        "refused": refused,
-    })
+    HealthReport {
+        status: "ok",
+        deployable,
+        counting: counting.name(),
+        health_checks,
+        refused,
+    }
 }
 
 /// Shifts the clock of this isolate's gate (built from `env`'s plan) by

@@ -251,14 +251,20 @@ impl DataPoints {
                 && writes_logs
                 && !self.logged.replace(true)
             {
-                console_warn(
-                    &serde_json::json!({
-                        "event": DATA_POINTS_EVENT,
-                        "binding": self.binding_name,
-                        "reason": reason,
-                    })
-                    .to_string(),
-                );
+                // A struct, not a `serde_json::Value`, whose serialiser
+                // would link float formatting into the Worker.
+                #[derive(serde::Serialize)]
+                struct Line<'a> {
+                    event: &'static str,
+                    binding: &'a str,
+                    reason: &'a str,
+                }
+                let line = Line {
+                    event: DATA_POINTS_EVENT,
+                    binding: &self.binding_name,
+                    reason,
+                };
+                console_warn(&serde_json::to_string(&line).unwrap_or_default());
             }
         }
     }

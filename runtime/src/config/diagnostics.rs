@@ -64,7 +64,7 @@ pub enum Code {
 
 impl Code {
     /// Every code, for listing and for parsing scenario expectations.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::InvalidToml,
         Code::StoreInvalid,
         Code::StoreRequired,

@@ -46,7 +46,7 @@ fn limiter(source: &str) -> Limiter {
 /// `sent` requests before it under a limit of `limits` would (within while
 /// `sent < limit`), or none asked (in memory).
 fn decide(limiter: &mut Limiter, subject: &Subject, path: &str, sent: u32) -> Decision {
-    let checks = limiter.checks(subject, path).expect("a short path");
+    let checks = limiter.checks(subject, "GET", path).expect("a short path");
     let mut pending = limiter.asks(checks, Now::one_clock(T0));
     for ask in pending.asks() {
         let success = sent < ask.limit().requests;
@@ -174,8 +174,12 @@ fn a_shadow_limit_is_counted_through_the_same_binding_and_keys_as_enforced() {
                 Subject::of_request(None, Some("192.0.2.10")),
                 Subject::of_request(Some("alice"), Some("192.0.2.10")),
             ] {
-                let a = shadow.checks(&subject, "/api/search").expect("short");
-                let b = enforced.checks(&subject, "/api/search").expect("short");
+                let a = shadow
+                    .checks(&subject, "GET", "/api/search")
+                    .expect("short");
+                let b = enforced
+                    .checks(&subject, "GET", "/api/search")
+                    .expect("short");
                 assert_eq!(a.len(), b.len());
                 // The subject's built-in limit first, then the route's.
                 for (index, (a, b)) in a.iter().zip(&b).enumerate() {
@@ -302,7 +306,10 @@ async fn the_native_gate_counts_would_be_refusals_by_limit_and_logs_the_first_on
     let gate = native_gate("shadow-native", true);
     let subject = Subject::of_request(None, Some("192.0.2.11"));
     for sent in [1, 2, 3, 4, 5] {
-        assert!(gate.decide(&subject, "GET", "/api/search").await.is_ok(), "{sent}");
+        assert!(
+            gate.decide(&subject, "GET", "/api/search").await.is_ok(),
+            "{sent}"
+        );
     }
     let ours = ("deployable", "shadow-native");
     let limit = ("limit", "/api/search");
@@ -328,7 +335,10 @@ async fn the_native_gate_counts_would_be_refusals_by_limit_and_logs_the_first_on
     // Enforced, the same gate refuses the third and logs nothing of shadows.
     let gate = native_gate("shadow-native-enforced", false);
     for sent in [1, 2] {
-        assert!(gate.decide(&subject, "GET", "/api/search").await.is_ok(), "{sent}");
+        assert!(
+            gate.decide(&subject, "GET", "/api/search").await.is_ok(),
+            "{sent}"
+        );
     }
     assert!(gate.decide(&subject, "GET", "/api/search").await.is_err());
     assert_eq!(lines.events(ShadowLog::EVENT).len(), 1);

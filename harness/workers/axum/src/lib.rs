@@ -50,12 +50,11 @@ pub fn set_clock_offset_ms(
 }
 
 fn json(status: StatusCode, body: serde_json::Value) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
+    json_text(status, body.to_string())
+}
+
+fn json_text(status: StatusCode, body: String) -> Response {
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
 /// Hands the signed-in caller to the layer.
@@ -114,12 +113,13 @@ fn router(gate: Rc<WorkersGate>, env: Env) -> Router {
             get(move || {
                 let gate = shared.clone();
                 async move {
-                    json(
+                    json_text(
                         StatusCode::OK,
                         runtime::unstable_for_tools::testing::health_report(
                             gate.deployable(),
                             &gate.counting(),
-                        ),
+                        )
+                        .to_json(),
                     )
                 }
             }),

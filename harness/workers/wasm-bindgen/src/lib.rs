@@ -45,10 +45,10 @@ thread_local! {
 }
 
 #[inline(never)]
-fn json_response(status: u16, body: &serde_json::Value) -> Result<JsValue, JsValue> {
+fn json_response(status: u16, body: &str) -> Result<JsValue, JsValue> {
     let init = web_sys::ResponseInit::new();
     init.set_status(status);
-    let response = web_sys::Response::new_with_opt_str_and_init(Some(&body.to_string()), &init)?;
+    let response = web_sys::Response::new_with_opt_str_and_init(Some(body), &init)?;
     response.headers().set("Content-Type", "application/json")?;
     Ok(response.into())
 }
@@ -83,7 +83,8 @@ fn passed() -> Result<web_sys::Response, JsValue> {
 fn health(gate: &WorkersGate) -> Result<JsValue, JsValue> {
     json_response(
         200,
-        &runtime::unstable_for_tools::testing::health_report(gate.deployable(), &gate.counting()),
+        &runtime::unstable_for_tools::testing::health_report(gate.deployable(), &gate.counting())
+            .to_json(),
     )
 }
 
@@ -96,10 +97,12 @@ fn refusal_response(refusal: &Refusal) -> Result<web_sys::Response, JsValue> {
     runtime::workers::refusal_response(refusal)
 }
 
-/// `404 {"error": error}`.
+/// `404 {"error": error}`. A map, not a `serde_json::Value`, whose
+/// serialiser would link float formatting into the Worker.
 #[inline(never)]
 fn not_found(error: &str) -> Result<JsValue, JsValue> {
-    json_response(404, &serde_json::json!({ "error": error }))
+    let body = std::collections::BTreeMap::from([("error", error)]);
+    json_response(404, &serde_json::to_string(&body).unwrap_or_default())
 }
 
 /// Compiles the request path and builds the isolate's gate while the

@@ -63,9 +63,12 @@ fn start() {
 /// compile the API path and no more (see `harness/workers/wasm-bindgen`).
 #[inline(never)]
 fn health(gate: &WorkersGate) -> Result<Response> {
-    json(
-        200,
-        &runtime::unstable_for_tools::testing::health_report(gate.deployable(), &gate.counting()),
+    Ok(
+        Response::from_json(&runtime::unstable_for_tools::testing::health_report(
+            gate.deployable(),
+            &gate.counting(),
+        ))?
+        .with_status(200),
     )
 }
 
