@@ -383,28 +383,16 @@ impl GatePlan {
                         && plan.data_points.is_none()
                         && methods.len() <= 1 =>
                 {
-                    let methods = match methods {
-                        [word] => Methods::of_word(word).ok_or_else(|| {
-                            at("a route's methods are no list of methods a limit can name")
-                        })?,
-                        _ => Methods::ALL,
-                    };
-                    let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
-                    let (Some(requests), Some(window)) = (count(requests), count(window)) else {
-                        return Err(at(
-                            "a limit is a whole number of requests and seconds, each at least 1",
-                        ));
-                    };
-                    let path = crate::routes::canonical_template(path)
-                        .map_err(|_| at("a route's path is no template the gate can match"))?;
-                    plan.routes.push(RouteLimit::new(
+                    let route = read_route(
+                        backend,
+                        requests,
+                        window,
                         path,
-                        Limit::new(requests, window),
                         methods,
-                        read_backend(backend, plan.backends.len())
-                            .ok_or_else(|| at("no such backend"))?,
-                        false,
-                    ));
+                        plan.backends.len(),
+                    )
+                    .map_err(at)?;
+                    plan.routes.push(route);
                 }
                 _ => return Err(at("not a line of a plan here")),
             }
@@ -417,6 +405,36 @@ impl GatePlan {
         }
         Ok(plan)
     }
+}
+
+/// A plan's `route BACKEND REQUESTS WINDOW PATH [METHODS]` line's limit
+/// (enforced: a `shadow` line, read after, marks it), or what is wrong with it.
+fn read_route(
+    backend: &str,
+    requests: &str,
+    window: &str,
+    path: &str,
+    methods: &[&str],
+    backends: usize,
+) -> Result<RouteLimit, &'static str> {
+    let methods = match methods {
+        [word] => Methods::of_word(word)
+            .ok_or("a route's methods are no list of methods a limit can name")?,
+        _ => Methods::ALL,
+    };
+    let count = |word: &str| word.parse::<u32>().ok().filter(|n| *n > 0);
+    let (Some(requests), Some(window)) = (count(requests), count(window)) else {
+        return Err("a limit is a whole number of requests and seconds, each at least 1");
+    };
+    let path = crate::routes::canonical_template(path)
+        .map_err(|_| "a route's path is no template the gate can match")?;
+    Ok(RouteLimit::new(
+        path,
+        Limit::new(requests, window),
+        methods,
+        read_backend(backend, backends).ok_or("no such backend")?,
+        false,
+    ))
 }
 
 impl GatePlan {

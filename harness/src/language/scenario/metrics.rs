@@ -702,7 +702,7 @@ mod tests {
         assert_eq!(MetricName::Decisions.label_values("limit"), None);
         assert_eq!(
             MetricName::DataPoints.label_values("outcome"),
-            Some(&["passed", "refused"][..])
+            Some(&["passed", "refused", "shadow_refused"][..])
         );
     }
 
