@@ -1,5 +1,6 @@
 //! Every validation rule of the spec, one test each (or more).
 
+use crate::common::placed;
 use runtime::config::{Application, Code, Counting, Location, StoreDriver};
 
 fn codes(source: &str) -> Vec<Code> {
@@ -319,21 +320,6 @@ fn rendering_names_the_code_file_and_place() {
         text.starts_with("rate_limits.store_invalid: app.toml:11:9: "),
         "{text}"
     );
-}
-
-/// The diagnostics of `source`, each as `code line:col`.
-fn placed(source: &str) -> Vec<String> {
-    match Application::from_toml(source) {
-        Ok(_) => Vec::new(),
-        Err(d) => {
-            d.0.iter()
-                .map(|d| match d.location {
-                    Some(at) => format!("{} {at}", d.code),
-                    None => d.code.to_string(),
-                })
-                .collect()
-        }
-    }
 }
 
 #[test]

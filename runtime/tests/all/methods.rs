@@ -4,6 +4,7 @@
 //! would count a request twice; the plan carries the methods and the
 //! bindings stay one per (requests, window).
 
+use crate::common::placed;
 use runtime::config::Application;
 use runtime::limiter::{Limiter, Now};
 use runtime::{Bindings, GatePlan, Methods, Subject};
@@ -19,21 +20,6 @@ fn app(routes: &str) -> String {
          declines = [\"rate_limits.counted_in_memory\"]\n\
          {routes}"
     )
-}
-
-/// The diagnostics of `source`, each as `code line:col`.
-fn placed(source: &str) -> Vec<String> {
-    match Application::from_toml(source) {
-        Ok(_) => Vec::new(),
-        Err(d) => {
-            d.0.iter()
-                .map(|d| match d.location {
-                    Some(at) => format!("{} {at}", d.code),
-                    None => d.code.to_string(),
-                })
-                .collect()
-        }
-    }
 }
 
 /// The limiter of `routes`' application.

@@ -40,3 +40,18 @@ impl tower_service::Service<http::Request<String>> for Handler {
         Box::pin(async { Ok(http::Response::new("{\"ok\":true}".to_owned())) })
     }
 }
+
+/// The diagnostics of `source`, each as `code line:col`.
+pub fn placed(source: &str) -> Vec<String> {
+    match runtime::Application::from_toml(source) {
+        Ok(_) => Vec::new(),
+        Err(d) => {
+            d.0.iter()
+                .map(|d| match d.location {
+                    Some(at) => format!("{} {at}", d.code),
+                    None => d.code.to_string(),
+                })
+                .collect()
+        }
+    }
+}
